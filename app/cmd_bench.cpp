@@ -1,0 +1,191 @@
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <nlohmann/json.hpp>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include "app/commands.h"
+#include "app/run_options.h"
+#include "core/engine.h"
+#include "core/error.h"
+#include "core/flops.h"
+#include "core/model_registry.h"
+#include "core/vae_model.h"
+
+namespace vaecodec::app {
+namespace {
+
+struct BenchOptions {
+  std::string weights;
+  bool random = false;
+  std::string model = "wan2.1-vae";
+  std::string size = "1280x720";
+  int64_t frames = 81;
+  std::string op = "decode";
+  std::string device = "cuda";
+  std::string dtype = "bf16";
+  int64_t chunk = 1;
+  int runs = 3;
+  int warmup = 1;
+  bool accuracy = false;
+  bool autotune = true;
+  bool json = false;
+};
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// One operation over the whole clip, in chunks, as the tool runs it.
+torch::Tensor run_op(core::VaeModel& model, const std::string& op, const torch::Tensor& video,
+                     const torch::Tensor& latents, core::ChunkOptions chunks) {
+  if (op == "encode") return core::encode_video(model, video, chunks);
+  if (op == "decode") return core::decode_latents(model, latents, chunks);
+  return core::decode_latents(model, core::encode_video(model, video, chunks), chunks);
+}
+
+std::shared_ptr<core::VaeModel> make_model(const BenchOptions& o, torch::Device device, torch::ScalarType dtype) {
+  if (!o.weights.empty()) return core::build_model(core::load_checkpoint(o.weights), {o.model, device, dtype});
+  const auto& family = core::find_model_family(o.model);
+  auto model = family.build(family.released_config);
+  core::randomize_parameters(*model, /*seed=*/0);
+  if (device.is_cuda() && dtype == torch::kFloat) {
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
+  model->to(device, dtype);
+  model->eval();
+  return model;
+}
+
+void bench(const BenchOptions& o) {
+  int64_t width = 0, height = 0;
+  if (std::sscanf(o.size.c_str(), "%ldx%ld", &width, &height) != 2 || width <= 0 || height <= 0)
+    throw Error("--size: expected WIDTHxHEIGHT, got '" + o.size + "'");
+  if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
+    throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
+  if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
+  const auto device = resolve_device(o.device);
+  const auto dtype = resolve_dtype(o.dtype, device);
+  if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(o.autotune);
+
+  auto model = make_model(o, device, dtype);
+  const auto& info = model->info();
+  const int64_t f = info.spatial_factor, tf = info.temporal_factor;
+  if (width % f || height % f) throw Error("--size must be a multiple of " + std::to_string(f));
+  if ((o.frames - 1) % tf) throw Error("--frames must be 1 + " + std::to_string(tf) + "k");
+
+  // Smooth random content in [-1, 1] (never zeros: they would flatter the timings).
+  torch::manual_seed(1);
+  auto coarse = torch::rand({1, 3, o.frames, height / f, width / f}) * 2 - 1;
+  auto video = torch::nn::functional::interpolate(
+                   coarse, torch::nn::functional::InterpolateFuncOptions()
+                               .size(std::vector<int64_t>{o.frames, height, width})
+                               .mode(torch::kTrilinear)
+                               .align_corners(false))
+                   .add_(torch::randn({1, 3, o.frames, height, width}) * 0.05)
+                   .clamp_(-1, 1)
+                   .to(device);
+  auto latents = torch::randn({1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f, width / f}).to(device);
+  const core::ChunkOptions chunks{o.chunk};
+
+  for (int i = 0; i < o.warmup; ++i) run_op(*model, o.op, video, latents, chunks);
+  synchronize(device);
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  core::FlopCounter::reset();
+  std::vector<double> seconds;
+  torch::Tensor out;
+  for (int i = 0; i < o.runs; ++i) {
+    core::FlopCounter::enable(i == 0);
+    const auto start = std::chrono::steady_clock::now();
+    out = run_op(*model, o.op, video, latents, chunks);
+    synchronize(device);
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  core::FlopCounter::enable(false);
+  std::sort(seconds.begin(), seconds.end());
+  const double median = seconds[seconds.size() / 2];
+  const double tflop = static_cast<double>(core::FlopCounter::total()) / 1e12;
+
+  nlohmann::json j = {{"model", info.family},
+                      {"weights", o.weights.empty() ? "random" : o.weights},
+                      {"op", o.op},
+                      {"size", o.size},
+                      {"frames", o.frames},
+                      {"device", device.str()},
+                      {"dtype", o.dtype},
+                      {"chunk_latent_frames", o.chunk},
+                      {"runs", seconds},
+                      {"median_s", median},
+                      {"frames_per_s", o.frames / median},
+                      {"model_tflop", tflop},
+                      {"tflops", tflop / median}};
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    j["peak_allocated_gib"] = stats.allocated_bytes[aggregate].peak / double(1ull << 30);
+    j["peak_reserved_gib"] = stats.reserved_bytes[aggregate].peak / double(1ull << 30);
+    j["gpu"] = at::cuda::getDeviceProperties(device.index())->name;
+  }
+  if (o.accuracy && dtype != torch::kFloat) {
+    auto reference_model = make_model(o, device, torch::kFloat);
+    const auto reference = run_op(*reference_model, o.op, video, latents, chunks).to(torch::kDouble);
+    const auto got = out.to(torch::kDouble);
+    j["relative_l2_vs_fp32"] = ((got - reference).norm() / reference.norm()).item<double>();
+    if (o.op != "encode") {
+      const double mse = (got.clamp(-1, 1) - reference.clamp(-1, 1)).div(2).pow(2).mean().item<double>();
+      j["psnr_vs_fp32_db"] = 10 * std::log10(1.0 / std::max(mse, 1e-20));
+    }
+  }
+  if (o.json) {
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(3) << info.family << " " << o.op << " " << o.size << " x" << o.frames
+            << " " << o.dtype << " on " << j.value("gpu", device.str()) << ", chunk " << o.chunk << " latent frames\n"
+            << "  median " << median << " s over " << o.runs << " runs, " << std::setprecision(1)
+            << o.frames / median << " frames/s\n"
+            << "  model " << tflop << " TFLOP, achieved " << tflop / median << " TFLOP/s\n";
+  if (j.contains("peak_allocated_gib"))
+    std::cout << std::setprecision(2) << "  peak VRAM " << j["peak_allocated_gib"].get<double>() << " GiB allocated, "
+              << j["peak_reserved_gib"].get<double>() << " GiB reserved\n";
+  if (j.contains("relative_l2_vs_fp32")) {
+    std::cout << std::scientific << std::setprecision(2) << "  vs fp32: relative L2 "
+              << j["relative_l2_vs_fp32"].get<double>();
+    if (j.contains("psnr_vs_fp32_db"))
+      std::cout << std::fixed << std::setprecision(1) << ", PSNR " << j["psnr_vs_fp32_db"].get<double>() << " dB";
+    std::cout << "\n";
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* cmd = app.add_subcommand("bench", "Time the VAE alone on a synthetic clip: seconds, frames/s, TFLOP/s, VRAM");
+  cmd->add_option("--weights", o->weights, "Weights file (or --random)");
+  cmd->add_flag("--random", o->random, "Random weights of the released architecture");
+  cmd->add_option("--model", o->model, "Model family (with --random, or to override detection)");
+  cmd->add_option("--size", o->size, "WIDTHxHEIGHT")->capture_default_str();
+  cmd->add_option("--frames", o->frames, "Frames (1 + 4k)")->capture_default_str();
+  cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "fp32, bf16 or fp16")->capture_default_str();
+  cmd->add_option("--chunk", o->chunk, "Latent frames per chunk")->capture_default_str();
+  cmd->add_option("--runs", o->runs, "Timed runs (the median is reported)")->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "Untimed runs first")->capture_default_str();
+  cmd->add_flag("--accuracy", o->accuracy, "Also run in fp32 and report the difference");
+  cmd->add_flag("!--no-autotune", o->autotune, "Do not let cuDNN time its algorithms");
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->callback([o] { bench(*o); });
+}
+
+}  // namespace vaecodec::app

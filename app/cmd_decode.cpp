@@ -1,0 +1,16 @@
+#include <memory>
+
+#include "app/commands.h"
+#include "app/run_options.h"
+
+namespace vaecodec::app {
+
+void add_decode_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand(
+      "decode", "decode VAE latents into a video with the size, frame count, timing and colour they record");
+  auto options = std::make_shared<RunOptions>();
+  add_run_options(*sub, *options, RunCommand::kDecode);
+  sub->callback([options] { run_command(RunCommand::kDecode, *options); });
+}
+
+}  // namespace vaecodec::app

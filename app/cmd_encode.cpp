@@ -1,0 +1,16 @@
+#include <memory>
+
+#include "app/commands.h"
+#include "app/run_options.h"
+
+namespace vaecodec::app {
+
+void add_encode_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand(
+      "encode", "encode a video into VAE latents (.safetensors or ComfyUI's .latent) with timing and colour");
+  auto options = std::make_shared<RunOptions>();
+  add_run_options(*sub, *options, RunCommand::kEncode);
+  sub->callback([options] { run_command(RunCommand::kEncode, *options); });
+}
+
+}  // namespace vaecodec::app

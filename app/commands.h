@@ -1,0 +1,16 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace vaecodec::app {
+
+// Each command adds its subcommand and options to the CLI and sets the callback that runs it. A command
+// reports failure by throwing vaecodec::Error; main prints it as one line and exits non-zero.
+void add_info_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_roundtrip_command(CLI::App& app);
+void add_encode_command(CLI::App& app);
+void add_decode_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+}  // namespace vaecodec::app

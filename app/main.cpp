@@ -1,0 +1,38 @@
+#include <csignal>
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+
+#include "app/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"vaecodec: run videos through causal video VAEs (encode, decode, round trip) on the GPU"};
+  app.set_version_flag("--version", std::string("vaecodec ") + VAECODEC_VERSION);
+  app.require_subcommand(1);
+
+  vaecodec::app::add_info_command(app);
+  vaecodec::app::add_inspect_command(app);
+  vaecodec::app::add_roundtrip_command(app);
+  vaecodec::app::add_encode_command(app);
+  vaecodec::app::add_decode_command(app);
+  vaecodec::app::add_bench_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const vaecodec::Error& e) {
+    std::cerr << "vaecodec: error: " << e.what() << "\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    std::cerr << "vaecodec: error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "vaecodec: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,203 @@
+#include "app/run_options.h"
+
+#include <sys/resource.h>
+
+#include <cstdlib>
+#include <iostream>
+
+extern "C" {
+#include <libavutil/parseutils.h>
+}
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+#include "io/device_transfer.h"
+#include "io/ffmpeg_common.h"
+#include "io/interrupt.h"
+#include "io/output_file.h"
+
+namespace vaecodec::app {
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* command_name(RunCommand command) {
+  switch (command) {
+    case RunCommand::kRoundtrip: return "roundtrip";
+    case RunCommand::kEncode: return "encode";
+    case RunCommand::kDecode: return "decode";
+  }
+  return "run";
+}
+
+AVRational parse_fps(const std::string& text) {
+  AVRational q{0, 1};
+  if (text.empty()) return q;
+  if (av_parse_video_rate(&q, text.c_str()) < 0 || q.num <= 0 || q.den <= 0)
+    throw Error("--fps " + text + " is not a frame rate (write 24, 29.97 or 30000/1001)");
+  return q;
+}
+
+int64_t peak_host_rss_bytes() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+}  // namespace
+
+void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
+  const bool video_in = command != RunCommand::kDecode;
+  const bool video_out = command != RunCommand::kEncode;
+  sub.add_option("input", options.input, video_in ? "input video (any format FFmpeg decodes)" : "latent file")
+      ->required();
+  sub.add_option("-o,--output", options.output,
+                 video_out ? "output video (.mp4, .mkv, .mov, ...)" : "latent file (.safetensors or .latent)")
+      ->required();
+  sub.add_option("-w,--weights", options.weights, "VAE weights (.safetensors or .pth); default $VAECODEC_WEIGHTS");
+  sub.add_option("--device", options.device, "cpu, cuda or cuda:N (default: cuda when available)");
+  sub.add_option("--dtype", options.dtype, "fp32, bf16 or fp16 (default: bf16 on CUDA, fp32 on the CPU)")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16"}));
+  sub.add_option("--chunk", options.chunk, "latent frames per chunk (memory vs speed; the result is the same)")
+      ->check(CLI::PositiveNumber);
+  if (video_out) {
+    sub.add_option("--codec", options.codec, "video encoder, e.g. libx264 (default), libx265, ffv1");
+    sub.add_option("--crf", options.crf, "quality for x264/x265/VP9/AV1 (lower is better; default 17)")
+        ->check(CLI::Range(0, 63));
+    sub.add_option("--preset", options.preset, "encoder preset (x264/x265), e.g. slow");
+    sub.add_option("--pix-fmt", options.pixel_format, "output pixel format (default: the input's)");
+  }
+  if (command == RunCommand::kDecode)
+    sub.add_option("--fps", options.fps, "frame rate for latent files that do not record one, e.g. 16");
+  if (command == RunCommand::kRoundtrip)
+    sub.add_option("--metrics", options.metrics, "write per-frame PSNR/SSIM to a .json or .csv file");
+  sub.add_flag("-q,--quiet", options.quiet, "no progress line");
+  sub.add_flag("--json", options.json, "print a JSON summary on stdout");
+  sub.add_flag("--strict", options.strict, "fail on damaged input instead of decoding what can be decoded");
+}
+
+fs::path resolve_weights(const RunOptions& options) {
+  if (!options.weights.empty()) return options.weights;
+  if (const char* env = std::getenv("VAECODEC_WEIGHTS"); env && *env) return env;
+  throw Error(
+      "no VAE weights given: pass --weights FILE or set VAECODEC_WEIGHTS=FILE. For Wan2.1 use Wan2.1_VAE.pth "
+      "from the Wan-AI/Wan2.1 model repositories on Hugging Face (e.g. Wan-AI/Wan2.1-T2V-1.3B) or ComfyUI's "
+      "wan_2.1_vae.safetensors (Comfy-Org/Wan_2.1_ComfyUI_repackaged, split_files/vae)");
+}
+
+torch::Device resolve_device(const std::string& device) {
+  if (device == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::kCPU;
+  torch::Device parsed(torch::kCPU);
+  try {
+    parsed = torch::Device(device);
+  } catch (const c10::Error&) {
+    throw Error("--device " + device + " is not a device (use cpu, cuda or cuda:N)");
+  }
+  if (parsed.is_cpu()) return parsed;
+  if (!parsed.is_cuda()) throw Error("--device " + device + ": vaecodec runs on cpu or cuda");
+  if (!torch::cuda::is_available()) throw Error("--device " + device + ": no CUDA device is available here");
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  if (parsed.has_index() && parsed.index() >= count)
+    throw Error("--device " + device + ": there are only " + std::to_string(count) + " CUDA devices");
+  return parsed.has_index() ? parsed : torch::Device(torch::kCUDA, 0);
+}
+
+torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device) {
+  if (dtype == "fp32") return torch::kFloat;
+  if (dtype == "bf16") return torch::kBFloat16;
+  if (dtype == "fp16") return torch::kHalf;
+  return device.is_cuda() ? torch::kBFloat16 : torch::kFloat;
+}
+
+std::shared_ptr<core::VaeModel> load_model(const RunOptions& options) {
+  const fs::path weights = resolve_weights(options);
+  core::ModelOptions model;
+  model.device = resolve_device(options.device);
+  model.dtype = resolve_dtype(options.dtype, model.device);
+  return core::build_model(core::load_checkpoint(weights), model);
+}
+
+io::PipelineOptions pipeline_options(const RunOptions& options) {
+  io::PipelineOptions p;
+  p.chunks.latent_frames = options.chunk;
+  p.writer.codec = options.codec;
+  p.writer.crf = options.crf;
+  p.writer.preset = options.preset;
+  if (!options.pixel_format.empty()) {
+    p.writer.pixel_format = av_get_pix_fmt(options.pixel_format.c_str());
+    if (p.writer.pixel_format == AV_PIX_FMT_NONE)
+      throw Error("--pix-fmt " + options.pixel_format + " is not a pixel format FFmpeg knows");
+  }
+  p.strict = options.strict;
+  p.quiet = options.quiet || options.json;
+  p.metrics = options.metrics;
+  p.fps = parse_fps(options.fps);
+  return p;
+}
+
+nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, torch::Device device) {
+  nlohmann::json j;
+  j["command"] = s.command;
+  j["input"] = s.input.string();
+  j["output"] = s.output.string();
+  j["frames"] = s.frames;
+  j["width"] = s.width;
+  j["height"] = s.height;
+  j["seconds"] = s.seconds;
+  j["fps"] = s.seconds > 0 ? static_cast<double>(s.frames) / s.seconds : 0.0;
+  j["latent_shape"] = s.latent_shape;
+  j["device"] = device.str();
+  j["dtype"] = options.dtype;
+  if (!s.codec.empty()) {
+    j["codec"] = s.codec;
+    j["pixel_format"] = s.pixel_format;
+    j["audio_streams"] = s.audio_streams;
+  }
+  j["peak_device_bytes"] = io::device_peak_bytes(device);
+  j["peak_host_rss_bytes"] = peak_host_rss_bytes();
+  j["damaged"] = s.damage.any();
+  if (s.damage.any() || s.damage.fixed_timestamps)
+    j["damage"] = {{"bad_packets", s.damage.bad_packets},
+                   {"damaged_frames", s.damage.damaged_frames},
+                   {"read_error", s.damage.read_error},
+                   {"fixed_timestamps", s.damage.fixed_timestamps},
+                   {"first_error", s.damage.first_error}};
+  if (s.quality) {
+    auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    j["quality"] = {{"psnr", number(s.quality->psnr)},
+                    {"mean_psnr", number(s.quality->mean_psnr)},
+                    {"min_psnr", number(s.quality->min_psnr)},
+                    {"ssim", number(s.quality->ssim)},
+                    {"min_ssim", number(s.quality->min_ssim)},
+                    {"metrics_file", options.metrics}};
+  }
+  return j;
+}
+
+void run_command(RunCommand command, const RunOptions& options) {
+  io::set_ffmpeg_log_level(AV_LOG_QUIET);
+  io::InterruptHandler interrupts;
+  try {
+    const io::PipelineOptions pipeline = pipeline_options(options);
+    // Cheap checks first: loading a released model takes seconds.
+    std::error_code error;
+    if (!fs::exists(options.input, error))
+      throw Error("cannot open input " + options.input + ": No such file or directory");
+    io::check_output_path(options.output, {options.input});
+    const std::shared_ptr<core::VaeModel> model = load_model(options);
+    const torch::Device device = model->device();
+    io::RunSummary summary;
+    switch (command) {
+      case RunCommand::kRoundtrip: summary = io::roundtrip(*model, options.input, options.output, pipeline); break;
+      case RunCommand::kEncode: summary = io::encode(*model, options.input, options.output, pipeline); break;
+      case RunCommand::kDecode: summary = io::decode(*model, options.input, options.output, pipeline); break;
+    }
+    if (options.json) std::cout << summary_json(summary, options, device).dump() << std::endl;
+  } catch (const io::Interrupted&) {
+    std::cerr << "vaecodec: " << command_name(command) << " interrupted; " << options.output
+              << " was not written" << std::endl;
+    std::exit(io::kInterruptedExitCode);
+  }
+}
+
+}  // namespace vaecodec::app

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/vae_model.h"
+#include "io/pipeline.h"
+
+namespace vaecodec::app {
+
+// The commands that run a model over a video or latents.
+enum class RunCommand { kRoundtrip, kEncode, kDecode };
+
+// Everything `roundtrip`, `encode` and `decode` take on the command line, as CLI11 fills it. Turned into
+// core and io option structs by the functions below; the commands themselves hold no parsing.
+struct RunOptions {
+  std::string input;
+  std::string output;
+  std::string weights;          // empty: $VAECODEC_WEIGHTS
+  std::string device = "auto";  // "cpu", "cuda", "cuda:N"; auto: cuda when available
+  std::string dtype = "auto";   // "fp32", "bf16", "fp16"; auto: bf16 on CUDA, fp32 on the CPU
+  int64_t chunk = core::ChunkOptions{}.latent_frames;  // latent frames per chunk
+  std::string codec;            // empty: libx264 for .mp4/.mkv/.mov, else the container's default
+  int crf = 17;
+  std::string preset;
+  std::string pixel_format;     // empty: follow the input
+  std::string fps;              // decode: "24" or "30000/1001", when the latent file has no frame rate
+  std::string metrics;            // roundtrip: per-frame PSNR/SSIM (.json or .csv)
+  bool quiet = false;
+  bool json = false;
+  bool strict = false;
+};
+
+// Adds the options of `command` to its subcommand.
+void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command);
+
+// The weights file: --weights, else $VAECODEC_WEIGHTS, else an error that says where real weights come from.
+std::filesystem::path resolve_weights(const RunOptions& options);
+torch::Device resolve_device(const std::string& device);
+torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device);
+
+// Loads the weights and builds the model on the chosen device and dtype.
+std::shared_ptr<core::VaeModel> load_model(const RunOptions& options);
+
+// The pipeline's options from the command line's.
+io::PipelineOptions pipeline_options(const RunOptions& options);
+
+// The --json summary: the run, its speed and peak memory (device and host).
+nlohmann::json summary_json(const io::RunSummary& summary, const RunOptions& options, torch::Device device);
+
+// Loads the model and runs `command` with SIGINT/SIGTERM handled (Note [Interrupts]): an interrupted run
+// removes its temporary output and exits with 130.
+void run_command(RunCommand command, const RunOptions& options);
+
+}  // namespace vaecodec::app

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace vaecodec::core {
+
+// Note [Causal cache]
+// Every layer of a causal VAE that looks back in time (a conv with temporal kernel 3, a temporal down- or
+// up-sampler) keeps a little history between chunks: the last frames of its input, and whether it has seen
+// frame 0 yet (the first frame is special in these models). The history belongs to a run, not to the model,
+// so one model can serve several runs at once and a run can be dropped or restarted at will.
+// Layers take their slot in call order: the model rewinds the cursor at the start of each chunk, and the
+// n-th temporal layer called gets slot n every time, which holds because a chunk's call order is fixed.
+class CausalCache {
+ public:
+  struct Slot {
+    torch::Tensor history;  // the last input frames the layer needs, [B, C, k, H, W]; undefined before any
+    bool started = false;   // frame 0 has passed through this layer
+  };
+
+  void rewind() { cursor_ = 0; }
+  Slot& next() {
+    if (cursor_ == slots_.size()) slots_.emplace_back();
+    return slots_[cursor_++];
+  }
+  size_t size() const { return slots_.size(); }
+  int64_t bytes() const {
+    int64_t n = 0;
+    for (const auto& s : slots_)
+      if (s.history.defined()) n += s.history.numel() * s.history.element_size();
+    return n;
+  }
+  void clear() {
+    slots_.clear();
+    cursor_ = 0;
+  }
+
+ private:
+  std::vector<Slot> slots_;
+  size_t cursor_ = 0;
+};
+
+}  // namespace vaecodec::core

@@ -1,0 +1,121 @@
+#include "core/engine.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace vaecodec::core {
+namespace {
+
+torch::Tensor append(const torch::Tensor& pending, const torch::Tensor& more) {
+  if (!pending.defined() || pending.size(2) == 0) return more;
+  return torch::cat({pending, more}, 2);
+}
+
+torch::Tensor join(std::vector<torch::Tensor>& parts) {
+  if (parts.size() == 1) return parts.front();
+  return torch::cat(parts, 2);
+}
+
+}  // namespace
+
+// Note [Chunks]
+// Encode: the first chunk is frame 0 plus (latent_frames - 1) * temporal_factor frames, every later chunk
+// latent_frames * temporal_factor frames; the last may be shorter but stays a multiple of the temporal factor.
+// Decode: chunks of latent_frames latent frames. The models carry their history across chunks in the run's
+// CausalCache, so the output does not depend on where the cuts fall.
+EncodeRun::EncodeRun(VaeModel& model, ChunkOptions chunks) : model_(model), chunks_(chunks) {
+  if (chunks_.latent_frames < 1) throw Error("chunk length must be at least 1 latent frame");
+}
+
+torch::Tensor EncodeRun::run_chunk(const torch::Tensor& frames) {
+  torch::InferenceMode guard;
+  const auto device = model_.device();
+  auto x = frames.to(device, model_.dtype(), /*non_blocking=*/frames.is_pinned());
+  return model_.encode(x, cache_);
+}
+
+torch::Tensor EncodeRun::push(const torch::Tensor& frames) {
+  if (frames.dim() != 5 || frames.size(1) != 3)
+    throw Error("encode expects frames shaped [B, 3, T, H, W], got " + std::to_string(frames.dim()) + "-D");
+  const int64_t f = model_.info().spatial_factor;
+  if (frames.size(3) % f || frames.size(4) % f)
+    throw Error("frame size " + std::to_string(frames.size(4)) + "x" + std::to_string(frames.size(3)) +
+                " is not a multiple of " + std::to_string(f));
+  pending_ = append(pending_, frames);
+  frames_in_ += frames.size(2);
+  const int64_t tf = model_.info().temporal_factor;
+  std::vector<torch::Tensor> out;
+  while (true) {
+    const bool first = frames_in_ == pending_.size(2);  // nothing run yet
+    const int64_t need = first ? 1 + (chunks_.latent_frames - 1) * tf : chunks_.latent_frames * tf;
+    if (pending_.size(2) < need) break;
+    out.push_back(run_chunk(pending_.narrow(2, 0, need)));
+    pending_ = pending_.narrow(2, need, pending_.size(2) - need);
+  }
+  if (out.empty()) return {};
+  return join(out);
+}
+
+torch::Tensor EncodeRun::finish() {
+  const int64_t tf = model_.info().temporal_factor;
+  if (frames_in_ == 0) throw Error("nothing to encode: no frames");
+  if ((frames_in_ - 1) % tf != 0)
+    throw Error("encode needs 1 + " + std::to_string(tf) + "k frames, got " + std::to_string(frames_in_));
+  if (!pending_.defined() || pending_.size(2) == 0) return {};
+  auto out = run_chunk(pending_);
+  pending_ = torch::Tensor();
+  return out;
+}
+
+DecodeRun::DecodeRun(VaeModel& model, ChunkOptions chunks) : model_(model), chunks_(chunks) {
+  if (chunks_.latent_frames < 1) throw Error("chunk length must be at least 1 latent frame");
+}
+
+torch::Tensor DecodeRun::run_chunk(const torch::Tensor& latents) {
+  torch::InferenceMode guard;
+  auto z = latents.to(model_.device(), /*non_blocking=*/latents.is_pinned());
+  return model_.decode(z, cache_);
+}
+
+torch::Tensor DecodeRun::push(const torch::Tensor& latents) {
+  if (latents.dim() != 5 || latents.size(1) != model_.info().latent_channels)
+    throw Error("decode expects latents shaped [B, " + std::to_string(model_.info().latent_channels) +
+                ", T, h, w], got " + std::to_string(latents.dim()) + "-D with " +
+                std::to_string(latents.dim() > 1 ? latents.size(1) : 0) + " channels");
+  pending_ = append(pending_, latents);
+  latents_in_ += latents.size(2);
+  std::vector<torch::Tensor> out;
+  while (pending_.size(2) >= chunks_.latent_frames) {
+    out.push_back(run_chunk(pending_.narrow(2, 0, chunks_.latent_frames)));
+    pending_ = pending_.narrow(2, chunks_.latent_frames, pending_.size(2) - chunks_.latent_frames);
+  }
+  if (out.empty()) return {};
+  return join(out);
+}
+
+torch::Tensor DecodeRun::finish() {
+  if (latents_in_ == 0) throw Error("nothing to decode: no latent frames");
+  if (!pending_.defined() || pending_.size(2) == 0) return {};
+  auto out = run_chunk(pending_);
+  pending_ = torch::Tensor();
+  return out;
+}
+
+torch::Tensor encode_video(VaeModel& model, const torch::Tensor& video, ChunkOptions chunks) {
+  EncodeRun run(model, chunks);
+  std::vector<torch::Tensor> parts;
+  if (auto a = run.push(video); a.defined()) parts.push_back(a);
+  if (auto b = run.finish(); b.defined()) parts.push_back(b);
+  return join(parts);
+}
+
+torch::Tensor decode_latents(VaeModel& model, const torch::Tensor& latents, ChunkOptions chunks) {
+  DecodeRun run(model, chunks);
+  std::vector<torch::Tensor> parts;
+  if (auto a = run.push(latents); a.defined()) parts.push_back(a);
+  if (auto b = run.finish(); b.defined()) parts.push_back(b);
+  return join(parts);
+}
+
+}  // namespace vaecodec::core

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+
+#include <torch/torch.h>
+
+#include "core/causal_cache.h"
+#include "core/vae_model.h"
+
+namespace vaecodec::core {
+
+// How a run splits a sequence in time. The result does not depend on these; memory and speed do.
+struct ChunkOptions {
+  int64_t latent_frames = 1;  // latent frames per chunk; an encode chunk is temporal_factor * this many frames
+};
+
+// Streams a video through the encoder. Push frames as they arrive (any number at a time); the run cuts them into
+// chunks of the model's shape and returns whatever latent frames are complete.
+// frames: [B, 3, t, H, W] in [-1, 1], any device and float dtype; moved to the model's device and dtype here.
+// The frame count over the whole run must be 1 + temporal_factor * k (the I/O layer pads it).
+class EncodeRun {
+ public:
+  EncodeRun(VaeModel& model, ChunkOptions chunks = {});
+  torch::Tensor push(const torch::Tensor& frames);  // latents completed by this call, [B, z, n, h, w], n >= 0
+  torch::Tensor finish();                           // what is left; throws if the frame count was not 1 + 4k
+  int64_t frames_in() const { return frames_in_; }
+
+ private:
+  torch::Tensor run_chunk(const torch::Tensor& frames);
+
+  VaeModel& model_;
+  ChunkOptions chunks_;
+  CausalCache cache_;
+  torch::Tensor pending_;  // frames waiting for a full chunk
+  int64_t frames_in_ = 0;
+};
+
+// Streams latents through the decoder; returns video frames [B, 3, t, H, W] (unclamped, model dtype, model
+// device) as chunks complete.
+class DecodeRun {
+ public:
+  DecodeRun(VaeModel& model, ChunkOptions chunks = {});
+  torch::Tensor push(const torch::Tensor& latents);
+  torch::Tensor finish();
+
+ private:
+  torch::Tensor run_chunk(const torch::Tensor& latents);
+
+  VaeModel& model_;
+  ChunkOptions chunks_;
+  CausalCache cache_;
+  torch::Tensor pending_;
+  int64_t latents_in_ = 0;
+};
+
+// Whole-sequence helpers over the runs above.
+torch::Tensor encode_video(VaeModel& model, const torch::Tensor& video, ChunkOptions chunks = {});
+torch::Tensor decode_latents(VaeModel& model, const torch::Tensor& latents, ChunkOptions chunks = {});
+
+}  // namespace vaecodec::core

@@ -1,0 +1,73 @@
+#include "core/layers.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/flops.h"
+#include "core/kernels/norm_silu.h"
+
+namespace vaecodec::core {
+
+void count_conv_flops(const torch::Tensor& out, const torch::Tensor& weight) {
+  // A multiply-add per output element and weight of one output channel.
+  if (!FlopCounter::enabled()) return;
+  FlopCounter::add(2.0 * static_cast<double>(out.numel()) * static_cast<double>(weight.numel() / weight.size(0)));
+}
+
+CausalConv3d::CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kernel, std::array<int64_t, 3> stride,
+                           std::array<int64_t, 3> padding, CausalPad pad)
+    : stride_(stride), spatial_padding_{padding[1], padding[2]}, pad_front_(2 * padding[0]), pad_(pad) {
+  weight_ = register_parameter("weight", torch::empty({out, in, kernel[0], kernel[1], kernel[2]}), false);
+  bias_ = register_parameter("bias", torch::empty({out}), false);
+  history_ = kernel[0] > 1 ? kernel[0] - stride[0] : 0;
+}
+
+torch::Tensor CausalConv3d::convolve(const torch::Tensor& x) const {
+  auto out = at::conv3d(x, weight_, bias_, {stride_[0], stride_[1], stride_[2]},
+                        {0, spatial_padding_[0], spatial_padding_[1]});
+  count_conv_flops(out, weight_);
+  return out;
+}
+
+torch::Tensor CausalConv3d::forward(const torch::Tensor& x, CausalCache& cache) {
+  if (!looks_back()) return convolve(x);
+  return forward_with(x, cache.next());
+}
+
+torch::Tensor CausalConv3d::forward_with(const torch::Tensor& x, CausalCache::Slot& slot) {
+  torch::Tensor past = slot.history;
+  if (!past.defined() && pad_front_ > 0) {
+    auto sizes = x.sizes().vec();
+    sizes[2] = pad_front_;
+    past = pad_ == CausalPad::kZeros ? torch::zeros(sizes, x.options())
+                                     : x.narrow(2, 0, 1).expand(sizes);
+  }
+  torch::Tensor input = past.defined() ? torch::cat({past, x}, 2) : x;
+  if (history_ > 0) {
+    const int64_t keep = std::min(history_, input.size(2));
+    slot.history = input.narrow(2, input.size(2) - keep, keep).clone();
+  }
+  slot.started = true;
+  return convolve(input);
+}
+
+RMSNorm::RMSNorm(int64_t channels, int gamma_rank) : channels_(channels) {
+  std::vector<int64_t> shape(gamma_rank, 1);
+  shape[0] = channels;
+  gamma_ = register_parameter("gamma", torch::empty(shape), false);
+}
+
+torch::Tensor RMSNorm::forward(const torch::Tensor& x) const {
+  auto xf = x.to(torch::kFloat);
+  auto norm = xf.norm(2, /*dim=*/{1}, /*keepdim=*/true).clamp_min(1e-12);
+  auto g = gamma_.to(torch::kFloat).reshape({channels_, 1, 1, 1});
+  if (x.dim() == 4) g = g.reshape({channels_, 1, 1});
+  return (xf / norm * (std::sqrt(static_cast<double>(channels_)) * g)).to(x.scalar_type());
+}
+
+torch::Tensor RMSNorm::forward_silu(const torch::Tensor& x) const {
+  if (auto fused = kernels::rms_norm_silu(x, gamma_)) return *fused;
+  return torch::silu(forward(x));
+}
+
+}  // namespace vaecodec::core

@@ -1,0 +1,113 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/causal_cache.h"
+
+namespace vaecodec::core {
+
+// A layer or block of a causal network: sees the chunk and the run's history.
+class CausalModule : public torch::nn::Module {
+ public:
+  // x: [B, C, T, H, W]
+  virtual torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) = 0;
+};
+
+// A list of children registered under their positions ("0", "1", ...), like the reference's nn.Sequential, so
+// that state-dict names match; positions of parameter-free layers (SiLU, dropout) are simply never registered.
+class ModuleList : public torch::nn::Module {
+ public:
+  template <typename M>
+  std::shared_ptr<M> add(int64_t index, std::shared_ptr<M> module) {
+    return register_module(std::to_string(index), std::move(module));
+  }
+};
+
+// A sequence of causal blocks, run in order; children named by position.
+class CausalSequence : public CausalModule {
+ public:
+  void append(std::shared_ptr<CausalModule> block) {
+    register_module(std::to_string(blocks_.size()), block);
+    blocks_.push_back(std::move(block));
+  }
+  void append_at(int64_t index, std::shared_ptr<CausalModule> block) {
+    register_module(std::to_string(index), block);
+    blocks_.push_back(std::move(block));
+  }
+  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override {
+    torch::Tensor h = x;
+    for (auto& b : blocks_) h = b->forward(h, cache);
+    return h;
+  }
+  size_t size() const { return blocks_.size(); }
+
+ private:
+  std::vector<std::shared_ptr<CausalModule>> blocks_;
+};
+
+// What the frames before frame 0 are taken to be.
+enum class CausalPad {
+  kZeros,      // Wan: zero frames
+  kReplicate,  // SeedVR2: copies of frame 0
+};
+
+// Note [Causal convolution]
+// A Conv3d whose temporal padding is all on the past side: with temporal kernel k, stride s and padding pt,
+// the first chunk is preceded by 2*pt padding frames (zeros or copies of frame 0), and every later chunk by the
+// last k - s frames of the previous chunk's padded input, kept in the run's cache. Spatial padding is
+// symmetric zeros. Chunk boundaries must fall on the temporal stride (the models' chunk rules ensure this), and
+// then the result equals one call over the whole sequence.
+class CausalConv3d : public CausalModule {
+ public:
+  CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kernel, std::array<int64_t, 3> stride = {1, 1, 1},
+               std::array<int64_t, 3> padding = {0, 0, 0}, CausalPad pad = CausalPad::kZeros);
+
+  // Takes a cache slot only when it looks back in time (temporal kernel > 1).
+  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  // The same with an explicit slot (layers that share one slot with their own state).
+  torch::Tensor forward_with(const torch::Tensor& x, CausalCache::Slot& slot);
+  // Plain convolution over x, no temporal padding or history.
+  torch::Tensor convolve(const torch::Tensor& x) const;
+
+  bool looks_back() const { return history_ > 0 || pad_front_ > 0; }
+  int64_t in_channels() const { return weight_.size(1); }
+  int64_t out_channels() const { return weight_.size(0); }
+
+ private:
+  torch::Tensor weight_;  // [out, in, kt, kh, kw]
+  torch::Tensor bias_;    // [out]
+  std::array<int64_t, 3> stride_;
+  std::array<int64_t, 2> spatial_padding_;
+  int64_t pad_front_;  // padding frames before frame 0
+  int64_t history_;    // frames carried to the next chunk
+  CausalPad pad_;
+};
+
+// Note [RMSNorm]
+// Wan's norm: over channels only, per voxel: x / max(||x||_2, 1e-12) * sqrt(C) * gamma. It never mixes positions,
+// so it is safe under any split in space or time. Computed in float32 whatever the storage dtype, which keeps
+// 16-bit runs closer to the float32 function than the reference's 16-bit arithmetic.
+class RMSNorm : public torch::nn::Module {
+ public:
+  // gamma_rank: 4 for the 5-D norms ([C,1,1,1]), 3 for the attention block's ([C,1,1]).
+  RMSNorm(int64_t channels, int gamma_rank = 4);
+  // x: [B, C, ...]
+  torch::Tensor forward(const torch::Tensor& x) const;
+  // SiLU(RMSNorm(x)), fused on the GPU.
+  torch::Tensor forward_silu(const torch::Tensor& x) const;
+
+ private:
+  torch::Tensor gamma_;
+  int64_t channels_;
+};
+
+// Adds a convolution's FLOPs to the FlopCounter, from its output and weight.
+void count_conv_flops(const torch::Tensor& out, const torch::Tensor& weight);
+
+}  // namespace vaecodec::core

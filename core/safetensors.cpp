@@ -1,0 +1,418 @@
+#include "core/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace vaecodec::core {
+
+namespace {
+
+// The format stores numbers little-endian and we copy tensor bytes as they are.
+static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
+
+// A header larger than this is refused before it is parsed (the reference implementation uses the same
+// bound).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr size_t kMaxRank = 64;
+
+struct DtypeInfo {
+  std::string_view name;
+  torch::ScalarType type;
+  size_t size;
+};
+
+constexpr DtypeInfo kDtypes[] = {
+    {"F64", torch::kDouble, 8},    {"F32", torch::kFloat, 4}, {"F16", torch::kHalf, 2},
+    {"BF16", torch::kBFloat16, 2}, {"I64", torch::kLong, 8},  {"I32", torch::kInt, 4},
+    {"I16", torch::kShort, 2},     {"I8", torch::kChar, 1},   {"U8", torch::kByte, 1},
+    {"BOOL", torch::kBool, 1},
+};
+
+const DtypeInfo* find_dtype(std::string_view name) {
+  for (const auto& d : kDtypes) {
+    if (d.name == name) {
+      return &d;
+    }
+  }
+  return nullptr;
+}
+
+const DtypeInfo* find_dtype(torch::ScalarType type) {
+  for (const auto& d : kDtypes) {
+    if (d.type == type) {
+      return &d;
+    }
+  }
+  return nullptr;
+}
+
+std::string supported_dtypes() {
+  std::string out;
+  for (const auto& d : kDtypes) {
+    out += out.empty() ? "" : ", ";
+    out += d.name;
+  }
+  return out;
+}
+
+// Names come from the file: keep the message on one line and of reasonable length whatever they hold.
+std::string shown_name(std::string_view name) {
+  constexpr size_t kMaxShown = 160;
+  std::string out = "'";
+  for (size_t i = 0; i < name.size() && i < kMaxShown; ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
+  }
+  out += name.size() > kMaxShown ? "...'" : "'";
+  return out;
+}
+
+[[noreturn]] void fail(const std::filesystem::path& path, const std::string& why) {
+  throw Error(path.string() + ": " + why);
+}
+
+[[noreturn]] void fail_header(const std::filesystem::path& path, const std::string& why) {
+  fail(path, "not a valid safetensors file (" + why + ")");
+}
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+// A JSON integer that fits in [0, max], or nothing.
+std::optional<uint64_t> non_negative(const nlohmann::json& value, uint64_t max) {
+  if (value.is_number_unsigned()) {
+    const auto v = value.get<uint64_t>();
+    return v <= max ? std::optional(v) : std::nullopt;
+  }
+  if (value.is_number_integer()) {
+    const auto v = value.get<int64_t>();
+    return v >= 0 && static_cast<uint64_t>(v) <= max ? std::optional(static_cast<uint64_t>(v)) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
+SafetensorsFile::Entry parse_entry(const std::filesystem::path& path, const std::string& name,
+                                   const nlohmann::json& spec, size_t data_size) {
+  const auto where = "tensor " + shown_name(name);
+  if (!spec.is_object()) {
+    fail_header(path, where + " is not a JSON object");
+  }
+  for (const char* field : {"dtype", "shape", "data_offsets"}) {
+    if (!spec.contains(field)) {
+      fail_header(path, where + " has no '" + field + "'");
+    }
+  }
+  const auto& dtype_json = spec["dtype"];
+  const auto& shape_json = spec["shape"];
+  const auto& offsets_json = spec["data_offsets"];
+
+  if (!dtype_json.is_string()) {
+    fail_header(path, where + ": 'dtype' is not a string");
+  }
+  const auto* dtype = find_dtype(dtype_json.get_ref<const std::string&>());
+  if (dtype == nullptr) {
+    fail(path, where + " has unsupported dtype " + shown_name(dtype_json.get_ref<const std::string&>()) +
+                   " (supported: " + supported_dtypes() + ")");
+  }
+
+  if (!shape_json.is_array() || shape_json.size() > kMaxRank) {
+    fail_header(path, where + ": 'shape' is not an array of at most " + std::to_string(kMaxRank) + " sizes");
+  }
+  SafetensorsFile::Entry entry;
+  entry.dtype = dtype->type;
+  uint64_t numel = 1;
+  for (const auto& dim : shape_json) {
+    const auto size = non_negative(dim, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+    if (!size) {
+      fail_header(
+          path, where + ": shape " + shape_json.dump() + " holds a size that is not a non-negative integer");
+    }
+    if (__builtin_mul_overflow(numel, *size, &numel)) {
+      fail_header(path, where + ": shape " + shape_json.dump() + " overflows");
+    }
+    entry.shape.push_back(static_cast<int64_t>(*size));
+  }
+  uint64_t nbytes = 0;
+  if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype->size), &nbytes)) {
+    fail_header(path, where + ": shape " + shape_json.dump() + " overflows");
+  }
+
+  if (!offsets_json.is_array() || offsets_json.size() != 2) {
+    fail_header(path, where + ": 'data_offsets' is not [begin, end]");
+  }
+  const auto begin = non_negative(offsets_json[0], data_size);
+  const auto end = non_negative(offsets_json[1], data_size);
+  if (!begin || !end || *begin > *end) {
+    fail_header(path, where + ": data_offsets " + offsets_json.dump() + " lie outside the data section (" +
+                          std::to_string(data_size) + " bytes; truncated file?)");
+  }
+  if (*end - *begin != nbytes) {
+    fail_header(path, where + ": data_offsets " + offsets_json.dump() + " hold " +
+                          std::to_string(*end - *begin) + " bytes but " + std::string(dtype->name) + " " +
+                          shape_json.dump() + " needs " + std::to_string(nbytes));
+  }
+  entry.begin = static_cast<size_t>(*begin);
+  entry.end = static_cast<size_t>(*end);
+  return entry;
+}
+
+struct Unmap {
+  size_t size;
+  void operator()(const std::byte* p) const { ::munmap(const_cast<std::byte*>(p), size); }
+};
+using Mapping = std::unique_ptr<const std::byte, Unmap>;
+
+// Closes a descriptor on scope exit.
+class FdGuard {
+ public:
+  explicit FdGuard(int fd) : fd_(fd) {}
+  ~FdGuard() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+  }
+  FdGuard(const FdGuard&) = delete;
+  FdGuard& operator=(const FdGuard&) = delete;
+  int get() const { return fd_; }
+  // Closes now and reports whether the close succeeded (for files being written).
+  bool close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0;
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
+  FdGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    fail(path, "cannot open safetensors file (" + errno_text() + ")");
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    fail(path, "cannot stat safetensors file (" + errno_text() + ")");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    fail(path, "not a regular file");
+  }
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size < 8) {
+    fail_header(path, std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
+  }
+
+  void* addr = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  if (addr == MAP_FAILED) {
+    fail(path, "cannot map safetensors file (" + errno_text() + ")");
+  }
+  Mapping mapping(static_cast<const std::byte*>(addr), Unmap{file_size});
+  const std::byte* bytes = mapping.get();
+
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, bytes, sizeof(header_size));
+  if (header_size > kMaxHeaderBytes) {
+    fail_header(path, "header length " + std::to_string(header_size) + " is implausibly large");
+  }
+  if (header_size > file_size - 8) {
+    fail_header(path, "header length " + std::to_string(header_size) + " runs past the end of the file (" +
+                          std::to_string(file_size) + " bytes; truncated?)");
+  }
+  const auto* header_begin = reinterpret_cast<const char*>(bytes + 8);
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(header_begin, header_begin + header_size);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail_header(path, "header is not valid JSON, parse error at byte " + std::to_string(e.byte));
+  }
+  if (!header.is_object()) {
+    fail_header(path, "header is not a JSON object");
+  }
+
+  const size_t data_offset = 8 + static_cast<size_t>(header_size);
+  const size_t data_size = static_cast<size_t>(file_size) - data_offset;
+  for (const auto& [name, spec] : header.items()) {
+    if (name == "__metadata__") {
+      if (!spec.is_object()) {
+        fail_header(path, "__metadata__ is not a JSON object");
+      }
+      for (const auto& [key, value] : spec.items()) {
+        if (!value.is_string()) {
+          fail_header(path, "__metadata__ value of " + shown_name(key) + " is not a string");
+        }
+        metadata_[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    entries_.emplace(name, parse_entry(path, name, spec, data_size));
+  }
+
+  size_ = static_cast<size_t>(file_size);
+  data_offset_ = data_offset;
+  map_ = mapping.release();
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_ != nullptr) {
+    ::munmap(const_cast<std::byte*>(map_), size_);
+  }
+}
+
+torch::Tensor SafetensorsFile::load(const std::string& name) const {
+  const auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    fail(path_, "no tensor named " + shown_name(name));
+  }
+  const Entry& entry = it->second;
+  auto tensor = torch::empty(entry.shape, torch::TensorOptions().dtype(entry.dtype).device(torch::kCPU));
+  const size_t nbytes = entry.end - entry.begin;
+  if (nbytes > 0) {
+    // The data section has no alignment guarantee, so the bytes are copied rather than viewed.
+    std::memcpy(tensor.data_ptr(), map_ + data_offset_ + entry.begin, nbytes);
+  }
+  return tensor;
+}
+
+namespace {
+
+// Removes a half-written file unless it was committed (renamed into place).
+class TempFile {
+ public:
+  explicit TempFile(std::filesystem::path path) : path_(std::move(path)) {}
+  ~TempFile() {
+    if (!committed_) {
+      ::unlink(path_.c_str());
+    }
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  void commit() { committed_ = true; }
+
+ private:
+  std::filesystem::path path_;
+  bool committed_ = false;
+};
+
+void write_all(int fd, const void* data, size_t size, const std::filesystem::path& path) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      fail(path, "cannot write safetensors file (" + errno_text() + ")");
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+// Opens `path` + ".tmp-XXXXXX" exclusively, with a fresh random suffix until one is free. The mode 0666 lets
+// the umask decide the final permissions, as for any file the user writes.
+int create_temp(const std::filesystem::path& path, std::filesystem::path& temp_path) {
+  std::random_device seed;
+  std::mt19937_64 rng((static_cast<uint64_t>(seed()) << 32) ^ seed() ^ static_cast<uint64_t>(::getpid()));
+  constexpr std::string_view kChars = "abcdefghijklmnopqrstuvwxyz0123456789";
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string suffix = ".tmp-";
+    for (int i = 0; i < 6; ++i) {
+      suffix += kChars[rng() % kChars.size()];
+    }
+    temp_path = path;
+    temp_path += suffix;
+    const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) {
+      return fd;
+    }
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+}  // namespace
+
+void write_safetensors(const std::filesystem::path& path, const std::map<std::string, torch::Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  // Everything is checked and laid out before the first byte is written.
+  std::vector<torch::Tensor> contiguous;
+  contiguous.reserve(tensors.size());
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    if (name == "__metadata__") {
+      fail(path, "cannot write safetensors file (the name '__metadata__' is reserved for the metadata)");
+    }
+    if (!tensor.defined()) {
+      fail(path, "cannot write safetensors file (tensor " + shown_name(name) + " is undefined)");
+    }
+    const auto* dtype = find_dtype(tensor.scalar_type());
+    if (dtype == nullptr) {
+      fail(path, "cannot write safetensors file (tensor " + shown_name(name) + " has dtype " +
+                     std::string(c10::toString(tensor.scalar_type())) + "; supported: " + supported_dtypes() +
+                     ")");
+    }
+    auto cpu = tensor.detach().to(torch::kCPU).contiguous();
+    const auto nbytes = static_cast<uint64_t>(cpu.nbytes());
+    header[name] = {{"dtype", std::string(dtype->name)},
+                    {"shape", cpu.sizes().vec()},
+                    {"data_offsets", {offset, offset + nbytes}}};
+    offset += nbytes;
+    contiguous.push_back(std::move(cpu));
+  }
+  if (!metadata.empty()) {
+    header["__metadata__"] = metadata;
+  }
+
+  // The format recommends padding the header with spaces so that the data section starts 8-byte aligned.
+  std::string header_text = header.dump();
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  const uint64_t header_size = header_text.size();
+
+  std::filesystem::path temp_path;
+  const int raw_fd = create_temp(path, temp_path);
+  if (raw_fd < 0) {
+    fail(path, "cannot create temporary file " + shown_name(temp_path.string()) + " (" + errno_text() + ")");
+  }
+  TempFile temp(temp_path);
+  FdGuard fd(raw_fd);
+  write_all(fd.get(), &header_size, sizeof(header_size), path);
+  write_all(fd.get(), header_text.data(), header_text.size(), path);
+  for (const auto& t : contiguous) {
+    if (t.nbytes() > 0) {
+      write_all(fd.get(), t.data_ptr(), t.nbytes(), path);
+    }
+  }
+  if (::fsync(fd.get()) != 0) {
+    fail(path, "cannot write safetensors file (fsync: " + errno_text() + ")");
+  }
+  if (!fd.close()) {
+    fail(path, "cannot write safetensors file (close: " + errno_text() + ")");
+  }
+  if (::rename(temp.path().c_str(), path.c_str()) != 0) {
+    fail(path, "cannot rename " + shown_name(temp.path().string()) + " into place (" + errno_text() + ")");
+  }
+  temp.commit();
+}
+
+}  // namespace vaecodec::core

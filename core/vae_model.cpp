@@ -1,0 +1,130 @@
+#include "core/vae_model.h"
+
+#include <cmath>
+#include <functional>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/model_registry.h"
+
+namespace vaecodec::core {
+namespace {
+
+std::string shape_str(c10::IntArrayRef shape) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << "]";
+  return s.str();
+}
+
+}  // namespace
+
+int64_t VaeModel::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+torch::ScalarType VaeModel::dtype() const {
+  auto params = parameters();
+  return params.empty() ? torch::kFloat : params.front().scalar_type();
+}
+
+torch::Device VaeModel::device() const {
+  auto params = parameters();
+  return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> VaeModel::expected_tensors() const {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const auto& item : named_parameters()) out.emplace_back(item.key(), item.value().sizes().vec());
+  return out;
+}
+
+void VaeModel::load(const Checkpoint& checkpoint) {
+  const std::string file = checkpoint.path.string();
+  torch::NoGradGuard no_grad;
+  std::set<std::string> used;
+  for (auto& item : named_parameters()) {
+    const auto it = checkpoint.tensors.find(item.key());
+    if (it == checkpoint.tensors.end())
+      throw Error(file + ": missing tensor '" + item.key() + "' (" + info().family + " expects " +
+                  shape_str(item.value().sizes()) + ")");
+    if (it->second.sizes() != item.value().sizes())
+      throw Error(file + ": tensor '" + item.key() + "' has shape " + shape_str(it->second.sizes()) + ", " +
+                  info().family + " expects " + shape_str(item.value().sizes()));
+    item.value().copy_(it->second);
+    used.insert(item.key());
+  }
+  for (const auto& [name, tensor] : checkpoint.tensors)
+    if (!used.count(name))
+      throw Error(file + ": unexpected tensor '" + name + "' " + shape_str(tensor.sizes()) + " for " + info().family +
+                  " " + info().config.dump());
+}
+
+void randomize_parameters(VaeModel& model, uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (auto& item : model.named_parameters()) {
+    auto& p = item.value();
+    auto values = torch::empty(p.sizes(), torch::kFloat);
+    const auto& name = item.key();
+    if (p.dim() >= 2) {
+      const double fan_in = static_cast<double>(p.numel() / p.size(0));
+      values.normal_(0.0, 1.0 / std::sqrt(fan_in), generator);
+    } else if (name.size() >= 5 && name.compare(name.size() - 5, 5, "gamma") == 0) {
+      values.uniform_(0.8, 1.2, generator);
+    } else if (name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0) {  // norm scales
+      values.uniform_(0.8, 1.2, generator);
+    } else {
+      values.normal_(0.0, 0.02, generator);
+    }
+    p.copy_(values);
+  }
+}
+
+ModelInfo recognise_model(const Checkpoint& checkpoint) {
+  for (const auto& family : model_families()) {
+    if (auto config = family.detect(checkpoint.tensors)) return family.build(*config)->info();
+  }
+  throw Error(checkpoint.path.string() + ": not a known VAE (" + std::to_string(checkpoint.tensors.size()) +
+              " tensors match none of: " + model_family_names() + ")");
+}
+
+std::shared_ptr<VaeModel> build_model(const std::string& family, const nlohmann::json& config) {
+  return find_model_family(family).build(config);
+}
+
+std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelOptions& options) {
+  std::shared_ptr<VaeModel> model;
+  if (!options.family.empty()) {
+    const auto& family = find_model_family(options.family);
+    auto config = family.detect(checkpoint.tensors);
+    if (!config)
+      throw Error(checkpoint.path.string() + ": the tensors do not form a " + options.family + " checkpoint");
+    model = family.build(*config);
+  } else {
+    for (const auto& family : model_families()) {
+      if (auto config = family.detect(checkpoint.tensors)) {
+        model = family.build(*config);
+        break;
+      }
+    }
+    if (!model) recognise_model(checkpoint);  // throws the explanation
+  }
+  model->load(checkpoint);
+  if (options.device.is_cuda() && options.dtype == torch::kFloat) {
+    // float32 means the model's own arithmetic: no TF32 shortcuts in cuDNN convolutions or cuBLAS products.
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
+  model->to(options.device, options.dtype);
+  model->eval();
+  return model;
+}
+
+}  // namespace vaecodec::core

@@ -1,0 +1,74 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/causal_cache.h"
+#include "core/checkpoint.h"
+
+namespace vaecodec::core {
+
+// What the engine and the I/O need to know about a model, independent of its family.
+struct ModelInfo {
+  std::string family;           // "wan2.1-vae", "wan2.2-vae", "seedvr2-vae"
+  nlohmann::json config;        // the family's own config (dim, z_dim, ...), as in the golden meta.json
+  int64_t latent_channels = 16;
+  int64_t spatial_factor = 8;   // pixels per latent pixel; input sizes must be multiples of it
+  int64_t temporal_factor = 4;  // T = 1 + factor * k frames <-> 1 + k latent frames
+  // Latents exchanged with the family's diffusion model are raw * scale (SeedVR2: 0.9152); Wan latents are
+  // normalized inside the model and this is 1.
+  double latent_scale = 1.0;
+  // encode() returns (raw - mean) / std per channel (Wan); empty when it returns the raw latent (SeedVR2).
+  std::vector<float> latent_mean, latent_std;
+};
+
+// A causal video VAE. encode() and decode() take one chunk of a sequence and continue the run whose history is
+// in `cache`; a fresh cache starts a new sequence at frame 0.
+//   encode: x [B, 3, t, H, W] in [-1, 1] -> latent [B, z, t', H/f, W/f]; the first chunk has 1 + 4k frames,
+//           later ones multiples of 4 (t' = 1 + k, then t/4).
+//   decode: latent [B, z, n, h, w] -> video [B, 3, t, h*f, w*f], unclamped; the first chunk gives 1 + 4(n-1)
+//           frames, later ones 4n.
+// The result does not depend on the chunking.
+class VaeModel : public torch::nn::Module {
+ public:
+  virtual const ModelInfo& info() const = 0;
+  virtual torch::Tensor encode(const torch::Tensor& x, CausalCache& cache) = 0;
+  virtual torch::Tensor decode(const torch::Tensor& z, CausalCache& cache) = 0;
+
+  int64_t parameter_count() const;
+  torch::ScalarType dtype() const;
+  torch::Device device() const;
+
+  // Copies a checkpoint's tensors into the parameters (converting dtype). The state dict must hold exactly
+  // the model's tensors with their shapes: the first missing, unexpected or misshapen one is an error that
+  // names it and the file.
+  void load(const Checkpoint& checkpoint);
+  // Names and shapes the model expects, in registration order.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected_tensors() const;
+};
+
+// Options for building a model from a checkpoint.
+struct ModelOptions {
+  std::string family;  // empty: recognised from the checkpoint's tensors
+  torch::Device device = torch::kCPU;
+  torch::ScalarType dtype = torch::kFloat;
+};
+
+// Fills the parameters with deterministic random values of a sensible scale (unit-variance activations): for
+// benchmarks and tests of models whose released weights are not at hand.
+void randomize_parameters(VaeModel& model, uint64_t seed = 0);
+
+// Recognises the family and config from the checkpoint's tensors (or takes options.family), builds the model,
+// loads the weights, and moves it to the device and dtype.
+std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelOptions& options = {});
+// Builds a model of a family from its config with uninitialised weights (tests, benchmarks with random weights).
+std::shared_ptr<VaeModel> build_model(const std::string& family, const nlohmann::json& config);
+// The family and config a checkpoint holds, or throws naming what does not fit any known family.
+ModelInfo recognise_model(const Checkpoint& checkpoint);
+
+}  // namespace vaecodec::core

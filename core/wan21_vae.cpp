@@ -1,0 +1,204 @@
+#include "core/wan21_vae.h"
+
+#include "core/error.h"
+
+namespace vaecodec::core {
+namespace {
+
+std::shared_ptr<CausalConv3d> conv3(int64_t in, int64_t out) {
+  return std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{3, 3, 3}, std::array<int64_t, 3>{1, 1, 1},
+                                        std::array<int64_t, 3>{1, 1, 1});
+}
+
+std::shared_ptr<CausalConv3d> conv1x1(int64_t in, int64_t out) {
+  return std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{1, 1, 1});
+}
+
+std::shared_ptr<CausalSequence> make_middle(int64_t channels) {
+  auto middle = std::make_shared<CausalSequence>();
+  middle->append(std::make_shared<WanResidualBlock>(channels, channels));
+  middle->append(std::make_shared<WanAttentionBlock>(channels));
+  middle->append(std::make_shared<WanResidualBlock>(channels, channels));
+  return middle;
+}
+
+bool contains(const std::vector<double>& v, double x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
+nlohmann::json Wan21Config::to_json() const {
+  return {{"dim", dim},
+          {"z_dim", z_dim},
+          {"dim_mult", dim_mult},
+          {"num_res_blocks", num_res_blocks},
+          {"attn_scales", attn_scales},
+          {"temperal_downsample", temporal_downsample}};
+}
+
+Wan21Config Wan21Config::from_json(const nlohmann::json& j) {
+  Wan21Config c;
+  c.dim = j.value("dim", c.dim);
+  c.z_dim = j.value("z_dim", c.z_dim);
+  c.dim_mult = j.value("dim_mult", c.dim_mult);
+  c.num_res_blocks = j.value("num_res_blocks", c.num_res_blocks);
+  c.attn_scales = j.value("attn_scales", c.attn_scales);
+  c.temporal_downsample = j.value("temperal_downsample", c.temporal_downsample);
+  if (c.dim_mult.size() != c.temporal_downsample.size() + 1)
+    throw Error("wan2.1-vae config: dim_mult needs one more entry than temperal_downsample");
+  return c;
+}
+
+Wan21Encoder::Wan21Encoder(const Wan21Config& config, int64_t out_channels) {
+  std::vector<int64_t> dims = {config.dim};
+  for (auto m : config.dim_mult) dims.push_back(config.dim * m);
+  conv1_ = register_module("conv1", conv3(3, dims[0]));
+  downsamples_ = register_module("downsamples", std::make_shared<CausalSequence>());
+  double scale = 1.0;
+  for (size_t i = 0; i + 1 < dims.size(); ++i) {
+    int64_t in = dims[i];
+    const int64_t out = dims[i + 1];
+    for (int64_t r = 0; r < config.num_res_blocks; ++r) {
+      downsamples_->append(std::make_shared<WanResidualBlock>(in, out));
+      if (contains(config.attn_scales, scale)) downsamples_->append(std::make_shared<WanAttentionBlock>(out));
+      in = out;
+    }
+    if (i != config.dim_mult.size() - 1) {
+      const auto mode = config.temporal_downsample[i] ? ResampleMode::kDownsample3d : ResampleMode::kDownsample2d;
+      downsamples_->append(std::make_shared<WanResample>(out, mode, out));
+      scale /= 2.0;
+    }
+  }
+  middle_ = register_module("middle", make_middle(dims.back()));
+  auto head = register_module("head", std::make_shared<ModuleList>());
+  head_norm_ = head->add(0, std::make_shared<RMSNorm>(dims.back()));
+  head_conv_ = head->add(2, conv3(dims.back(), out_channels));
+}
+
+torch::Tensor Wan21Encoder::forward(const torch::Tensor& x, CausalCache& cache) {
+  auto h = conv1_->forward(x, cache);
+  h = downsamples_->forward(h, cache);
+  h = middle_->forward(h, cache);
+  return head_conv_->forward(head_norm_->forward_silu(h), cache);
+}
+
+Wan21Decoder::Wan21Decoder(const Wan21Config& config) {
+  const auto& mult = config.dim_mult;
+  std::vector<int64_t> dims = {config.dim * mult.back()};
+  for (auto it = mult.rbegin(); it != mult.rend(); ++it) dims.push_back(config.dim * *it);
+  std::vector<bool> temporal_upsample(config.temporal_downsample.rbegin(), config.temporal_downsample.rend());
+  double scale = 1.0 / static_cast<double>(1 << (mult.size() - 2));
+
+  conv1_ = register_module("conv1", conv3(config.z_dim, dims[0]));
+  middle_ = register_module("middle", make_middle(dims[0]));
+  upsamples_ = register_module("upsamples", std::make_shared<CausalSequence>());
+  int64_t out = dims[0];
+  for (size_t i = 0; i + 1 < dims.size(); ++i) {
+    // Each upsampler halves the width, so every stage after the first starts at half its predecessor's.
+    int64_t in = i == 0 ? dims[i] : dims[i] / 2;
+    out = dims[i + 1];
+    for (int64_t r = 0; r < config.num_res_blocks + 1; ++r) {
+      upsamples_->append(std::make_shared<WanResidualBlock>(in, out));
+      if (contains(config.attn_scales, scale)) upsamples_->append(std::make_shared<WanAttentionBlock>(out));
+      in = out;
+    }
+    if (i != mult.size() - 1) {
+      const auto mode = temporal_upsample[i] ? ResampleMode::kUpsample3d : ResampleMode::kUpsample2d;
+      upsamples_->append(std::make_shared<WanResample>(out, mode, out / 2));
+      scale *= 2.0;
+    }
+  }
+  auto head = register_module("head", std::make_shared<ModuleList>());
+  head_norm_ = head->add(0, std::make_shared<RMSNorm>(out));
+  head_conv_ = head->add(2, conv3(out, 3));
+}
+
+torch::Tensor Wan21Decoder::forward(const torch::Tensor& x, CausalCache& cache) {
+  auto h = conv1_->forward(x, cache);
+  h = middle_->forward(h, cache);
+  h = upsamples_->forward(h, cache);
+  return head_conv_->forward(head_norm_->forward_silu(h), cache);
+}
+
+Wan21Vae::Wan21Vae(const Wan21Config& config) : config_(config) {
+  encoder_ = register_module("encoder", std::make_shared<Wan21Encoder>(config, 2 * config.z_dim));
+  conv1_ = register_module("conv1", conv1x1(2 * config.z_dim, 2 * config.z_dim));
+  conv2_ = register_module("conv2", conv1x1(config.z_dim, config.z_dim));
+  decoder_ = register_module("decoder", std::make_shared<Wan21Decoder>(config));
+
+  info_.family = "wan2.1-vae";
+  info_.config = config.to_json();
+  info_.latent_channels = config.z_dim;
+  info_.spatial_factor = 1 << (config.dim_mult.size() - 1);
+  int64_t tf = 1;
+  for (bool t : config.temporal_downsample) tf *= t ? 2 : 1;
+  info_.temporal_factor = tf;
+  if (config.z_dim == static_cast<int64_t>(wan21_latent_mean().size())) {
+    info_.latent_mean = wan21_latent_mean();
+    info_.latent_std = wan21_latent_std();
+  } else {
+    info_.latent_mean.assign(config.z_dim, 0.f);
+    info_.latent_std.assign(config.z_dim, 1.f);
+  }
+  mean_ = torch::tensor(info_.latent_mean).reshape({1, config.z_dim, 1, 1, 1});
+  std_ = torch::tensor(info_.latent_std).reshape({1, config.z_dim, 1, 1, 1});
+}
+
+// Note [Latent normalization]
+// Wan latents leave encode() normalized, (mu - mean) / std per channel, and decode() undoes it first, with the
+// published statistics; this is the form diffusion pipelines exchange. The arithmetic is in float32 whatever the
+// model's dtype, and the encoder's latents are returned in float32.
+torch::Tensor Wan21Vae::encode(const torch::Tensor& x, CausalCache& cache) {
+  cache.rewind();
+  if (mean_.device() != x.device()) {
+    mean_ = mean_.to(x.device());
+    std_ = std_.to(x.device());
+  }
+  auto h = conv1_->forward(encoder_->forward(x, cache), cache);
+  auto mu = h.narrow(1, 0, config_.z_dim).to(torch::kFloat);
+  return (mu - mean_) / std_;
+}
+
+torch::Tensor Wan21Vae::decode(const torch::Tensor& z, CausalCache& cache) {
+  cache.rewind();
+  if (mean_.device() != z.device()) {
+    mean_ = mean_.to(z.device());
+    std_ = std_.to(z.device());
+  }
+  auto raw = (z.to(torch::kFloat) * std_ + mean_).to(dtype());
+  return decoder_->forward(conv2_->forward(raw, cache), cache);
+}
+
+std::optional<Wan21Config> Wan21Vae::detect(const StateDict& tensors) {
+  auto find = [&](const std::string& name) -> const torch::Tensor* {
+    auto it = tensors.find(name);
+    return it == tensors.end() ? nullptr : &it->second;
+  };
+  const auto* enc_in = find("encoder.conv1.weight");
+  const auto* post = find("conv2.weight");
+  // Wan2.2 nests its stages (downsamples.N.downsamples.M) and patchifies its input (12 channels).
+  if (!enc_in || !post || enc_in->dim() != 5 || enc_in->size(1) != 3 || post->dim() != 5) return std::nullopt;
+  if (find("decoder.upsamples.0.upsamples.0.residual.2.weight")) return std::nullopt;
+  Wan21Config c;
+  c.dim = enc_in->size(0);
+  c.z_dim = post->size(0);
+  // Residual blocks per encoder stage: count the blocks before the first resampler.
+  int64_t blocks = 0;
+  while (find("encoder.downsamples." + std::to_string(blocks) + ".residual.0.gamma")) ++blocks;
+  if (blocks > 0) c.num_res_blocks = blocks;
+  return c;
+}
+
+const std::vector<float>& wan21_latent_mean() {
+  static const std::vector<float> v = {-0.7571f, -0.7089f, -0.9113f, 0.1075f,  -0.1745f, 0.9653f,
+                                       -0.1517f, 1.5508f,  0.4134f,  -0.0715f, 0.5517f,  -0.3632f,
+                                       -0.1922f, -0.9497f, 0.2503f,  -0.2921f};
+  return v;
+}
+
+const std::vector<float>& wan21_latent_std() {
+  static const std::vector<float> v = {2.8184f, 1.4541f, 2.3275f, 2.6558f, 1.2196f, 1.7708f, 2.6052f, 2.0743f,
+                                       3.2687f, 2.1526f, 2.8652f, 1.5579f, 1.6382f, 1.1253f, 2.8251f, 1.9160f};
+  return v;
+}
+
+}  // namespace vaecodec::core

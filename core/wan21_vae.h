@@ -1,0 +1,76 @@
+#pragma once
+
+#include <memory>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/layers.h"
+#include "core/vae_model.h"
+#include "core/wan_blocks.h"
+
+namespace vaecodec::core {
+
+// The Wan2.1 VAE config (the reference's WanVAE_ arguments). Released: dim 96, z 16.
+struct Wan21Config {
+  int64_t dim = 96;
+  int64_t z_dim = 16;
+  std::vector<int64_t> dim_mult = {1, 2, 4, 4};
+  int64_t num_res_blocks = 2;
+  std::vector<double> attn_scales = {};
+  std::vector<bool> temporal_downsample = {false, true, true};
+
+  nlohmann::json to_json() const;
+  static Wan21Config from_json(const nlohmann::json& j);
+};
+
+// Encoder: conv1, downsamples.N (residual blocks and resamplers), middle (RB, attention, RB), head.
+class Wan21Encoder : public CausalModule {
+ public:
+  Wan21Encoder(const Wan21Config& config, int64_t out_channels);
+  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+
+ private:
+  std::shared_ptr<CausalConv3d> conv1_, head_conv_;
+  std::shared_ptr<CausalSequence> downsamples_, middle_;
+  std::shared_ptr<RMSNorm> head_norm_;
+};
+
+// Decoder: conv1, middle, upsamples.N, head. Output unclamped.
+class Wan21Decoder : public CausalModule {
+ public:
+  explicit Wan21Decoder(const Wan21Config& config);
+  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+
+ private:
+  std::shared_ptr<CausalConv3d> conv1_, head_conv_;
+  std::shared_ptr<CausalSequence> middle_, upsamples_;
+  std::shared_ptr<RMSNorm> head_norm_;
+};
+
+// The whole VAE: encoder, conv1 (32 -> 32: mean and log-variance), conv2 (z -> z), decoder; the per-channel
+// latent normalization (Note [Latent normalization]).
+class Wan21Vae : public VaeModel {
+ public:
+  explicit Wan21Vae(const Wan21Config& config);
+  const ModelInfo& info() const override { return info_; }
+  torch::Tensor encode(const torch::Tensor& x, CausalCache& cache) override;
+  torch::Tensor decode(const torch::Tensor& z, CausalCache& cache) override;
+
+  // Recognises a Wan2.1 state dict (original layout) and reads its config from the tensor shapes.
+  static std::optional<Wan21Config> detect(const StateDict& tensors);
+
+ private:
+  Wan21Config config_;
+  ModelInfo info_;
+  std::shared_ptr<Wan21Encoder> encoder_;
+  std::shared_ptr<Wan21Decoder> decoder_;
+  std::shared_ptr<CausalConv3d> conv1_, conv2_;
+  torch::Tensor mean_, std_;  // [1, z, 1, 1, 1] float32, on the model's device
+};
+
+// The 16 published per-channel latent statistics of the Wan2.1 VAE.
+const std::vector<float>& wan21_latent_mean();
+const std::vector<float>& wan21_latent_std();
+
+}  // namespace vaecodec::core

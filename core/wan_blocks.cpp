@@ -1,0 +1,130 @@
+#include "core/wan_blocks.h"
+
+#include <cmath>
+
+#include "core/flops.h"
+
+namespace vaecodec::core {
+
+WanResidualBlock::WanResidualBlock(int64_t in, int64_t out) {
+  auto residual = register_module("residual", std::make_shared<ModuleList>());
+  norm1_ = residual->add(0, std::make_shared<RMSNorm>(in));
+  conv1_ = residual->add(2, std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{3, 3, 3},
+                                                           std::array<int64_t, 3>{1, 1, 1},
+                                                           std::array<int64_t, 3>{1, 1, 1}));
+  norm2_ = residual->add(3, std::make_shared<RMSNorm>(out));
+  conv2_ = residual->add(6, std::make_shared<CausalConv3d>(out, out, std::array<int64_t, 3>{3, 3, 3},
+                                                           std::array<int64_t, 3>{1, 1, 1},
+                                                           std::array<int64_t, 3>{1, 1, 1}));
+  if (in != out)
+    shortcut_ = register_module("shortcut", std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{1, 1, 1}));
+}
+
+torch::Tensor WanResidualBlock::forward(const torch::Tensor& x, CausalCache& cache) {
+  torch::Tensor h = conv1_->forward(norm1_->forward_silu(x), cache);
+  h = conv2_->forward(norm2_->forward_silu(h), cache);  // dropout is inactive at inference
+  return shortcut_ ? h + shortcut_->forward(x, cache) : h + x;
+}
+
+WanAttentionBlock::WanAttentionBlock(int64_t channels) {
+  norm_ = register_module("norm", std::make_shared<RMSNorm>(channels, /*gamma_rank=*/3));
+  auto qkv = register_module("to_qkv", std::make_shared<torch::nn::Module>());
+  qkv_weight_ = qkv->register_parameter("weight", torch::empty({3 * channels, channels, 1, 1}), false);
+  qkv_bias_ = qkv->register_parameter("bias", torch::empty({3 * channels}), false);
+  auto proj = register_module("proj", std::make_shared<torch::nn::Module>());
+  proj_weight_ = proj->register_parameter("weight", torch::empty({channels, channels, 1, 1}), false);
+  proj_bias_ = proj->register_parameter("bias", torch::empty({channels}), false);
+}
+
+torch::Tensor WanAttentionBlock::forward(const torch::Tensor& x, CausalCache& cache) {
+  const int64_t b = x.size(0), c = x.size(1), t = x.size(2), h = x.size(3), w = x.size(4);
+  // Tokens are the pixels of one frame: [B, C, T, H, W] -> [B*T, H*W, C].
+  auto tokens = norm_->forward(x).permute({0, 2, 3, 4, 1}).reshape({b * t, h * w, c});
+  auto qkv = torch::nn::functional::linear(tokens, qkv_weight_.flatten(1), qkv_bias_);  // [B*T, HW, 3C]
+  auto q = qkv.narrow(2, 0, c).unsqueeze(1);
+  auto k = qkv.narrow(2, c, c).unsqueeze(1);
+  auto v = qkv.narrow(2, 2 * c, c).unsqueeze(1);
+  auto attended = at::scaled_dot_product_attention(q, k, v).squeeze(1);  // [B*T, HW, C]
+  // Projections 2*HW*C*(3C + C), attention scores and weighted sum 2 * 2*HW*HW*C, per frame.
+  FlopCounter::add(2.0 * b * t * h * w * c * 4 * c + 4.0 * b * t * double(h * w) * double(h * w) * c);
+  auto out = torch::nn::functional::linear(attended, proj_weight_.flatten(1), proj_bias_);
+  return out.reshape({b, t, h, w, c}).permute({0, 4, 1, 2, 3}) + x;
+}
+
+WanResample::WanResample(int64_t channels, ResampleMode mode, int64_t spatial_out) : mode_(mode) {
+  auto resample = register_module("resample", std::make_shared<ModuleList>());
+  auto conv = resample->add(1, std::make_shared<torch::nn::Module>());
+  weight_ = conv->register_parameter("weight", torch::empty({spatial_out, channels, 3, 3}), false);
+  bias_ = conv->register_parameter("bias", torch::empty({spatial_out}), false);
+  if (mode == ResampleMode::kUpsample3d) {
+    time_conv_ = register_module("time_conv", std::make_shared<CausalConv3d>(channels, 2 * channels,
+                                                                               std::array<int64_t, 3>{3, 1, 1},
+                                                                               std::array<int64_t, 3>{1, 1, 1},
+                                                                               std::array<int64_t, 3>{1, 0, 0}));
+  } else if (mode == ResampleMode::kDownsample3d) {
+    time_conv_ = register_module("time_conv", std::make_shared<CausalConv3d>(channels, channels,
+                                                                               std::array<int64_t, 3>{3, 1, 1},
+                                                                               std::array<int64_t, 3>{2, 1, 1}));
+  }
+}
+
+torch::Tensor WanResample::spatial(const torch::Tensor& x) const {
+  const auto w = weight_.unsqueeze(2);  // [out, C, 1, 3, 3]
+  if (mode_ == ResampleMode::kDownsample2d || mode_ == ResampleMode::kDownsample3d) {
+    // Zero-pad right and bottom by one, then a stride-2 3x3 conv.
+    auto padded = torch::constant_pad_nd(x, {0, 1, 0, 1});
+    auto out = at::conv3d(padded, w, bias_, {1, 2, 2});
+    count_conv_flops(out, w);
+    return out;
+  }
+  // Nearest 2x: every pixel repeated into a 2x2 block (exact in any dtype).
+  const int64_t b = x.size(0), c = x.size(1), t = x.size(2), h = x.size(3), wd = x.size(4);
+  auto up = x.unsqueeze(4).unsqueeze(6).expand({b, c, t, h, 2, wd, 2}).reshape({b, c, t, 2 * h, 2 * wd});
+  auto out = at::conv3d(up, w, bias_, {1, 1, 1}, {0, 1, 1});
+  count_conv_flops(out, w);
+  return out;
+}
+
+torch::Tensor WanResample::forward(const torch::Tensor& x, CausalCache& cache) {
+  switch (mode_) {
+    case ResampleMode::kUpsample2d:
+    case ResampleMode::kDownsample2d:
+      return spatial(x);
+    case ResampleMode::kUpsample3d: {
+      CausalCache::Slot& slot = cache.next();
+      torch::Tensor head, rest = x;
+      if (!slot.started) {  // frame 0: untouched here, and the conv's history starts after it
+        slot.started = true;
+        head = x.narrow(2, 0, 1);
+        rest = x.narrow(2, 1, x.size(2) - 1);
+      }
+      torch::Tensor doubled;
+      if (rest.size(2) > 0) {
+        const int64_t b = rest.size(0), c = rest.size(1), t = rest.size(2), h = rest.size(3), w = rest.size(4);
+        auto y = time_conv_->forward_with(rest, slot);  // [B, 2C, t, H, W]
+        doubled = y.view({b, 2, c, t, h, w}).permute({0, 2, 3, 1, 4, 5}).reshape({b, c, 2 * t, h, w});
+      }
+      torch::Tensor frames = !head.defined() ? doubled : !doubled.defined() ? head : torch::cat({head, doubled}, 2);
+      return spatial(frames);
+    }
+    case ResampleMode::kDownsample3d: {
+      auto y = spatial(x);
+      CausalCache::Slot& slot = cache.next();
+      torch::Tensor head, input;
+      if (!slot.started) {
+        slot.started = true;
+        head = y.narrow(2, 0, 1);
+        input = y;
+      } else {
+        input = torch::cat({slot.history, y}, 2);
+      }
+      slot.history = input.narrow(2, input.size(2) - 1, 1).clone();
+      if (input.size(2) < 3) return head.defined() ? head : input.narrow(2, 0, 0);
+      auto out = time_conv_->convolve(input);
+      return head.defined() ? torch::cat({head, out}, 2) : out;
+    }
+  }
+  return x;
+}
+
+}  // namespace vaecodec::core

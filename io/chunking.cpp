@@ -1,0 +1,93 @@
+#include "io/chunking.h"
+
+namespace vaecodec::io {
+namespace F = torch::nn::functional;
+using torch::indexing::Slice;
+
+namespace {
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+}  // namespace
+
+Geometry Geometry::of(const core::ModelInfo& info, int64_t width, int64_t height) {
+  Geometry g;
+  g.width = width;
+  g.height = height;
+  g.padded_width = round_up(width, info.spatial_factor);
+  g.padded_height = round_up(height, info.spatial_factor);
+  g.temporal_factor = info.temporal_factor;
+  return g;
+}
+
+int64_t padded_frame_count(int64_t frames, int64_t temporal_factor) {
+  if (frames <= 1) return 1;
+  return 1 + round_up(frames - 1, temporal_factor);
+}
+
+bool has_frames(const torch::Tensor& t) { return t.defined() && t.dim() == 5 && t.size(2) > 0; }
+
+EncodeFeeder::EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry,
+                           DeviceTransfer& transfer)
+    : run_(model, chunks), geometry_(geometry), transfer_(transfer) {
+  // The engine's own chunk lengths (Note [Chunks] in core/engine.cpp), so every push runs one chunk at once.
+  const int64_t latent_frames = std::max<int64_t>(chunks.latent_frames, 1);
+  later_group_ = geometry.temporal_factor * latent_frames;
+  group_ = 1 + geometry.temporal_factor * (latent_frames - 1);
+}
+
+torch::Tensor EncodeFeeder::push(const torch::Tensor& frame) {
+  last_ = transfer_.upload(frame);
+  pending_.push_back(last_);
+  ++frames_in_;
+  if (static_cast<int64_t>(pending_.size()) < group_) return {};
+  group_ = later_group_;
+  return flush();
+}
+
+torch::Tensor EncodeFeeder::finish() {
+  const int64_t target = padded_frame_count(frames_in_, geometry_.temporal_factor);
+  for (int64_t i = frames_in_; i < target; ++i) pending_.push_back(last_);
+  torch::Tensor head = pending_.empty() ? torch::Tensor() : flush();
+  torch::Tensor tail = run_.finish();
+  if (!has_frames(head)) return tail;
+  if (!has_frames(tail)) return head;
+  return torch::cat({head, tail}, /*dim=*/2);
+}
+
+torch::Tensor EncodeFeeder::flush() {
+  torch::Tensor x = torch::stack(pending_, /*dim=*/1).unsqueeze(0);  // [1, 3, t, H, W]
+  pending_.clear();
+  if (geometry_.padded()) {
+    x = F::pad(x, F::PadFuncOptions({0, geometry_.padded_width - geometry_.width, 0,
+                                     geometry_.padded_height - geometry_.height, 0, 0})
+                      .mode(torch::kReplicate));
+  }
+  return run_.push(x);
+}
+
+DecodedFrameSink::DecodedFrameSink(Geometry geometry, DeviceTransfer& transfer, WriterStage& writer)
+    : geometry_(geometry), transfer_(transfer), writer_(writer) {}
+
+void DecodedFrameSink::add_timing(int64_t pts, int64_t duration, torch::Tensor reference) {
+  timings_.push_back({pts, duration, std::move(reference)});
+}
+
+void DecodedFrameSink::push(const torch::Tensor& video) {
+  if (!has_frames(video)) return;
+  const int64_t frames = video.size(2);
+  const int64_t real = std::min<int64_t>(frames, static_cast<int64_t>(timings_.size()));
+  dropped_ += frames - real;
+  if (real == 0) return;
+  // [1, 3, t, Hp, Wp] -> [t, 3, H, W]: one contiguous block per frame once downloaded.
+  const torch::Tensor cropped = video.index({0, Slice(), Slice(0, real), Slice(0, geometry_.height),
+                                             Slice(0, geometry_.width)})
+                                    .permute({1, 0, 2, 3});
+  HostTensor host = transfer_.download(cropped);
+  for (int64_t i = 0; i < real; ++i) {
+    Timing timing = std::move(timings_.front());
+    timings_.pop_front();
+    writer_.push({host, host.tensor[i], timing.pts, timing.duration, std::move(timing.reference)});
+    ++emitted_;
+  }
+}
+
+}  // namespace vaecodec::io

@@ -1,0 +1,326 @@
+#include "io/pipeline.h"
+
+#include <chrono>
+#include <limits>
+
+#include "core/error.h"
+#include "io/chunking.h"
+#include "io/interrupt.h"
+#include "io/log.h"
+#include "io/output_file.h"
+#include "io/progress.h"
+#include "io/stages.h"
+
+namespace vaecodec::io {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// About one chunk of frames on each side of the model: enough to keep every stage busy.
+size_t frame_queue_capacity(const core::ModelInfo& info, const core::ChunkOptions& chunks) {
+  return static_cast<size_t>(1 + info.temporal_factor * std::max<int64_t>(chunks.latent_frames, 1));
+}
+
+ProgressOptions quiet_if(bool quiet) {
+  ProgressOptions progress;
+  progress.quiet = quiet;
+  return progress;
+}
+
+bool valid(AVRational q) { return q.num > 0 && q.den > 0; }
+
+// One warning line for what a damaged input lost (Note [Damaged input]), one for repaired timestamps.
+void report_damage(const VideoReader& reader, int64_t frames) {
+  const DecodeDamage& d = reader.damage();
+  const std::string name = reader.path().string();
+  if (d.any()) {
+    std::string what;
+    auto add = [&](const std::string& part) { what += (what.empty() ? "" : ", ") + part; };
+    if (d.bad_packets) add(std::to_string(d.bad_packets) + " damaged or undecodable packets");
+    if (d.damaged_frames) add(std::to_string(d.damaged_frames) + " frames with concealed errors");
+    if (d.read_error) add("reading stopped early");
+    std::string decoded = "; " + std::to_string(frames) + " frames decoded";
+    if (d.expected_frames > frames) decoded += " of the " + std::to_string(d.expected_frames) + " the file lists";
+    warn(name + " is damaged: " + what + decoded + " (" + d.first_error + ")");
+  }
+  if (d.fixed_timestamps)
+    warn(name + ": " + std::to_string(d.fixed_timestamps) +
+         " frames had a missing or non-increasing pts and were given the next free one");
+}
+
+void check_latent_extension(const fs::path& path) {
+  const std::string ext = path.extension().string();
+  if (ext != ".safetensors" && ext != ".latent")
+    throw Error("latent file " + path.string() + " must end in .safetensors or .latent");
+}
+
+std::string name_of(const char* name) { return name ? name : ""; }
+
+LatentMeta::Rational rational(AVRational q) { return {q.num, q.den}; }
+AVRational rational(LatentMeta::Rational q) { return {q.num, q.den}; }
+
+}  // namespace
+
+LatentNormalization latent_normalization(const core::ModelInfo& info) {
+  LatentNormalization n;
+  n.mean.assign(info.latent_mean.begin(), info.latent_mean.end());
+  n.std.assign(info.latent_std.begin(), info.latent_std.end());
+  return n;
+}
+
+RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                     const PipelineOptions& options) {
+  const Clock::time_point start = Clock::now();
+  check_output_path(output, {input});
+  if (!options.metrics.empty()) check_output_path(options.metrics, {input, output});
+  output_container(output);
+  torch::NoGradGuard no_grad;
+  const core::ModelInfo& info = model.info();
+  DeviceTransfer transfer(model.device());
+  VideoReader reader(input, {transfer.wants_pinned(), options.strict});
+  const VideoFormat& format = reader.format();
+  const Geometry geometry = Geometry::of(info, format.width, format.height);
+
+  TempOutput temp(output);
+  VideoWriter writer(temp.path(), output, format, options.writer, reader.audio_streams());
+  std::optional<QualityMeter> meter;
+  if (!options.metrics.empty()) meter.emplace();
+  Progress progress("roundtrip", reader.frame_count_hint(), quiet_if(options.quiet));
+  PacketQueue audio(kUnbounded);
+  const size_t capacity = frame_queue_capacity(info, options.chunks);
+  WriterStage writing(writer, capacity, &audio, meter ? &*meter : nullptr, &progress);
+  DecodedFrameSink sink(geometry, transfer, writing);
+  EncodeFeeder feeder(model, options.chunks, geometry, transfer);
+  core::DecodeRun decoder(model, options.chunks);
+  int64_t latent_frames = 0;
+  auto decode = [&](const torch::Tensor& latents) {
+    if (!has_frames(latents)) return;
+    latent_frames += latents.size(2);
+    sink.push(decoder.push(latents));
+  };
+  ReaderStage reading(reader, capacity, &audio);  // declared last: its thread stops first when unwinding
+
+  while (std::optional<VideoFrame> frame = reading.next()) {
+    throw_if_interrupted();
+    sink.add_timing(frame->pts, frame->duration, meter ? frame->rgb : torch::Tensor());
+    decode(feeder.push(frame->rgb));
+  }
+  decode(feeder.finish());
+  sink.push(decoder.finish());
+  if (sink.emitted() != feeder.frames())
+    throw Error("roundtrip of " + input.string() + " produced " + std::to_string(sink.emitted()) + " frames for " +
+                std::to_string(feeder.frames()));
+  writing.finish();
+  if (meter) meter->write(options.metrics);
+  temp.commit();
+  progress.finish();
+  report_damage(reader, feeder.frames());
+
+  RunSummary summary;
+  summary.command = "roundtrip";
+  summary.input = input;
+  summary.output = output;
+  summary.frames = feeder.frames();
+  summary.width = format.width;
+  summary.height = format.height;
+  summary.latent_shape = {1, info.latent_channels, latent_frames, geometry.padded_height / info.spatial_factor,
+                          geometry.padded_width / info.spatial_factor};
+  summary.codec = writer.codec_name();
+  summary.pixel_format = pixel_format_name(writer.pixel_format());
+  summary.audio_streams = writer.audio_streams_copied();
+  summary.damage = reader.damage();
+  if (meter) summary.quality = meter->summary();
+  summary.seconds = seconds_since(start);
+  return summary;
+}
+
+RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                  const PipelineOptions& options) {
+  const Clock::time_point start = Clock::now();
+  check_output_path(output, {input});
+  check_latent_extension(output);
+  torch::NoGradGuard no_grad;
+  const core::ModelInfo& info = model.info();
+  DeviceTransfer transfer(model.device());
+  VideoReader reader(input, {transfer.wants_pinned(), options.strict});
+  const VideoFormat format = reader.format();
+  const Geometry geometry = Geometry::of(info, format.width, format.height);
+
+  TempOutput temp(output);
+  Progress progress("encode", reader.frame_count_hint(), quiet_if(options.quiet));
+  EncodeFeeder feeder(model, options.chunks, geometry, transfer);
+  std::vector<HostTensor> chunks;
+  std::vector<int64_t> pts;
+  auto keep = [&](const torch::Tensor& latents) {
+    if (has_frames(latents)) chunks.push_back(transfer.download(latents));
+  };
+  ReaderStage reading(reader, frame_queue_capacity(info, options.chunks), nullptr);
+  while (std::optional<VideoFrame> frame = reading.next()) {
+    throw_if_interrupted();
+    pts.push_back(frame->pts);
+    keep(feeder.push(frame->rgb));
+    progress.update(feeder.frames());
+  }
+  keep(feeder.finish());
+  std::vector<torch::Tensor> parts;
+  for (const HostTensor& chunk : chunks) {
+    chunk.wait();
+    parts.push_back(chunk.tensor);
+  }
+  const torch::Tensor latents = torch::cat(parts, /*dim=*/2);
+
+  LatentMeta meta;
+  meta.family = info.family;
+  meta.model_config = info.config;
+  meta.scale = info.latent_scale;
+  meta.width = format.width;
+  meta.height = format.height;
+  meta.padded_width = geometry.padded_width;
+  meta.padded_height = geometry.padded_height;
+  meta.frames = feeder.frames();
+  meta.padded_frames = padded_frame_count(feeder.frames(), info.temporal_factor);
+  if (valid(format.frame_rate)) meta.frame_rate = rational(format.frame_rate);
+  meta.time_base = rational(format.time_base);
+  meta.pts = std::move(pts);
+  meta.colour_primaries = name_of(av_color_primaries_name(format.colour.primaries));
+  meta.colour_transfer = name_of(av_color_transfer_name(format.colour.transfer));
+  meta.colour_matrix = name_of(av_color_space_name(format.colour.matrix));
+  meta.colour_range = name_of(av_color_range_name(format.colour.range));
+  meta.pixel_format = pixel_format_name(format.pixel_format);
+  meta.has_audio = !reader.audio_streams().empty();
+  meta.source = input.filename().string();
+  write_latents(temp.path(), latents, meta, latent_normalization(info));
+  temp.commit();
+  progress.finish();
+  report_damage(reader, feeder.frames());
+
+  RunSummary summary;
+  summary.command = "encode";
+  summary.input = input;
+  summary.output = output;
+  summary.frames = feeder.frames();
+  summary.width = format.width;
+  summary.height = format.height;
+  summary.latent_shape = latents.sizes().vec();
+  summary.damage = reader.damage();
+  summary.seconds = seconds_since(start);
+  return summary;
+}
+
+namespace {
+
+// The video a latent file stands for: its record where it has one, else what the latents' shape and the
+// options say.
+struct DecodePlan {
+  VideoFormat format;
+  int64_t frames = 0;
+  std::vector<int64_t> pts;
+  std::vector<int64_t> durations;
+};
+
+DecodePlan plan_decode(const LatentFile& file, const core::ModelInfo& info, const fs::path& input,
+                       const PipelineOptions& options) {
+  const LatentMeta& meta = file.meta;
+  const torch::Tensor& z = file.latents;
+  if (z.size(0) != 1)
+    throw Error(input.string() + " holds a batch of " + std::to_string(z.size(0)) + " videos; decode takes one");
+  const int64_t padded_w = z.size(4) * info.spatial_factor, padded_h = z.size(3) * info.spatial_factor;
+  const int64_t padded_frames = 1 + info.temporal_factor * (z.size(2) - 1);
+
+  DecodePlan plan;
+  VideoFormat& f = plan.format;
+  f.width = static_cast<int>(meta.width.value_or(padded_w));
+  f.height = static_cast<int>(meta.height.value_or(padded_h));
+  plan.frames = meta.frames.value_or(padded_frames);
+  if (f.width <= 0 || f.height <= 0 || f.width > padded_w || f.height > padded_h || plan.frames <= 0 ||
+      plan.frames > padded_frames)
+    throw Error(input.string() + ": its record (" + std::to_string(f.width) + "x" + std::to_string(f.height) +
+                ", " + std::to_string(plan.frames) + " frames) does not fit its latents (" + std::to_string(padded_w) +
+                "x" + std::to_string(padded_h) + ", at most " + std::to_string(padded_frames) + " frames)");
+
+  if (meta.time_base && meta.pts.size() == static_cast<size_t>(plan.frames)) {
+    f.time_base = rational(*meta.time_base);
+    plan.pts = meta.pts;
+  }
+  if (meta.frame_rate) f.frame_rate = rational(*meta.frame_rate);
+  if (!valid(f.frame_rate) && valid(options.fps)) f.frame_rate = options.fps;
+  if (plan.pts.empty()) {
+    // No timing in the file: frames at a constant rate, pts counted in frame durations.
+    if (!valid(f.frame_rate))
+      throw Error(input.string() + " does not say its frame rate; pass --fps (for example --fps 16)");
+    f.time_base = av_inv_q(f.frame_rate);
+    for (int64_t i = 0; i < plan.frames; ++i) plan.pts.push_back(i);
+  }
+  const int64_t step = valid(f.frame_rate) ? av_rescale_q(1, av_inv_q(f.frame_rate), f.time_base) : 0;
+  for (size_t i = 0; i < plan.pts.size(); ++i)
+    plan.durations.push_back(i + 1 < plan.pts.size() ? plan.pts[i + 1] - plan.pts[i]
+                                                     : (step > 0 ? step : (i ? plan.durations.back() : 0)));
+
+  const AVPixelFormat pix = av_get_pix_fmt(meta.pixel_format.c_str());
+  f.pixel_format = pix != AV_PIX_FMT_NONE ? pix : AV_PIX_FMT_YUV420P;
+  f.colour = colour_tags_from_names(meta.colour_primaries, meta.colour_transfer, meta.colour_matrix, meta.colour_range);
+  return plan;
+}
+
+}  // namespace
+
+RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                  const PipelineOptions& options) {
+  const Clock::time_point start = Clock::now();
+  check_output_path(output, {input});
+  output_container(output);
+  torch::NoGradGuard no_grad;
+  const core::ModelInfo& info = model.info();
+  const LatentFile file = read_latents(input, latent_normalization(info));
+  check_latents_match(file.meta, info.family, info.latent_channels, input.string());
+  if (file.latents.size(1) != info.latent_channels)
+    throw Error(input.string() + " holds " + std::to_string(file.latents.size(1)) + "-channel latents; the " +
+                info.family + " model takes " + std::to_string(info.latent_channels));
+  const DecodePlan plan = plan_decode(file, info, input, options);
+  const Geometry geometry = Geometry::of(info, plan.format.width, plan.format.height);
+
+  DeviceTransfer transfer(model.device());
+  TempOutput temp(output);
+  VideoWriter writer(temp.path(), output, plan.format, options.writer);
+  Progress progress("decode", plan.frames, quiet_if(options.quiet));
+  const size_t capacity = frame_queue_capacity(info, options.chunks);
+  WriterStage writing(writer, capacity, nullptr, nullptr, &progress);
+  DecodedFrameSink sink(geometry, transfer, writing);
+  for (int64_t i = 0; i < plan.frames; ++i) sink.add_timing(plan.pts[i], plan.durations[i]);
+  core::DecodeRun decoder(model, options.chunks);
+  const int64_t step = std::max<int64_t>(options.chunks.latent_frames, 1);
+  for (int64_t t = 0; t < file.latents.size(2); t += step) {
+    throw_if_interrupted();
+    const int64_t n = std::min<int64_t>(step, file.latents.size(2) - t);
+    sink.push(decoder.push(transfer.upload(file.latents.narrow(2, t, n))));
+  }
+  sink.push(decoder.finish());
+  if (sink.emitted() != plan.frames)
+    throw Error("decoding " + input.string() + " produced " + std::to_string(sink.emitted()) + " frames for " +
+                std::to_string(plan.frames));
+  writing.finish();
+  temp.commit();
+  progress.finish();
+
+  RunSummary summary;
+  summary.command = "decode";
+  summary.input = input;
+  summary.output = output;
+  summary.frames = plan.frames;
+  summary.width = plan.format.width;
+  summary.height = plan.format.height;
+  summary.latent_shape = file.latents.sizes().vec();
+  summary.codec = writer.codec_name();
+  summary.pixel_format = pixel_format_name(writer.pixel_format());
+  summary.seconds = seconds_since(start);
+  return summary;
+}
+
+}  // namespace vaecodec::io

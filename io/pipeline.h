@@ -1,0 +1,62 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/engine.h"
+#include "core/vae_model.h"
+#include "io/latent_file.h"
+#include "io/metrics.h"
+#include "io/video_reader.h"
+#include "io/video_writer.h"
+
+namespace vaecodec::io {
+
+// How the three runs below work. Defaults suit the CLI.
+struct PipelineOptions {
+  core::ChunkOptions chunks;      // latent frames per chunk: memory and speed, not the result
+  WriterOptions writer;           // output codec, crf, pixel format
+  bool strict = false;            // damaged input is an error, not a warning (Note [Damaged input])
+  bool quiet = false;             // no progress line
+  std::filesystem::path metrics;  // roundtrip: per-frame PSNR/SSIM to .json or .csv; empty: none
+  // decode: the frame rate when the latent file has no timing (a bare file); 0/1: none given.
+  AVRational fps{0, 1};
+};
+
+// What a run did, for the summary line and --json.
+struct RunSummary {
+  std::string command;  // "roundtrip", "encode", "decode"
+  std::filesystem::path input;
+  std::filesystem::path output;
+  int64_t frames = 0;        // frames read (encode, roundtrip) or written (decode)
+  int64_t width = 0, height = 0;
+  std::vector<int64_t> latent_shape;  // [B, C, T, h, w]
+  double seconds = 0;        // wall time of the run, opening to renaming
+  std::string codec;         // video encoder of the output (roundtrip, decode)
+  std::string pixel_format;  // of the output video
+  int audio_streams = 0;     // copied into the output
+  DecodeDamage damage;       // what the input lost (roundtrip, encode)
+  std::optional<QualitySummary> quality;  // with PipelineOptions::metrics
+};
+
+// Decodes `input`, runs every frame through the model's encoder and decoder, and writes `output` with the
+// input's size, frame count, timestamps, colour tags and audio (Note [Pipeline], Note [Padding]).
+RunSummary roundtrip(core::VaeModel& model, const std::filesystem::path& input, const std::filesystem::path& output,
+                     const PipelineOptions& options = {});
+
+// Decodes `input` and writes its latents with everything decode() needs to rebuild the video (LatentMeta):
+// .safetensors or ComfyUI's .latent, by extension.
+RunSummary encode(core::VaeModel& model, const std::filesystem::path& input, const std::filesystem::path& output,
+                  const PipelineOptions& options = {});
+
+// Decodes a latent file into a video with the size, frame count, timing and colour its record gives.
+RunSummary decode(core::VaeModel& model, const std::filesystem::path& input, const std::filesystem::path& output,
+                  const PipelineOptions& options = {});
+
+// The normalization a model's latents carry, for .latent files (Note [latent files]).
+LatentNormalization latent_normalization(const core::ModelInfo& info);
+
+}  // namespace vaecodec::io

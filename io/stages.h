@@ -1,0 +1,90 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "io/bounded_queue.h"
+#include "io/device_transfer.h"
+#include "io/ffmpeg_common.h"
+#include "io/metrics.h"
+#include "io/progress.h"
+#include "io/video_reader.h"
+#include "io/video_writer.h"
+
+namespace vaecodec::io {
+
+// Note [Pipeline]
+//   reader thread  --frames-->  model (calling thread)  --frames-->  writer thread
+//   demux, decode, RGB          pad, encode, decode, crop           YUV, encode, mux
+//        \------------------------- audio packets ---------------------------/
+// Stages talk only through queues. The frame queues are bounded (about one chunk each), so memory does not
+// grow with the video's length: a fast reader waits for the model, the model waits for a slow encoder. The
+// audio queue is not bounded, and needs not be: the reader is never more than the two frame queues and one
+// chunk ahead of the writer, and audio for that stretch is small. (Bounding it could deadlock: the reader
+// would wait on audio while the writer waits on video.)
+// A stage that fails keeps its exception and cancels its queues; the next stage to touch a queue sees that
+// and rethrows it on its own thread, so the error reaches the caller once, as the first cause. Destroying a
+// stage cancels and joins it, so an exception anywhere unwinds without a hang.
+
+using PacketQueue = BoundedQueue<PacketPtr>;
+
+// Runs a VideoReader on a thread of its own.
+class ReaderStage {
+ public:
+  ReaderStage(VideoReader& reader, size_t capacity, PacketQueue* audio);
+  ~ReaderStage();
+  ReaderStage(const ReaderStage&) = delete;
+  ReaderStage& operator=(const ReaderStage&) = delete;
+  // The next frame; nullopt at the end of the video. Rethrows what the reader thread threw.
+  std::optional<VideoFrame> next();
+
+ private:
+  void run();
+  VideoReader& reader_;
+  BoundedQueue<VideoFrame> frames_;
+  PacketQueue* audio_;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+// One frame on its way to the writer.
+struct OutputFrame {
+  HostTensor chunk;         // the download the frame is part of: wait for it before reading `rgb`
+  torch::Tensor rgb;        // [3, H, W] float, a view into chunk.tensor
+  int64_t pts = 0;
+  int64_t duration = 0;
+  torch::Tensor reference;  // the input frame [3, H, W] in [-1, 1] for quality metrics; undefined: none
+};
+
+// Runs a VideoWriter on a thread of its own; also measures quality and reports progress when given those.
+class WriterStage {
+ public:
+  WriterStage(VideoWriter& writer, size_t capacity, PacketQueue* audio, QualityMeter* meter, Progress* progress);
+  ~WriterStage();
+  WriterStage(const WriterStage&) = delete;
+  WriterStage& operator=(const WriterStage&) = delete;
+  // Rethrows what the writer thread threw.
+  void push(OutputFrame frame);
+  // Waits until every frame is written and the file finished; rethrows what the writer thread threw.
+  void finish();
+
+ private:
+  void run();
+  void drain_audio();
+  void rethrow();
+  VideoWriter& writer_;
+  BoundedQueue<OutputFrame> frames_;
+  PacketQueue* audio_;
+  QualityMeter* meter_;
+  Progress* progress_;
+  std::atomic<bool> finishing_{false};
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+}  // namespace vaecodec::io

@@ -1,0 +1,190 @@
+#include "io/video_reader.h"
+
+#include "core/error.h"
+#include "io/ffmpeg_compat.h"
+#include "io/interrupt.h"
+
+namespace vaecodec::io {
+namespace {
+
+bool valid(AVRational q) { return q.num > 0 && q.den > 0; }
+
+}  // namespace
+
+VideoReader::VideoReader(const std::filesystem::path& path, ReaderOptions options)
+    : path_(path), options_(options), packet_(make_packet()), frame_(make_frame()) {
+  AVFormatContext* raw = avformat_alloc_context();
+  if (!raw) throw Error("cannot allocate a demuxer for " + path.string() + ": out of memory");
+  raw->interrupt_callback = {ffmpeg_interrupt_callback, nullptr};
+  // On failure avformat_open_input frees the context itself.
+  const int opened = avformat_open_input(&raw, path.c_str(), nullptr, nullptr);
+  if (opened == AVERROR_EXIT && interrupted()) throw Interrupted();
+  check_av(opened, "cannot open input", path);
+  format_ctx_.reset(raw);
+  check_av(avformat_find_stream_info(raw, nullptr), "cannot read the streams of", path);
+
+  const int index = av_find_best_stream(raw, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+  if (index < 0 || (raw->streams[index]->disposition & AV_DISPOSITION_ATTACHED_PIC))
+    throw Error("no video stream in " + path.string() + " (is it a video file?)");
+  stream_ = raw->streams[index];
+  for (unsigned i = 0; i < raw->nb_streams; ++i) {
+    AVStream* st = raw->streams[i];
+    if (st->codecpar->codec_type == AVMEDIA_TYPE_AUDIO)
+      audio_.push_back({st->index, st->codecpar, st->time_base});
+    else if (st != stream_)
+      st->discard = AVDISCARD_ALL;
+  }
+
+  const AVCodec* codec = avcodec_find_decoder(stream_->codecpar->codec_id);
+  if (!codec)
+    throw Error("no decoder for the " + std::string(avcodec_get_name(stream_->codecpar->codec_id)) +
+                " video in " + path.string() + " (this FFmpeg build lacks it)");
+  decoder_.reset(avcodec_alloc_context3(codec));
+  if (!decoder_) throw Error("cannot allocate a decoder for " + path.string() + ": out of memory");
+  check_av(avcodec_parameters_to_context(decoder_.get(), stream_->codecpar), "cannot set up the decoder for",
+           path);
+  decoder_->pkt_timebase = stream_->time_base;
+  decoder_->thread_count = 0;  // as many as FFmpeg thinks useful
+  check_av(avcodec_open2(decoder_.get(), codec, nullptr),
+           "cannot open the " + std::string(codec->name) + " decoder for", path);
+
+  format_.time_base = stream_->time_base;
+  if (valid(stream_->avg_frame_rate))
+    format_.frame_rate = stream_->avg_frame_rate;
+  else if (valid(stream_->r_frame_rate))
+    format_.frame_rate = stream_->r_frame_rate;
+  damage_.expected_frames = stream_->nb_frames;
+
+  if (!decode_next(frame_.get())) {
+    std::string why = damage_.first_error.empty() ? "" : " (" + damage_.first_error + ")";
+    throw Error("no frames could be decoded from " + path.string() + why);
+  }
+  first_pending_ = true;
+  format_.width = frame_->width;
+  format_.height = frame_->height;
+  format_.pixel_format = static_cast<AVPixelFormat>(frame_->format);
+  format_.colour = colour_tags_of(frame_.get());
+  format_.sample_aspect_ratio = av_guess_sample_aspect_ratio(raw, const_cast<AVStream*>(stream_), frame_.get());
+  converter_.emplace(format_.width, format_.height);
+}
+
+int64_t VideoReader::frame_count_hint() const {
+  if (stream_->nb_frames > 0) return stream_->nb_frames;
+  if (stream_->duration > 0 && valid(format_.frame_rate))
+    return av_rescale_q(stream_->duration, stream_->time_base, av_inv_q(format_.frame_rate));
+  if (format_ctx_->duration > 0 && valid(format_.frame_rate))
+    return av_rescale_q(format_ctx_->duration, AV_TIME_BASE_Q, av_inv_q(format_.frame_rate));
+  return 0;
+}
+
+bool VideoReader::next(VideoFrame& out) {
+  if (first_pending_) {
+    first_pending_ = false;
+  } else if (!decode_next(frame_.get())) {
+    return false;
+  }
+  fill(frame_.get(), out);
+  av_frame_unref(frame_.get());
+  return true;
+}
+
+void VideoReader::note_damage(int code, const char* what) {
+  if (damage_.first_error.empty()) damage_.first_error = std::string(what) + ": " + av_error_string(code);
+  if (options_.strict)
+    throw Error(path_.string() + " is damaged: " + what + ": " + av_error_string(code) + " (--strict)");
+}
+
+// Receives frames until one comes out; feeds packets while the decoder wants more. False once the decoder
+// has been drained completely (every frame of the file has come out).
+bool VideoReader::decode_next(AVFrame* frame) {
+  while (true) {
+    const int received = avcodec_receive_frame(decoder_.get(), frame);
+    if (received == 0) {
+      if (compat::frame_is_corrupt(frame)) {
+        ++damage_.damaged_frames;
+        note_damage(AVERROR_INVALIDDATA, "damaged frame");
+      }
+      return true;
+    }
+    if (received == AVERROR_EOF) return false;
+    if (received == AVERROR(ENOMEM)) check_av(received, "cannot decode", path_);
+    if (received != AVERROR(EAGAIN)) {
+      ++damage_.bad_packets;
+      note_damage(received, "decoding failed");
+      continue;
+    }
+    if (!feed_decoder()) {
+      // Draining: the decoder gives back what it holds, then AVERROR_EOF.
+      check_av(avcodec_send_packet(decoder_.get(), nullptr), "cannot flush the decoder for", path_);
+      draining_ = true;
+    }
+  }
+}
+
+// Reads packets until one video packet has gone to the decoder; false at the end of the input.
+bool VideoReader::feed_decoder() {
+  if (draining_) return false;
+  while (true) {
+    throw_if_interrupted();
+    const int read = av_read_frame(format_ctx_.get(), packet_.get());
+    if (read == AVERROR_EXIT && interrupted()) throw Interrupted();
+    if (read == AVERROR_EOF) return false;
+    if (read < 0) {
+      damage_.read_error = true;
+      note_damage(read, "reading failed");
+      return false;
+    }
+    if (packet_->stream_index == stream_->index) {
+      if (packet_->flags & AV_PKT_FLAG_CORRUPT) {
+        ++damage_.bad_packets;
+        note_damage(AVERROR_INVALIDDATA, "truncated or damaged packet");
+      }
+      const int sent = avcodec_send_packet(decoder_.get(), packet_.get());
+      av_packet_unref(packet_.get());
+      if (sent == AVERROR(ENOMEM)) check_av(sent, "cannot decode", path_);
+      if (sent < 0) {
+        // The packet is lost; the decoder goes on with the next one (Note [Damaged input]).
+        ++damage_.bad_packets;
+        note_damage(sent, "undecodable packet");
+      }
+      return true;
+    }
+    if (audio_sink_ && format_ctx_->streams[packet_->stream_index]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
+      PacketPtr copy = make_packet();
+      av_packet_move_ref(copy.get(), packet_.get());
+      audio_sink_(std::move(copy));
+    }
+    av_packet_unref(packet_.get());
+  }
+}
+
+// Note [Timestamps]
+// A frame keeps the pts the file gave it (best_effort_timestamp, in the stream's time base), so variable frame
+// rates survive; pts are never counted up from a frame number. Two exceptions, both counted as fixed
+// timestamps: a frame without any pts gets the previous one plus the previous duration, and a pts that does not
+// increase (broken files; encoders and muxers refuse those) becomes the previous one plus one tick.
+// Padding frames (Note [Padding]) never get a pts: they are cut before the writer.
+void VideoReader::fill(const AVFrame* frame, VideoFrame& out) {
+  int64_t pts = frame->best_effort_timestamp;
+  int64_t duration = compat::frame_duration(frame);
+  if (duration <= 0 && valid(format_.frame_rate))
+    duration = av_rescale_q(1, av_inv_q(format_.frame_rate), format_.time_base);
+  if (pts == AV_NOPTS_VALUE) {
+    pts = has_last_pts_ ? last_pts_ + std::max<int64_t>(last_duration_, 1) : 0;
+    if (has_last_pts_) ++damage_.fixed_timestamps;
+  } else if (has_last_pts_ && pts <= last_pts_) {
+    pts = last_pts_ + 1;
+    ++damage_.fixed_timestamps;
+  }
+  has_last_pts_ = true;
+  last_pts_ = pts;
+  last_duration_ = duration;
+
+  out.pts = pts;
+  out.duration = std::max<int64_t>(duration, 0);
+  out.rgb = torch::empty({3, format_.height, format_.width},
+                         torch::TensorOptions().dtype(torch::kFloat).pinned_memory(options_.pinned));
+  converter_->convert(frame, out.rgb);
+}
+
+}  // namespace vaecodec::io

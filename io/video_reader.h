@@ -1,0 +1,112 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "io/colour.h"
+#include "io/ffmpeg_common.h"
+
+namespace vaecodec::io {
+
+// What the output must reproduce of the input's video stream. The size, pixel format and colour tags are
+// those of the first decoded frame (containers often leave them out).
+struct VideoFormat {
+  int width = 0;
+  int height = 0;
+  AVPixelFormat pixel_format = AV_PIX_FMT_NONE;
+  AVRational time_base{1, 1};           // every pts is in it
+  AVRational frame_rate{0, 1};          // average frame rate; 0/1 when the file does not say
+  AVRational sample_aspect_ratio{0, 1};
+  ColourTags colour;
+};
+
+// One decoded frame, ready for the model.
+struct VideoFrame {
+  torch::Tensor rgb;      // [3, H, W] float32 in [-1, 1] on the CPU (pinned when asked for)
+  int64_t pts = 0;        // in VideoFormat::time_base (Note [Timestamps] in video_reader.cpp)
+  int64_t duration = 0;   // in VideoFormat::time_base; 0 when unknown
+};
+
+// An audio stream of the input that the output copies packet by packet.
+struct AudioStream {
+  int index = 0;  // in the input
+  const AVCodecParameters* parameters = nullptr;
+  AVRational time_base{1, 1};
+};
+
+struct ReaderOptions {
+  bool pinned = false;  // host tensors in pinned memory (for asynchronous copies to a CUDA device)
+  bool strict = false;  // the first undecodable packet or damaged frame is an error instead of a warning
+};
+
+// What the reader could not decode (Note [Damaged input]).
+struct DecodeDamage {
+  int64_t bad_packets = 0;      // packets the decoder refused
+  int64_t damaged_frames = 0;   // frames decoded with concealed errors
+  int64_t fixed_timestamps = 0; // frames whose pts was missing or out of order (Note [Timestamps])
+  bool read_error = false;      // the file ended in an error rather than a clean end
+  std::string first_error;      // FFmpeg's message for the first problem
+  int64_t expected_frames = 0;  // the container's frame count, 0 when it does not say
+  bool any() const { return bad_packets || damaged_frames || read_error; }
+};
+
+// Note [Damaged input]
+// A damaged file is decoded as far as it goes: packets the decoder refuses are counted and skipped, frames it
+// had to conceal are kept and counted, and a read error is taken as the end of the file. damage() says how
+// much was lost (with the container's frame count for comparison); the pipeline prints it as one warning.
+// With ReaderOptions::strict the first such event throws instead.
+
+// Demuxes and decodes the best video stream of a file into RGB tensors. Opening decodes the first frame, so a
+// file that opens is known to hold at least one frame. Audio packets go to the sink set by
+// set_audio_sink (packet copied, timestamps in the input stream's time base).
+class VideoReader {
+ public:
+  explicit VideoReader(const std::filesystem::path& path, ReaderOptions options = {});
+  VideoReader(const VideoReader&) = delete;
+  VideoReader& operator=(const VideoReader&) = delete;
+
+  const VideoFormat& format() const { return format_; }
+  const std::vector<AudioStream>& audio_streams() const { return audio_; }
+  const DecodeDamage& damage() const { return damage_; }
+  const std::filesystem::path& path() const { return path_; }
+  // The container's frame count (or duration * frame rate) as a hint for progress, 0 when unknown.
+  int64_t frame_count_hint() const;
+
+  using AudioSink = std::function<void(PacketPtr packet)>;
+  void set_audio_sink(AudioSink sink) { audio_sink_ = std::move(sink); }
+
+  // The next frame; false at the end of the stream.
+  bool next(VideoFrame& out);
+
+ private:
+  bool decode_next(AVFrame* frame);
+  bool feed_decoder();
+  void note_damage(int code, const char* what);
+  void fill(const AVFrame* frame, VideoFrame& out);
+
+  std::filesystem::path path_;
+  ReaderOptions options_;
+  InputFormatPtr format_ctx_;
+  CodecContextPtr decoder_;
+  const AVStream* stream_ = nullptr;
+  VideoFormat format_;
+  std::vector<AudioStream> audio_;
+  AudioSink audio_sink_;
+  PacketPtr packet_;
+  FramePtr frame_;
+  bool first_pending_ = false;  // frame_ holds the first frame, decoded while opening
+  bool draining_ = false;
+  bool has_last_pts_ = false;
+  int64_t last_pts_ = 0;
+  int64_t last_duration_ = 0;
+  std::optional<FrameToTensor> converter_;  // made once the size is known
+  DecodeDamage damage_;
+};
+
+}  // namespace vaecodec::io

@@ -1,0 +1,236 @@
+#include "io/video_writer.h"
+
+extern "C" {
+#include <libavutil/opt.h>
+}
+
+#include "core/error.h"
+#include "io/ffmpeg_compat.h"
+#include "io/interrupt.h"
+#include "io/log.h"
+
+namespace vaecodec::io {
+namespace {
+
+bool valid(AVRational q) { return q.num > 0 && q.den > 0; }
+
+bool has_option(const AVCodec* codec, const char* name) {
+  return codec->priv_class && av_opt_find2(const_cast<AVClass**>(&codec->priv_class), name, nullptr, 0,
+                                           AV_OPT_SEARCH_FAKE_OBJ, nullptr) != nullptr;
+}
+
+// The input's format where the encoder takes it; else the closest one it takes that swscale can write.
+AVPixelFormat choose_pixel_format(const AVCodec* codec, AVPixelFormat wanted, const std::string& name) {
+  const AVPixelFormat* list = compat::encoder_pixel_formats(codec);
+  if (!list) return wanted;
+  std::vector<AVPixelFormat> usable;
+  for (const AVPixelFormat* p = list; *p != AV_PIX_FMT_NONE; ++p)
+    if (sws_isSupportedOutput(*p)) usable.push_back(*p);
+  if (usable.empty())
+    throw Error("the " + std::string(codec->name) + " encoder takes no pixel format vaecodec can make (" + name +
+                ")");
+  for (AVPixelFormat candidate : {wanted, without_jpeg_range(wanted)})
+    for (AVPixelFormat p : usable)
+      if (p == candidate) return p;
+  usable.push_back(AV_PIX_FMT_NONE);
+  return avcodec_find_best_pix_fmt_of_list(usable.data(), without_jpeg_range(wanted), /*has_alpha=*/0, nullptr);
+}
+
+// Note [Output colour tags]
+// The output carries the input's tags (Note [Colour]). Where the output's pixel format cannot hold them as they
+// are, the tags say what was written: an RGB input encoded as YUV gets the matrix it was converted with (and
+// limited range), a yuvj* input written as yuv* gets an explicit full range, a YUV input written as RGB is
+// tagged RGB, full range.
+ColourTags output_tags(const VideoFormat& format, AVPixelFormat out_format) {
+  ColourTags tags = format.colour;
+  const bool in_rgb = is_rgb_format(format.pixel_format);
+  if (is_rgb_format(out_format)) {
+    if (!in_rgb) {
+      tags.matrix = AVCOL_SPC_RGB;
+      tags.range = AVCOL_RANGE_JPEG;
+    }
+    return tags;
+  }
+  const ColourDetails in = resolve_colour(format.pixel_format, format.colour, format.width, format.height);
+  if (in_rgb || tags.matrix == AVCOL_SPC_RGB) {
+    tags.matrix = in.matrix;
+    tags.range = AVCOL_RANGE_MPEG;
+  } else if (tags.range == AVCOL_RANGE_UNSPECIFIED && in.range == AVCOL_RANGE_JPEG) {
+    tags.range = AVCOL_RANGE_JPEG;
+  }
+  return tags;
+}
+
+}  // namespace
+
+const AVOutputFormat* output_container(const std::filesystem::path& name) {
+  const AVOutputFormat* container = av_guess_format(nullptr, name.c_str(), nullptr);
+  if (!container || container->video_codec == AV_CODEC_ID_NONE)
+    throw Error("cannot tell a video container from the name " + name.string() +
+                " (use an extension such as .mp4, .mkv or .mov)");
+  return container;
+}
+
+VideoWriter::VideoWriter(const std::filesystem::path& path, const std::filesystem::path& name, VideoFormat format,
+                         WriterOptions options, const std::vector<AudioStream>& audio)
+    : path_(path), name_(name), format_(format), options_(std::move(options)), audio_in_(audio),
+      packet_(make_packet()) {
+  container_ = output_container(name);
+  if (options_.codec.empty()) {
+    const bool takes_h264 = avformat_query_codec(container_, AV_CODEC_ID_H264, FF_COMPLIANCE_NORMAL) == 1;
+    codec_ = takes_h264 ? avcodec_find_encoder_by_name("libx264") : nullptr;
+    if (!codec_) codec_ = avcodec_find_encoder(container_->video_codec);
+  } else {
+    codec_ = avcodec_find_encoder_by_name(options_.codec.c_str());
+    if (!codec_) {
+      const AVCodecDescriptor* desc = avcodec_descriptor_get_by_name(options_.codec.c_str());
+      if (desc) codec_ = avcodec_find_encoder(desc->id);
+    }
+  }
+  if (!codec_ || codec_->type != AVMEDIA_TYPE_VIDEO)
+    throw Error("unknown or unavailable video encoder '" + options_.codec + "' for " + name.string() +
+                " (this FFmpeg has none by that name; try libx264 or ffv1)");
+  codec_name_ = codec_->name;
+  if (avformat_query_codec(container_, codec_->id, FF_COMPLIANCE_NORMAL) == 0)
+    throw Error("the " + std::string(container_->name) + " container of " + name.string() + " cannot hold " +
+                codec_name_ + " video (try .mkv)");
+  const AVPixelFormat wanted =
+      options_.pixel_format != AV_PIX_FMT_NONE ? options_.pixel_format : format_.pixel_format;
+  pixel_format_ = choose_pixel_format(codec_, wanted, name.string());
+}
+
+void VideoWriter::open(int width, int height) {
+  encoder_.reset(avcodec_alloc_context3(codec_));
+  if (!encoder_) throw Error("cannot allocate the " + codec_name_ + " encoder: out of memory");
+  AVCodecContext* enc = encoder_.get();
+  enc->width = width;
+  enc->height = height;
+  enc->pix_fmt = pixel_format_;
+  enc->time_base = format_.time_base;
+  if (valid(format_.frame_rate)) enc->framerate = format_.frame_rate;
+  if (valid(format_.sample_aspect_ratio)) enc->sample_aspect_ratio = format_.sample_aspect_ratio;
+  const ColourTags tags = output_tags(format_, pixel_format_);
+  enc->color_primaries = tags.primaries;
+  enc->color_trc = tags.transfer;
+  enc->colorspace = tags.matrix;
+  enc->color_range = tags.range;
+  enc->thread_count = options_.threads;
+  if (container_->flags & AVFMT_GLOBALHEADER) enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+
+  AVDictionary* settings = nullptr;
+  if (has_option(codec_, "crf")) av_dict_set_int(&settings, "crf", options_.crf, 0);
+  if (!options_.preset.empty() && has_option(codec_, "preset"))
+    av_dict_set(&settings, "preset", options_.preset.c_str(), 0);
+  const int opened = avcodec_open2(enc, codec_, &settings);
+  av_dict_free(&settings);
+  check_av(opened, "cannot open the " + codec_name_ + " encoder (" + pixel_format_name(pixel_format_) + ", " +
+                       std::to_string(width) + "x" + std::to_string(height) + ") for",
+           name_);
+
+  AVFormatContext* raw = nullptr;
+  check_av(avformat_alloc_output_context2(&raw, container_, nullptr, path_.c_str()), "cannot set up the muxer for",
+           name_);
+  muxer_.reset(raw);
+  video_stream_ = avformat_new_stream(raw, nullptr);
+  if (!video_stream_) throw Error("cannot add a video stream to " + name_.string());
+  check_av(avcodec_parameters_from_context(video_stream_->codecpar, enc), "cannot set the video stream of", name_);
+  video_stream_->time_base = enc->time_base;
+  video_stream_->avg_frame_rate = enc->framerate;
+  video_stream_->sample_aspect_ratio = enc->sample_aspect_ratio;
+
+  for (const AudioStream& in : audio_in_) {
+    if (avformat_query_codec(container_, in.parameters->codec_id, FF_COMPLIANCE_NORMAL) == 0) {
+      warn("the " + std::string(avcodec_get_name(in.parameters->codec_id)) + " audio of stream " +
+           std::to_string(in.index) + " cannot go into " + name_.string() + "; it is left out");
+      continue;
+    }
+    AVStream* out = avformat_new_stream(raw, nullptr);
+    if (!out) throw Error("cannot add an audio stream to " + name_.string());
+    check_av(avcodec_parameters_copy(out->codecpar, in.parameters), "cannot copy an audio stream into", name_);
+    out->codecpar->codec_tag = 0;  // the input container's tag may mean nothing in this one
+    out->time_base = in.time_base;
+    audio_map_[in.index] = {in.time_base, out};
+  }
+
+  AVIOInterruptCB interrupt{ffmpeg_interrupt_callback, nullptr};
+  check_av(avio_open2(&raw->pb, path_.c_str(), AVIO_FLAG_WRITE, &interrupt, nullptr), "cannot write output",
+           name_);
+  check_av(avformat_write_header(raw, nullptr), "cannot write the header of", name_);
+  header_written_ = true;  // the streams' time bases are final from here on
+
+  frame_ = make_frame();
+  frame_->format = pixel_format_;
+  frame_->width = width;
+  frame_->height = height;
+  check_av(av_frame_get_buffer(frame_.get(), 0), "cannot allocate a frame for", name_);
+  converter_.emplace(pixel_format_, width, height, resolve_colour(pixel_format_, tags, width, height));
+
+  for (PacketPtr& packet : early_audio_) mux_audio(packet.get());
+  early_audio_.clear();
+}
+
+void VideoWriter::write(const torch::Tensor& rgb, int64_t pts, int64_t duration) {
+  if (!encoder_) open(static_cast<int>(rgb.size(2)), static_cast<int>(rgb.size(1)));
+  check_av(av_frame_make_writable(frame_.get()), "cannot reuse the frame buffer for", name_);
+  converter_->convert(rgb, frame_.get());
+  frame_->pts = pts;
+  compat::set_frame_duration(frame_.get(), duration);
+  frame_->color_primaries = encoder_->color_primaries;
+  frame_->color_trc = encoder_->color_trc;
+  frame_->colorspace = encoder_->colorspace;
+  frame_->color_range = encoder_->color_range;
+  frame_->sample_aspect_ratio = encoder_->sample_aspect_ratio;
+  if (duration > 0) durations_[pts] = duration;
+  check_av(avcodec_send_frame(encoder_.get(), frame_.get()), "cannot encode a frame for", name_);
+  ++frames_;
+  drain_encoder();
+}
+
+void VideoWriter::write_audio(PacketPtr packet) {
+  if (!header_written_) {
+    early_audio_.push_back(std::move(packet));
+    return;
+  }
+  mux_audio(packet.get());
+}
+
+void VideoWriter::mux_audio(AVPacket* packet) {
+  const auto it = audio_map_.find(packet->stream_index);
+  if (it == audio_map_.end()) return;
+  av_packet_rescale_ts(packet, it->second.in_time_base, it->second.stream->time_base);
+  packet->stream_index = it->second.stream->index;
+  packet->pos = -1;
+  check_av(av_interleaved_write_frame(muxer_.get(), packet), "cannot write audio to", name_);
+}
+
+// Encoders that hold frames back (x264's lookahead, B-frames) give packets later; each keeps the pts and
+// duration of the frame it came from, rescaled to the stream's time base as the muxer chose it.
+void VideoWriter::drain_encoder() {
+  while (true) {
+    const int received = avcodec_receive_packet(encoder_.get(), packet_.get());
+    if (received == AVERROR(EAGAIN) || received == AVERROR_EOF) return;
+    check_av(received, "cannot encode video for", name_);
+    const auto it = durations_.find(packet_->pts);
+    if (it != durations_.end()) {
+      if (packet_->duration <= 0) packet_->duration = it->second;
+      durations_.erase(it);
+    }
+    av_packet_rescale_ts(packet_.get(), encoder_->time_base, video_stream_->time_base);
+    packet_->stream_index = video_stream_->index;
+    const int written = av_interleaved_write_frame(muxer_.get(), packet_.get());
+    if (written == AVERROR_EXIT && interrupted()) throw Interrupted();
+    check_av(written, "cannot write video to", name_);
+  }
+}
+
+void VideoWriter::finish() {
+  if (finished_) return;
+  if (!encoder_) throw Error("no frames to write to " + name_.string());
+  check_av(avcodec_send_frame(encoder_.get(), nullptr), "cannot flush the encoder for", name_);
+  drain_encoder();
+  check_av(av_write_trailer(muxer_.get()), "cannot finish", name_);
+  check_av(avio_closep(&muxer_->pb), "cannot close", name_);
+  finished_ = true;
+}
+
+}  // namespace vaecodec::io

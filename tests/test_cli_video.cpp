@@ -1,0 +1,320 @@
+// The roundtrip, encode and decode commands end to end: the real binary on clips made at test time, with the
+// tiny Wan2.1 weights, outputs probed with libavformat.
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/safetensors.h"
+#include "io/latent_file.h"
+#include "tests/video_test_support.h"
+
+extern char** environ;
+
+namespace vaecodec::test {
+namespace {
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+const std::string kTestsrc = "-f lavfi -i testsrc2=size=";
+
+std::string weights_arg() { return " --weights " + quote(tiny_weights()) + " --quiet"; }
+
+CliResult roundtrip(const std::filesystem::path& in, const std::filesystem::path& out,
+                    const std::string& extra = "") {
+  return run_cli("roundtrip " + quote(in) + " -o " + quote(out) + weights_arg() + " " + extra);
+}
+
+// A clean failure: status 1, one line on stderr that says `what`, and the directory as it was.
+void check_fails(const CliResult& r, const std::string& what, const std::filesystem::path& dir,
+                 const std::vector<std::string>& files) {
+  INFO("stderr: " << r.err);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.err, StartsWith("vaecodec: error: ") && Contains(what));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(list_dir(dir) == files);
+}
+
+}  // namespace
+
+TEST_CASE("cli roundtrip: odd size and 1, 2 and 18 frames keep count, size and pts", "[cli]") {
+  TempDir dir;
+  for (int frames : {1, 2, 18}) {
+    SECTION(std::to_string(frames) + " frames") {
+      const auto in = make_clip(dir / "in.mp4", kTestsrc + "70x42:rate=24 -frames:v " + std::to_string(frames) +
+                                                    " -pix_fmt yuv420p -c:v libx264");
+      const auto out = dir / "out.mp4";
+      const CliResult r = roundtrip(in, out);
+      INFO(r.err);
+      REQUIRE(r.status == 0);
+      const Probe a = probe(in), b = probe(out);
+      CHECK(b.frames() == frames);
+      CHECK(b.width == 70);
+      CHECK(b.height == 42);
+      CHECK(b.codec == "h264");
+      CHECK(b.pixel_format == AV_PIX_FMT_YUV420P);
+      CHECK(b.pts_seconds == a.pts_seconds);
+      CHECK(av_cmp_q(b.frame_rate, AVRational{24, 1}) == 0);
+      CHECK(list_dir(dir.path()) == std::vector<std::string>{"in.mp4", "out.mp4"});
+    }
+  }
+}
+
+TEST_CASE("cli roundtrip: variable frame rate keeps every pts", "[cli]") {
+  TempDir dir;
+  const auto in = make_clip(dir / "vfr.mkv", kTestsrc +
+                                                 "64x48:rate=10 -frames:v 10 -vf "
+                                                 "\"settb=1/1000,setpts='(N*0.1+mod(N,2)*0.03)/TB'\" "
+                                                 "-fps_mode passthrough -enc_time_base 1/1000 -c:v libx264");
+  const auto out = dir / "out.mkv";
+  REQUIRE(roundtrip(in, out).status == 0);
+  const Probe a = probe(in), b = probe(out);
+  REQUIRE(a.pts_seconds.size() == 10);
+  CHECK(a.pts_seconds[1] == Approx(0.13));
+  CHECK(b.pts_seconds == a.pts_seconds);
+}
+
+TEST_CASE("cli roundtrip: pixel format and colour tags follow the input", "[cli]") {
+  TempDir dir;
+  struct Case {
+    std::string name, args;
+    AVPixelFormat pix_fmt;
+  };
+  const std::vector<Case> cases = {
+      {"10-bit", "-pix_fmt yuv420p10le -c:v libx264", AV_PIX_FMT_YUV420P10LE},
+      {"full-range yuvj", "-pix_fmt yuvj420p -c:v libx264", AV_PIX_FMT_YUVJ420P},
+      {"BT.709", "-pix_fmt yuv420p -c:v libx264 -colorspace bt709 -color_primaries bt709 -color_trc bt709 "
+                 "-color_range tv",
+       AV_PIX_FMT_YUV420P},
+      {"BT.2020 10-bit 4:2:2", "-pix_fmt yuv422p10le -c:v libx264 -colorspace bt2020nc -color_primaries bt2020 "
+                               "-color_trc smpte2084 -color_range tv",
+       AV_PIX_FMT_YUV422P10LE},
+      {"RGB", "-pix_fmt rgb24 -c:v png", AV_PIX_FMT_YUV444P},
+  };
+  for (const Case& c : cases) {
+    SECTION(c.name) {
+      const auto in = make_clip(dir / "in.mkv", kTestsrc + "64x48:rate=24 -frames:v 5 " + c.args);
+      const auto out = dir / "out.mkv";
+      const CliResult r = roundtrip(in, out);
+      INFO(r.err);
+      REQUIRE(r.status == 0);
+      const Probe a = probe(in), b = probe(out);
+      CHECK(b.pixel_format == c.pix_fmt);
+      CHECK(b.frames() == 5);
+      if (c.name != "RGB") {
+        CHECK(b.colour == a.colour);
+      } else {
+        CHECK(b.colour.matrix == AVCOL_SPC_SMPTE170M);  // Note [Output colour tags]: SD, so BT.601
+      }
+    }
+  }
+}
+
+TEST_CASE("cli roundtrip: audio is copied packet by packet", "[cli]") {
+  TempDir dir;
+  const auto in = make_clip(dir / "in.mp4", kTestsrc +
+                                                "64x48:rate=24 -f lavfi -i sine=frequency=440:sample_rate=48000 "
+                                                "-frames:v 12 -t 0.5 -c:v libx264 -pix_fmt yuv420p -c:a aac");
+  for (const std::string ext : {".mp4", ".mkv"}) {
+    SECTION(ext) {
+      const auto out = dir / ("out" + ext);
+      REQUIRE(roundtrip(in, out).status == 0);
+      const Probe a = probe(in), b = probe(out);
+      CHECK(b.audio_streams == 1);
+      CHECK(b.audio_codec == "aac");
+      CHECK(b.audio_packets == a.audio_packets);
+      CHECK(b.audio_seconds == Approx(a.audio_seconds).margin(0.002));
+      CHECK(b.frames() == 12);
+    }
+  }
+}
+
+TEST_CASE("cli roundtrip: --json summary, --metrics and weights from VAECODEC_WEIGHTS", "[cli]") {
+  TempDir dir;
+  const auto in = make_clip(dir / "in.mp4", kTestsrc + "70x42:rate=24 -frames:v 6 -c:v libx264 -pix_fmt yuv420p");
+  const CliResult r = run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "out.mkv") + " --codec ffv1 --json" +
+                                  " --chunk 2 --metrics " + quote(dir / "quality.json"),
+                              "VAECODEC_WEIGHTS=" + quote(tiny_weights()));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["frames"] == 6);
+  CHECK(j["output"] == (dir / "out.mkv").string());
+  CHECK(j["codec"] == "ffv1");
+  CHECK(j["seconds"].get<double>() > 0);
+  CHECK(j["fps"].get<double>() > 0);
+  CHECK(j["peak_host_rss_bytes"].get<int64_t>() > 0);
+  CHECK(j.contains("peak_device_bytes"));
+  CHECK(j["latent_shape"] == std::vector<int64_t>{1, 16, 3, 6, 9});
+  CHECK(j["quality"]["psnr"].is_number());
+  const nlohmann::json quality = read_json(dir / "quality.json");
+  CHECK(quality["frames"].size() == 6);
+
+  const CliResult csv = roundtrip(in, dir / "out2.mkv", "--metrics " + quote(dir / "quality.csv"));
+  REQUIRE(csv.status == 0);
+  const std::string text = read_text(dir / "quality.csv");
+  CHECK(std::count(text.begin(), text.end(), '\n') == 7);  // header and six frames
+}
+
+TEST_CASE("cli encode/decode: latent files reproduce the round trip", "[cli]") {
+  TempDir dir;
+  const auto in = make_clip(dir / "vfr.mkv", kTestsrc +
+                                                 "70x42:rate=10 -frames:v 7 -vf "
+                                                 "\"settb=1/1000,setpts='(N*0.1+mod(N,2)*0.03)/TB'\" "
+                                                 "-fps_mode passthrough -enc_time_base 1/1000 -c:v libx264 "
+                                                 "-colorspace bt709 -color_primaries bt709 -color_trc bt709");
+  const auto reference = dir / "roundtrip.mkv";
+  REQUIRE(roundtrip(in, reference, "--codec ffv1").status == 0);
+  const torch::Tensor expected = read_rgb(reference);
+  for (const std::string ext : {".safetensors", ".latent"}) {
+    SECTION(ext) {
+      const auto latents = dir / ("latents" + ext);
+      const CliResult e = run_cli("encode " + quote(in) + " -o " + quote(latents) + weights_arg());
+      INFO(e.err);
+      REQUIRE(e.status == 0);
+      const io::LatentFile file = io::read_latents(latents);
+      CHECK(file.meta.width == 70);
+      CHECK(file.meta.frames == 7);
+      CHECK(file.meta.pts.size() == 7);
+      CHECK(file.meta.colour_matrix == "bt709");
+      const auto out = dir / "decoded.mkv";
+      const CliResult d = run_cli("decode " + quote(latents) + " -o " + quote(out) + weights_arg() + " --codec ffv1");
+      INFO(d.err);
+      REQUIRE(d.status == 0);
+      const Probe a = probe(in), b = probe(out);
+      CHECK(b.pts_seconds == a.pts_seconds);
+      CHECK(b.width == 70);
+      CHECK(b.height == 42);
+      CHECK(b.colour == a.colour);
+      const torch::Tensor got = read_rgb(out);
+      if (ext == ".safetensors")
+        CHECK(torch::equal(got, expected));
+      else  // raw latents and back: float rounding may move a pixel by one level
+        CHECK((got - expected).abs().max().item<float>() <= 2.0f / 255.0f + 1e-6f);
+    }
+  }
+}
+
+TEST_CASE("cli decode: latents without timing need --fps", "[cli]") {
+  TempDir dir;
+  const auto bare = dir / "bare.safetensors";
+  core::write_safetensors(bare, {{"samples", torch::randn({1, 16, 3, 4, 5})}});
+  const auto out = dir / "out.mp4";
+  check_fails(run_cli("decode " + quote(bare) + " -o " + quote(out) + weights_arg()), "--fps", dir.path(),
+              {"bare.safetensors"});
+  const CliResult r = run_cli("decode " + quote(bare) + " -o " + quote(out) + weights_arg() + " --fps 16");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const Probe p = probe(out);
+  CHECK(p.frames() == 9);
+  CHECK(p.width == 40);
+  CHECK(p.height == 32);
+  CHECK(av_cmp_q(p.frame_rate, AVRational{16, 1}) == 0);
+}
+
+TEST_CASE("cli: bad input fails with one clear line and leaves nothing behind", "[cli]") {
+  TempDir dir;
+  const auto good = make_clip(dir / "good.mp4", kTestsrc + "64x48:rate=24 -frames:v 3 -c:v libx264 -pix_fmt yuv420p");
+  std::vector<std::string> files = {"good.mp4"};
+  auto expect = [&](const CliResult& r, const std::string& what) { check_fails(r, what, dir.path(), files); };
+
+  SECTION("missing input") { expect(roundtrip(dir / "missing.mp4", dir / "out.mp4"), "No such file"); }
+  SECTION("not a video") {
+    std::ofstream(dir / "notes.mp4") << "these are not the frames you are looking for\n";
+    files = {"good.mp4", "notes.mp4"};
+    expect(roundtrip(dir / "notes.mp4", dir / "out.mp4"), "cannot open input");
+  }
+  SECTION("no video stream") {
+    make_clip(dir / "sound.m4a", "-f lavfi -i sine -t 0.2 -c:a aac");
+    files = {"good.mp4", "sound.m4a"};
+    expect(roundtrip(dir / "sound.m4a", dir / "out.mp4"), "no video stream");
+  }
+  SECTION("zero frames") {
+    std::ofstream(dir / "empty.y4m") << "YUV4MPEG2 W64 H48 F24:1 Ip A1:1 C420jpeg\n";
+    files = {"empty.y4m", "good.mp4"};
+    expect(roundtrip(dir / "empty.y4m", dir / "out.mp4"), "no frames");
+  }
+  SECTION("unknown codec") { expect(roundtrip(good, dir / "out.mp4", "--codec nope"), "'nope'"); }
+  SECTION("codec the container cannot hold") { expect(roundtrip(good, dir / "out.mp4", "--codec ffv1"), "cannot hold"); }
+  SECTION("unknown output container") { expect(roundtrip(good, dir / "out.xyz"), "container"); }
+  SECTION("output not writable") { expect(roundtrip(good, "/nonexistent-vaecodec-dir/out.mp4"), "cannot write output"); }
+  SECTION("output is the input") { expect(roundtrip(good, dir / "." / "good.mp4"), "is the input"); }
+  SECTION("no weights") {
+    const CliResult r = run_cli("roundtrip " + quote(good) + " -o " + quote(dir / "out.mp4"),
+                                "env -u VAECODEC_WEIGHTS");
+    expect(r, "--weights");
+    CHECK_THAT(r.err, Contains("VAECODEC_WEIGHTS") && Contains("Wan2.1_VAE.pth") &&
+                          Contains("wan_2.1_vae.safetensors"));
+  }
+  SECTION("latents with another channel count") {
+    core::write_safetensors(dir / "z8.safetensors", {{"latents", torch::randn({1, 8, 2, 4, 4})}});
+    files = {"good.mp4", "z8.safetensors"};
+    expect(run_cli("decode " + quote(dir / "z8.safetensors") + " -o " + quote(dir / "out.mp4") + weights_arg()),
+           "channel");
+  }
+  SECTION("latents of another model") {
+    io::LatentMeta meta;
+    meta.family = "seedvr2-vae";
+    io::write_latents(dir / "other.safetensors", torch::randn({1, 16, 2, 4, 4}), meta);
+    files = {"good.mp4", "other.safetensors"};
+    expect(run_cli("decode " + quote(dir / "other.safetensors") + " -o " + quote(dir / "out.mp4") + weights_arg()),
+           "seedvr2");
+  }
+  SECTION("latent output with a video extension") {
+    expect(run_cli("encode " + quote(good) + " -o " + quote(dir / "z.mp4") + weights_arg()), ".safetensors");
+  }
+}
+
+TEST_CASE("cli: a truncated input is decoded as far as it goes, or refused with --strict", "[cli]") {
+  TempDir dir;
+  const auto whole = make_clip(dir / "whole.mp4", kTestsrc + "64x48:rate=24 -frames:v 18 -pix_fmt yuv420p "
+                                                             "-c:v libx264 -movflags +faststart");
+  {
+    std::ifstream in(whole, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(dir / "cut.mp4", std::ios::binary) << bytes.substr(0, bytes.size() * 3 / 4);
+  }
+  std::filesystem::remove(whole);
+  const CliResult lenient = roundtrip(dir / "cut.mp4", dir / "out.mp4");
+  INFO(lenient.err);
+  CHECK(lenient.status == 0);
+  CHECK_THAT(lenient.err, Contains("warning") && Contains("damaged") && Contains("of the 18"));
+  const int64_t frames = probe(dir / "out.mp4").frames();
+  CHECK(frames > 0);
+  CHECK(frames < 18);
+  std::filesystem::remove(dir / "out.mp4");
+  check_fails(roundtrip(dir / "cut.mp4", dir / "out.mp4", "--strict"), "--strict", dir.path(), {"cut.mp4"});
+}
+
+TEST_CASE("cli: SIGINT stops the run, removes the temporary file and exits 130", "[cli]") {
+  TempDir dir;
+  const auto in = make_clip(dir / "in.mkv", kTestsrc + "128x96:rate=24 -frames:v 400 -c:v ffv1");
+  const std::vector<std::string> args = {VAECODEC_BINARY, "roundtrip", in.string(), "-o", (dir / "out.mkv").string(),
+                                         "--weights", tiny_weights().string(), "--quiet"};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+  // Wait for the temporary output to appear: the run is then under way.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (list_dir(dir.path()).size() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(pid, SIGINT);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(list_dir(dir.path()) == std::vector<std::string>{"in.mkv"});
+}
+
+}  // namespace vaecodec::test

@@ -1,0 +1,166 @@
+// The Wan2.1 model: chunk invariance, the released architecture's tensors, loading from every layout, and the
+// errors of a checkpoint that does not fit.
+#include <catch2/catch.hpp>
+
+#include "core/engine.h"
+#include "core/error.h"
+#include "core/model_registry.h"
+#include "core/safetensors.h"
+#include "core/vae_model.h"
+#include "tests/test_support.h"
+
+namespace vaecodec::test {
+namespace {
+
+std::filesystem::path wan21_dir() { return data_dir() / "wan21-tiny"; }
+
+std::shared_ptr<core::VaeModel> tiny_wan21(const std::string& file = "weights.safetensors") {
+  return core::build_model(core::load_checkpoint(wan21_dir() / file));
+}
+
+// Original -> diffusers (AutoencoderKLWan) names, written independently of the loader's mapping.
+std::string to_diffusers(const std::string& name) {
+  static const std::vector<std::pair<std::string, std::string>> prefix = {
+      {"encoder.conv1.", "encoder.conv_in."},       {"decoder.conv1.", "decoder.conv_in."},
+      {"encoder.head.0.", "encoder.norm_out."},     {"encoder.head.2.", "encoder.conv_out."},
+      {"decoder.head.0.", "decoder.norm_out."},     {"decoder.head.2.", "decoder.conv_out."},
+      {"conv1.", "quant_conv."},                    {"conv2.", "post_quant_conv."},
+      {"encoder.middle.0.", "encoder.mid_block.resnets.0."}, {"encoder.middle.1.", "encoder.mid_block.attentions.0."},
+      {"encoder.middle.2.", "encoder.mid_block.resnets.1."}, {"decoder.middle.0.", "decoder.mid_block.resnets.0."},
+      {"decoder.middle.1.", "decoder.mid_block.attentions.0."}, {"decoder.middle.2.", "decoder.mid_block.resnets.1."},
+      {"encoder.downsamples.", "encoder.down_blocks."}};
+  std::string out = name;
+  for (const auto& [from, to] : prefix) {
+    if (out.rfind(from, 0) == 0) {
+      out = to + out.substr(from.size());
+      break;
+    }
+  }
+  // decoder.upsamples.N: 15 entries, stages of 3 resnets followed by an upsampler (none after the last stage).
+  if (out.rfind("decoder.upsamples.", 0) == 0) {
+    const auto rest = out.substr(std::string("decoder.upsamples.").size());
+    const int n = std::stoi(rest.substr(0, rest.find('.')));
+    const auto tail = rest.substr(rest.find('.'));
+    const int stage = n / 4, pos = n % 4;
+    out = pos == 3 ? "decoder.up_blocks." + std::to_string(stage) + ".upsamplers.0" + tail
+                   : "decoder.up_blocks." + std::to_string(stage) + ".resnets." + std::to_string(pos) + tail;
+  }
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{".residual.0.", ".norm1."},
+                                                                                 {".residual.2.", ".conv1."},
+                                                                                 {".residual.3.", ".norm2."},
+                                                                                 {".residual.6.", ".conv2."},
+                                                                                 {".shortcut.", ".conv_shortcut."}}) {
+    if (auto p = out.find(from); p != std::string::npos) out.replace(p, from.size(), to);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("decode does not depend on the chunk length", "[model][chunks]") {
+  auto model = tiny_wan21();
+  const auto latent = read_tensors(wan21_dir() / "cases.safetensors").at("latent");
+  const auto reference = core::decode_latents(*model, latent, {1});
+  for (int64_t chunk : {2, 3, 1000}) {
+    const auto out = core::decode_latents(*model, latent, {chunk});
+    REQUIRE(out.sizes() == reference.sizes());
+    INFO("chunk " << chunk);
+    CHECK(relative_error(out, reference) <= 1e-6);
+  }
+}
+
+TEST_CASE("encode does not depend on the chunk length", "[model][chunks]") {
+  auto model = tiny_wan21();
+  const auto video = read_tensors(wan21_dir() / "cases.safetensors").at("video");
+  const auto reference = core::encode_video(*model, video, {1});  // frame 0, then 4 frames at a time
+  REQUIRE(reference.size(2) == 5);
+  for (int64_t chunk : {2, 1000}) {  // 8 frames, then everything in one call
+    const auto out = core::encode_video(*model, video, {chunk});
+    INFO("chunk " << chunk * 4 << " frames");
+    CHECK(relative_error(out, reference) <= 1e-6);
+  }
+}
+
+TEST_CASE("frames pushed in arbitrary pieces give the same latents", "[model][chunks]") {
+  auto model = tiny_wan21();
+  const auto video = read_tensors(wan21_dir() / "cases.safetensors").at("video");
+  const auto reference = core::encode_video(*model, video, {1});
+  core::EncodeRun run(*model, {2});
+  std::vector<torch::Tensor> parts;
+  int64_t t = 0;
+  for (int64_t piece : {3, 1, 7, 6}) {
+    if (auto z = run.push(video.narrow(2, t, piece)); z.defined()) parts.push_back(z);
+    t += piece;
+  }
+  if (auto z = run.finish(); z.defined()) parts.push_back(z);
+  CHECK(relative_error(torch::cat(parts, 2), reference) <= 1e-6);
+}
+
+TEST_CASE("a run rejects frame counts other than 1 + 4k", "[model][chunks]") {
+  auto model = tiny_wan21();
+  core::EncodeRun run(*model);
+  run.push(torch::zeros({1, 3, 6, 64, 48}));
+  REQUIRE_THROWS_WITH(run.finish(), Catch::Contains("1 + 4k frames, got 6"));
+  REQUIRE_THROWS_WITH(core::encode_video(*model, torch::zeros({1, 3, 5, 60, 48})),
+                      Catch::Contains("not a multiple of 8"));
+}
+
+TEST_CASE(".pth, .safetensors and diffusers-layout files give the same outputs", "[model][weights]") {
+  const auto latent = read_tensors(wan21_dir() / "cases.safetensors").at("latent");
+  const auto from_safetensors = core::decode_latents(*tiny_wan21("weights.safetensors"), latent);
+  const auto from_pth = core::decode_latents(*tiny_wan21("weights.pth"), latent);
+  CHECK(torch::equal(from_safetensors, from_pth));
+
+  TempDir dir;
+  std::map<std::string, torch::Tensor> renamed;
+  for (const auto& [name, tensor] : read_tensors(wan21_dir() / "weights.safetensors"))
+    renamed[to_diffusers(name)] = tensor;
+  REQUIRE(renamed.count("decoder.up_blocks.1.upsamplers.0.time_conv.weight") == 1);
+  REQUIRE(renamed.count("decoder.up_blocks.3.resnets.2.norm1.gamma") == 1);
+  core::write_safetensors(dir / "diffusers.safetensors", renamed);
+  const auto checkpoint = core::load_checkpoint(dir / "diffusers.safetensors");
+  CHECK(checkpoint.layout == "diffusers");
+  const auto from_diffusers = core::decode_latents(*core::build_model(checkpoint), latent);
+  CHECK(torch::equal(from_safetensors, from_diffusers));
+}
+
+TEST_CASE("the released dim-96 model expects exactly the released tensors", "[model][weights]") {
+  const auto manifest = read_json(data_dir() / "wan21-released-keys.json");
+  auto model = core::build_model("wan2.1-vae", core::find_model_family("wan2.1-vae").released_config);
+  const auto expected = model->expected_tensors();
+  REQUIRE(expected.size() == 194);
+  REQUIRE(manifest.size() == 194);
+  for (const auto& [name, shape] : expected) {
+    INFO(name);
+    REQUIRE(manifest.contains(name));
+    CHECK(manifest.at(name).get<std::vector<int64_t>>() == shape);
+  }
+  CHECK(model->info().latent_channels == 16);
+  CHECK(model->info().spatial_factor == 8);
+  CHECK(model->info().temporal_factor == 4);
+}
+
+TEST_CASE("a checkpoint that does not fit the model names the tensor and the file", "[model][weights]") {
+  auto checkpoint = core::load_checkpoint(wan21_dir() / "weights.safetensors");
+  auto build = [&] { return core::build_model(checkpoint, {"wan2.1-vae"}); };
+  SECTION("missing") {
+    checkpoint.tensors.erase("decoder.upsamples.7.time_conv.bias");
+    REQUIRE_THROWS_WITH(build(), Catch::Contains("weights.safetensors") &&
+                                     Catch::Contains("missing tensor 'decoder.upsamples.7.time_conv.bias'"));
+  }
+  SECTION("misshapen") {
+    checkpoint.tensors["encoder.middle.1.proj.weight"] = torch::zeros({32, 32, 1, 2});
+    REQUIRE_THROWS_WITH(build(), Catch::Contains("tensor 'encoder.middle.1.proj.weight' has shape [32, 32, 1, 2]") &&
+                                     Catch::Contains("expects [32, 32, 1, 1]"));
+  }
+  SECTION("unexpected") {
+    checkpoint.tensors["decoder.extra.weight"] = torch::zeros({2});
+    REQUIRE_THROWS_WITH(build(), Catch::Contains("unexpected tensor 'decoder.extra.weight'"));
+  }
+  SECTION("not a VAE") {
+    checkpoint.tensors = {{"model.layer.weight", torch::zeros({4, 4})}};
+    REQUIRE_THROWS_WITH(core::build_model(checkpoint), Catch::Contains("not a known VAE"));
+  }
+}
+
+}  // namespace vaecodec::test

@@ -1,0 +1,226 @@
+#pragma once
+
+// Helpers of the video tests: clips made with the ffmpeg program, files probed with libavformat, the CLI run
+// as a child process, and a pass-through model that carries pixels through the latent exactly.
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/causal_cache.h"
+#include "core/vae_model.h"
+#include "io/ffmpeg_common.h"
+#include "io/video_reader.h"
+#include "tests/test_support.h"
+
+namespace vaecodec::test {
+
+// Runs a shell command line; returns its exit status.
+inline int shell(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+inline std::string quote(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
+
+// Makes a clip with the ffmpeg program: `args` go between the global options and the output name.
+inline std::filesystem::path make_clip(const std::filesystem::path& path, const std::string& args) {
+  const std::string command = "ffmpeg -nostdin -hide_banner -loglevel error -y " + args + " " + quote(path);
+  if (shell(command) != 0 || !std::filesystem::exists(path))
+    throw std::runtime_error("ffmpeg failed to make the test clip: " + command);
+  return path;
+}
+
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// What a finished run of the CLI printed.
+struct CliResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the vaecodec binary with `args` (already quoted where needed); `env` is prepended (e.g. "A=b").
+inline CliResult run_cli(const std::string& args, const std::string& env = "") {
+  static int counter = 0;
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string tag = std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  const auto out = dir / ("vaecodec-cli-" + tag + ".out"), err = dir / ("vaecodec-cli-" + tag + ".err");
+  CliResult r;
+  r.status = shell(env + " " + quote(VAECODEC_BINARY) + " " + args + " >" + quote(out) + " 2>" + quote(err));
+  r.out = read_text(out);
+  r.err = read_text(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+inline std::filesystem::path tiny_weights() { return data_dir() / "wan21-tiny" / "weights.safetensors"; }
+
+// Files in a directory, by name.
+inline std::vector<std::string> list_dir(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A file as libavformat and libavcodec see it: the video stream decoded in full, the audio streams counted.
+struct Probe {
+  int width = 0, height = 0;
+  AVPixelFormat pixel_format = AV_PIX_FMT_NONE;
+  std::string codec;
+  AVRational time_base{0, 1};
+  AVRational frame_rate{0, 1};
+  std::vector<double> pts_seconds;  // of every decoded frame, in presentation order
+  io::ColourTags colour;            // of the first decoded frame
+  int audio_streams = 0;
+  std::string audio_codec;
+  int64_t audio_packets = 0;
+  double audio_seconds = 0;  // end of the last audio packet
+  int64_t frames() const { return static_cast<int64_t>(pts_seconds.size()); }
+};
+
+inline Probe probe(const std::filesystem::path& path) {
+  using namespace io;
+  AVFormatContext* raw = nullptr;
+  check_av(avformat_open_input(&raw, path.c_str(), nullptr, nullptr), "probe: cannot open", path);
+  InputFormatPtr format(raw);
+  check_av(avformat_find_stream_info(raw, nullptr), "probe: no stream info in", path);
+  const int index = check_av(av_find_best_stream(raw, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0), "probe: no video in",
+                             path);
+  AVStream* stream = raw->streams[index];
+  const AVCodec* codec = avcodec_find_decoder(stream->codecpar->codec_id);
+  CodecContextPtr decoder(avcodec_alloc_context3(codec));
+  check_av(avcodec_parameters_to_context(decoder.get(), stream->codecpar), "probe: parameters of", path);
+  decoder->pkt_timebase = stream->time_base;
+  check_av(avcodec_open2(decoder.get(), codec, nullptr), "probe: cannot open the decoder of", path);
+
+  Probe p;
+  p.codec = codec->name;
+  p.time_base = stream->time_base;
+  p.frame_rate = stream->avg_frame_rate;
+  for (unsigned i = 0; i < raw->nb_streams; ++i)
+    if (raw->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
+      ++p.audio_streams;
+      p.audio_codec = avcodec_get_name(raw->streams[i]->codecpar->codec_id);
+    }
+  PacketPtr packet = make_packet();
+  FramePtr frame = make_frame();
+  auto receive = [&] {
+    while (avcodec_receive_frame(decoder.get(), frame.get()) == 0) {
+      if (p.pts_seconds.empty()) {
+        p.width = frame->width;
+        p.height = frame->height;
+        p.pixel_format = static_cast<AVPixelFormat>(frame->format);
+        p.colour = colour_tags_of(frame.get());
+      }
+      p.pts_seconds.push_back(frame->best_effort_timestamp * av_q2d(stream->time_base));
+      av_frame_unref(frame.get());
+    }
+  };
+  while (av_read_frame(raw, packet.get()) >= 0) {
+    AVStream* st = raw->streams[packet->stream_index];
+    if (packet->stream_index == index) {
+      avcodec_send_packet(decoder.get(), packet.get());
+      receive();
+    } else if (st->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
+      ++p.audio_packets;
+      p.audio_seconds =
+          std::max(p.audio_seconds, (packet->pts + packet->duration) * av_q2d(st->time_base));
+    }
+    av_packet_unref(packet.get());
+  }
+  avcodec_send_packet(decoder.get(), nullptr);
+  receive();
+  std::sort(p.pts_seconds.begin(), p.pts_seconds.end());
+  return p;
+}
+
+// Every frame of a video as RGB [T, 3, H, W] in [-1, 1], through vaecodec's own reader.
+inline torch::Tensor read_rgb(const std::filesystem::path& path) {
+  io::VideoReader reader(path);
+  std::vector<torch::Tensor> frames;
+  io::VideoFrame frame;
+  while (reader.next(frame)) frames.push_back(frame.rgb);
+  return torch::stack(frames);
+}
+
+// PSNR in dB of b against a, both in [-1, 1] (peak-to-peak 2).
+inline double psnr(const torch::Tensor& a, const torch::Tensor& b) {
+  const double mse = (a.to(torch::kDouble) - b.to(torch::kDouble)).pow(2).mean().item<double>();
+  return mse == 0 ? INFINITY : 10.0 * std::log10(4.0 / mse);
+}
+
+// A "VAE" whose latent is the video itself, folded space-to-depth: every 8x8 block of 4 frames becomes 768
+// channels of one latent pixel (frame 0 alone in the first latent frame, as the causal models do). Decoding
+// unfolds it, so the model is exact and whatever a round trip loses is lost by the I/O around it.
+class PassThroughVae : public core::VaeModel {
+ public:
+  PassThroughVae() {
+    info_.family = "pass-through";
+    info_.latent_channels = 3 * kT * kS * kS;
+    info_.spatial_factor = kS;
+    info_.temporal_factor = kT;
+    anchor_ = register_buffer("anchor", torch::zeros({1}));  // gives the model a device and dtype
+  }
+  const core::ModelInfo& info() const override { return info_; }
+
+  // x: [B, 3, t, H, W] -> [B, 768, t', H/8, W/8]
+  torch::Tensor encode(const torch::Tensor& x, core::CausalCache& cache) override {
+    cache.rewind();
+    core::CausalCache::Slot& slot = cache.next();
+    std::vector<torch::Tensor> parts;
+    torch::Tensor rest = x;
+    if (!slot.started) {
+      slot.started = true;
+      const torch::Tensor first = x.narrow(2, 0, 1);
+      parts.push_back(fold(torch::cat({first, torch::zeros_like(first).expand({-1, -1, kT - 1, -1, -1})}, 2)));
+      rest = x.narrow(2, 1, x.size(2) - 1);
+    }
+    for (int64_t t = 0; t + kT <= rest.size(2); t += kT) parts.push_back(fold(rest.narrow(2, t, kT)));
+    return torch::stack(parts, 2);
+  }
+
+  // z: [B, 768, n, h, w] -> [B, 3, t, 8h, 8w]
+  torch::Tensor decode(const torch::Tensor& z, core::CausalCache& cache) override {
+    cache.rewind();
+    core::CausalCache::Slot& slot = cache.next();
+    std::vector<torch::Tensor> parts;
+    for (int64_t i = 0; i < z.size(2); ++i) {
+      const torch::Tensor frames = unfold(z.select(2, i));
+      parts.push_back(slot.started ? frames : frames.narrow(2, 0, 1));
+      slot.started = true;
+    }
+    return torch::cat(parts, 2);
+  }
+
+ private:
+  static constexpr int64_t kS = 8, kT = 4;
+  // [B, 3, 4, H, W] -> [B, 768, H/8, W/8]
+  static torch::Tensor fold(const torch::Tensor& x) {
+    const int64_t b = x.size(0), h = x.size(3) / kS, w = x.size(4) / kS;
+    return x.reshape({b, 3, kT, h, kS, w, kS}).permute({0, 1, 2, 4, 6, 3, 5}).reshape({b, 3 * kT * kS * kS, h, w});
+  }
+  static torch::Tensor unfold(const torch::Tensor& z) {
+    const int64_t b = z.size(0), h = z.size(2), w = z.size(3);
+    return z.reshape({b, 3, kT, kS, kS, h, w}).permute({0, 1, 2, 5, 3, 6, 4}).reshape({b, 3, kT, h * kS, w * kS});
+  }
+  core::ModelInfo info_;
+  torch::Tensor anchor_;
+};
+
+}  // namespace vaecodec::test
