@@ -135,7 +135,8 @@ io::PipelineOptions pipeline_options(const RunOptions& options) {
   return p;
 }
 
-nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, torch::Device device) {
+nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, const core::VaeModel& model) {
+  const torch::Device device = model.device();
   nlohmann::json j;
   j["command"] = s.command;
   j["input"] = s.input.string();
@@ -147,7 +148,8 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
   j["fps"] = s.seconds > 0 ? static_cast<double>(s.frames) / s.seconds : 0.0;
   j["latent_shape"] = s.latent_shape;
   j["device"] = device.str();
-  j["dtype"] = options.dtype;
+  j["dtype"] = c10::toString(model.dtype());
+  j["model"] = model.info().family;
   if (!s.codec.empty()) {
     j["codec"] = s.codec;
     j["pixel_format"] = s.pixel_format;
@@ -185,14 +187,13 @@ void run_command(RunCommand command, const RunOptions& options) {
       throw Error("cannot open input " + options.input + ": No such file or directory");
     io::check_output_path(options.output, {options.input});
     const std::shared_ptr<core::VaeModel> model = load_model(options);
-    const torch::Device device = model->device();
     io::RunSummary summary;
     switch (command) {
       case RunCommand::kRoundtrip: summary = io::roundtrip(*model, options.input, options.output, pipeline); break;
       case RunCommand::kEncode: summary = io::encode(*model, options.input, options.output, pipeline); break;
       case RunCommand::kDecode: summary = io::decode(*model, options.input, options.output, pipeline); break;
     }
-    if (options.json) std::cout << summary_json(summary, options, device).dump() << std::endl;
+    if (options.json) std::cout << summary_json(summary, options, *model).dump() << std::endl;
   } catch (const io::Interrupted&) {
     std::cerr << "vaecodec: " << command_name(command) << " interrupted; " << options.output
               << " was not written" << std::endl;

@@ -51,7 +51,7 @@ std::shared_ptr<core::VaeModel> load_model(const RunOptions& options);
 io::PipelineOptions pipeline_options(const RunOptions& options);
 
 // The --json summary: the run, its speed and peak memory (device and host).
-nlohmann::json summary_json(const io::RunSummary& summary, const RunOptions& options, torch::Device device);
+nlohmann::json summary_json(const io::RunSummary& summary, const RunOptions& options, const core::VaeModel& model);
 
 // Loads the model and runs `command` with SIGINT/SIGTERM handled (Note [Interrupts]): an interrupted run
 // removes its temporary output and exits with 130.

@@ -109,8 +109,11 @@ c10::IValue read_torch_zip(const std::filesystem::path& path) {
         message.find("not a ZIP archive") != std::string::npos) {
       fail(path, "not a readable PyTorch checkpoint (truncated or corrupt zip archive)");
     }
-    if (message.find("data.pkl") != std::string::npos) {
-      fail(path, "not a PyTorch checkpoint (a zip archive without data.pkl, not written by torch.save)");
+    // A zip without the records torch.save writes (version, data.pkl) or without its top-level folder.
+    for (const char* sign : {"hasRecord", "failed locating file", "not in a subdirectory"}) {
+      if (message.find(sign) != std::string::npos) {
+        fail(path, "not a PyTorch checkpoint (a zip archive, but not one written by torch.save)");
+      }
     }
     fail(path, "not a readable PyTorch checkpoint (" + first_sentence(e) + ")");
   } catch (const std::exception& e) {
@@ -392,6 +395,10 @@ std::string wan_block_rest(const Parts& p, size_t from) {
 std::string wan_original_name(const std::string& name, const WanBlocks& blocks) {
   const auto p = split(name);
   const auto num = [](int i) { return std::to_string(i); };
+  const auto index_at = [&](size_t k) { return k < p.size() ? index_of(p[k]).value_or(-1) : -1; };
+  if (p.size() < 2) {
+    return name;
+  }
   if (p[0] == "quant_conv" || p[0] == "post_quant_conv") {
     return (p[0] == "quant_conv" ? "conv1." : "conv2.") + join(p, 1);
   }
@@ -408,54 +415,56 @@ std::string wan_original_name(const std::string& name, const WanBlocks& blocks) 
   if (p[1] == "conv_out") {
     return side + ".head.2." + join(p, 2);
   }
-  const int i = p.size() > 3 ? index_of(p[3]).value_or(-1) : -1;  // the index after a block's list name
-  if (p[1] == "mid_block" && i >= 0 && p.size() > 4) {
-    // resnets.0, attentions.0, resnets.1 -> middle.0, .1, .2
+  // <side>.mid_block.{resnets,attentions}.<k>.*: resnets.0, attentions.0, resnets.1 -> middle.0, .1, .2
+  if (p[1] == "mid_block" && index_at(3) >= 0 && p.size() > 4) {
+    const int k = index_at(3);
     if (p[2] == "resnets") {
-      return side + ".middle." + num(2 * i) + "." + wan_block_rest(p, 4);
+      return side + ".middle." + num(2 * k) + "." + wan_block_rest(p, 4);
     }
     if (p[2] == "attentions") {
-      return side + ".middle." + num(2 * i + 1) + "." + join(p, 4);
+      return side + ".middle." + num(2 * k + 1) + "." + join(p, 4);
     }
     return name;
   }
-  const auto block = index_of(p[2]);
-  if (!block || p.size() < 4) {
+  // <side>.{down,up}_blocks.<block>.<member>[.<j>].*
+  const int block = index_at(2);
+  const int j = index_at(4);
+  if (block < 0 || p.size() < 5) {
     return name;
   }
   if (side == "encoder" && p[1] == "down_blocks") {
-    const std::string base = "encoder.downsamples." + num(*block);
+    const std::string base = "encoder.downsamples." + num(block);
     if (!blocks.residual) {
       return base + "." + wan_block_rest(p, 3);  // Wan2.1: the same flat list
     }
-    if (p[3] == "resnets" && i >= 0 && p.size() > 5) {
-      return base + ".downsamples." + num(i) + "." + wan_block_rest(p, 5);
+    if (p[3] == "resnets" && j >= 0 && p.size() > 5) {
+      return base + ".downsamples." + num(j) + "." + wan_block_rest(p, 5);
     }
     if (p[3] == "downsampler") {
-      const auto it = blocks.down_resnets.find(*block);
-      return base + ".downsamples." + num(it == blocks.down_resnets.end() ? 0 : it->second) + "." +
-             join(p, 4);
+      const auto it = blocks.down_resnets.find(block);
+      const int resnets = it == blocks.down_resnets.end() ? 0 : it->second;
+      return base + ".downsamples." + num(resnets) + "." + join(p, 4);
     }
     return name;
   }
   if (side == "decoder" && p[1] == "up_blocks") {
-    const auto it = blocks.up_resnets.find(*block);
+    const auto it = blocks.up_resnets.find(block);
     const int resnets = it == blocks.up_resnets.end() ? 0 : it->second;
     if (blocks.residual) {
-      const std::string base = "decoder.upsamples." + num(*block) + ".upsamples.";
-      if (p[3] == "resnets" && i >= 0 && p.size() > 5) {
-        return base + num(i) + "." + wan_block_rest(p, 5);
+      const std::string base = "decoder.upsamples." + num(block) + ".upsamples.";
+      if (p[3] == "resnets" && j >= 0 && p.size() > 5) {
+        return base + num(j) + "." + wan_block_rest(p, 5);
       }
       if (p[3] == "upsampler") {
         return base + num(resnets) + "." + join(p, 4);
       }
       return name;
     }
-    const int flat = blocks.flat_base(*block);
-    if (p[3] == "resnets" && i >= 0 && p.size() > 5) {
-      return "decoder.upsamples." + num(flat + i) + "." + wan_block_rest(p, 5);
+    const int flat = blocks.flat_base(block);
+    if (p[3] == "resnets" && j >= 0 && p.size() > 5) {
+      return "decoder.upsamples." + num(flat + j) + "." + wan_block_rest(p, 5);
     }
-    if (p[3] == "upsamplers" && i == 0 && p.size() > 5) {
+    if (p[3] == "upsamplers" && j == 0 && p.size() > 5) {
       return "decoder.upsamples." + num(flat + resnets) + "." + join(p, 5);
     }
   }

@@ -58,9 +58,10 @@ RMSNorm::RMSNorm(int64_t channels, int gamma_rank) : channels_(channels) {
 }
 
 torch::Tensor RMSNorm::forward(const torch::Tensor& x) const {
-  auto xf = x.to(torch::kFloat);
+  const auto compute = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  auto xf = x.to(compute);
   auto norm = xf.norm(2, /*dim=*/{1}, /*keepdim=*/true).clamp_min(1e-12);
-  auto g = gamma_.to(torch::kFloat).reshape({channels_, 1, 1, 1});
+  auto g = gamma_.to(compute).reshape({channels_, 1, 1, 1});
   if (x.dim() == 4) g = g.reshape({channels_, 1, 1});
   return (xf / norm * (std::sqrt(static_cast<double>(channels_)) * g)).to(x.scalar_type());
 }

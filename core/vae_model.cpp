@@ -21,6 +21,11 @@ std::string shape_str(c10::IntArrayRef shape) {
   return s.str();
 }
 
+nlohmann::json with_overrides(nlohmann::json detected, const ModelOptions& options) {
+  if (options.config.is_object()) detected.update(options.config);
+  return detected;
+}
+
 }  // namespace
 
 int64_t VaeModel::parameter_count() const {
@@ -106,11 +111,11 @@ std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelO
     auto config = family.detect(checkpoint.tensors);
     if (!config)
       throw Error(checkpoint.path.string() + ": the tensors do not form a " + options.family + " checkpoint");
-    model = family.build(*config);
+    model = family.build(with_overrides(*config, options));
   } else {
     for (const auto& family : model_families()) {
       if (auto config = family.detect(checkpoint.tensors)) {
-        model = family.build(*config);
+        model = family.build(with_overrides(*config, options));
         break;
       }
     }

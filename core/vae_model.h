@@ -57,6 +57,9 @@ struct ModelOptions {
   std::string family;  // empty: recognised from the checkpoint's tensors
   torch::Device device = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat;
+  // Config keys set over the ones read off the tensors, for what the shapes cannot tell (SeedVR2's
+  // norm_num_groups); null: the detected config as it is.
+  nlohmann::json config;
 };
 
 // Fills the parameters with deterministic random values of a sensible scale (unit-variance activations): for

@@ -5,23 +5,6 @@
 namespace vaecodec::core {
 namespace {
 
-std::shared_ptr<CausalConv3d> conv3(int64_t in, int64_t out) {
-  return std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{3, 3, 3}, std::array<int64_t, 3>{1, 1, 1},
-                                        std::array<int64_t, 3>{1, 1, 1});
-}
-
-std::shared_ptr<CausalConv3d> conv1x1(int64_t in, int64_t out) {
-  return std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{1, 1, 1});
-}
-
-std::shared_ptr<CausalSequence> make_middle(int64_t channels) {
-  auto middle = std::make_shared<CausalSequence>();
-  middle->append(std::make_shared<WanResidualBlock>(channels, channels));
-  middle->append(std::make_shared<WanAttentionBlock>(channels));
-  middle->append(std::make_shared<WanResidualBlock>(channels, channels));
-  return middle;
-}
-
 bool contains(const std::vector<double>& v, double x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 }  // namespace
@@ -51,7 +34,7 @@ Wan21Config Wan21Config::from_json(const nlohmann::json& j) {
 Wan21Encoder::Wan21Encoder(const Wan21Config& config, int64_t out_channels) {
   std::vector<int64_t> dims = {config.dim};
   for (auto m : config.dim_mult) dims.push_back(config.dim * m);
-  conv1_ = register_module("conv1", conv3(3, dims[0]));
+  conv1_ = register_module("conv1", wan_conv3(3, dims[0]));
   downsamples_ = register_module("downsamples", std::make_shared<CausalSequence>());
   double scale = 1.0;
   for (size_t i = 0; i + 1 < dims.size(); ++i) {
@@ -68,17 +51,15 @@ Wan21Encoder::Wan21Encoder(const Wan21Config& config, int64_t out_channels) {
       scale /= 2.0;
     }
   }
-  middle_ = register_module("middle", make_middle(dims.back()));
-  auto head = register_module("head", std::make_shared<ModuleList>());
-  head_norm_ = head->add(0, std::make_shared<RMSNorm>(dims.back()));
-  head_conv_ = head->add(2, conv3(dims.back(), out_channels));
+  middle_ = register_module("middle", wan_middle(dims.back()));
+  head_ = register_module("head", std::make_shared<WanHead>(dims.back(), out_channels));
 }
 
 torch::Tensor Wan21Encoder::forward(const torch::Tensor& x, CausalCache& cache) {
   auto h = conv1_->forward(x, cache);
   h = downsamples_->forward(h, cache);
   h = middle_->forward(h, cache);
-  return head_conv_->forward(head_norm_->forward_silu(h), cache);
+  return head_->forward(h, cache);
 }
 
 Wan21Decoder::Wan21Decoder(const Wan21Config& config) {
@@ -88,8 +69,8 @@ Wan21Decoder::Wan21Decoder(const Wan21Config& config) {
   std::vector<bool> temporal_upsample(config.temporal_downsample.rbegin(), config.temporal_downsample.rend());
   double scale = 1.0 / static_cast<double>(1 << (mult.size() - 2));
 
-  conv1_ = register_module("conv1", conv3(config.z_dim, dims[0]));
-  middle_ = register_module("middle", make_middle(dims[0]));
+  conv1_ = register_module("conv1", wan_conv3(config.z_dim, dims[0]));
+  middle_ = register_module("middle", wan_middle(dims[0]));
   upsamples_ = register_module("upsamples", std::make_shared<CausalSequence>());
   int64_t out = dims[0];
   for (size_t i = 0; i + 1 < dims.size(); ++i) {
@@ -107,22 +88,20 @@ Wan21Decoder::Wan21Decoder(const Wan21Config& config) {
       scale *= 2.0;
     }
   }
-  auto head = register_module("head", std::make_shared<ModuleList>());
-  head_norm_ = head->add(0, std::make_shared<RMSNorm>(out));
-  head_conv_ = head->add(2, conv3(out, 3));
+  head_ = register_module("head", std::make_shared<WanHead>(out, 3));
 }
 
 torch::Tensor Wan21Decoder::forward(const torch::Tensor& x, CausalCache& cache) {
   auto h = conv1_->forward(x, cache);
   h = middle_->forward(h, cache);
   h = upsamples_->forward(h, cache);
-  return head_conv_->forward(head_norm_->forward_silu(h), cache);
+  return head_->forward(h, cache);
 }
 
 Wan21Vae::Wan21Vae(const Wan21Config& config) : config_(config) {
   encoder_ = register_module("encoder", std::make_shared<Wan21Encoder>(config, 2 * config.z_dim));
-  conv1_ = register_module("conv1", conv1x1(2 * config.z_dim, 2 * config.z_dim));
-  conv2_ = register_module("conv2", conv1x1(config.z_dim, config.z_dim));
+  conv1_ = register_module("conv1", wan_conv1(2 * config.z_dim, 2 * config.z_dim));
+  conv2_ = register_module("conv2", wan_conv1(config.z_dim, config.z_dim));
   decoder_ = register_module("decoder", std::make_shared<Wan21Decoder>(config));
 
   info_.family = "wan2.1-vae";
@@ -154,7 +133,8 @@ torch::Tensor Wan21Vae::encode(const torch::Tensor& x, CausalCache& cache) {
     std_ = std_.to(x.device());
   }
   auto h = conv1_->forward(encoder_->forward(x, cache), cache);
-  auto mu = h.narrow(1, 0, config_.z_dim).to(torch::kFloat);
+  // float32 latents, or float64 when the model runs in float64.
+  auto mu = h.narrow(1, 0, config_.z_dim).to(torch::promote_types(h.scalar_type(), torch::kFloat));
   return (mu - mean_) / std_;
 }
 
@@ -164,7 +144,7 @@ torch::Tensor Wan21Vae::decode(const torch::Tensor& z, CausalCache& cache) {
     mean_ = mean_.to(z.device());
     std_ = std_.to(z.device());
   }
-  auto raw = (z.to(torch::kFloat) * std_ + mean_).to(dtype());
+  auto raw = (z.to(torch::promote_types(dtype(), torch::kFloat)) * std_ + mean_).to(dtype());
   return decoder_->forward(conv2_->forward(raw, cache), cache);
 }
 

@@ -31,9 +31,9 @@ class Wan21Encoder : public CausalModule {
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
 
  private:
-  std::shared_ptr<CausalConv3d> conv1_, head_conv_;
+  std::shared_ptr<CausalConv3d> conv1_;
   std::shared_ptr<CausalSequence> downsamples_, middle_;
-  std::shared_ptr<RMSNorm> head_norm_;
+  std::shared_ptr<WanHead> head_;
 };
 
 // Decoder: conv1, middle, upsamples.N, head. Output unclamped.
@@ -43,9 +43,9 @@ class Wan21Decoder : public CausalModule {
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
 
  private:
-  std::shared_ptr<CausalConv3d> conv1_, head_conv_;
+  std::shared_ptr<CausalConv3d> conv1_;
   std::shared_ptr<CausalSequence> middle_, upsamples_;
-  std::shared_ptr<RMSNorm> head_norm_;
+  std::shared_ptr<WanHead> head_;
 };
 
 // The whole VAE: encoder, conv1 (32 -> 32: mean and log-variance), conv2 (z -> z), decoder; the per-channel

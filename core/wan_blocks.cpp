@@ -6,18 +6,22 @@
 
 namespace vaecodec::core {
 
+std::shared_ptr<CausalConv3d> wan_conv3(int64_t in, int64_t out) {
+  return std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{3, 3, 3}, std::array<int64_t, 3>{1, 1, 1},
+                                        std::array<int64_t, 3>{1, 1, 1});
+}
+
+std::shared_ptr<CausalConv3d> wan_conv1(int64_t in, int64_t out) {
+  return std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{1, 1, 1});
+}
+
 WanResidualBlock::WanResidualBlock(int64_t in, int64_t out) {
   auto residual = register_module("residual", std::make_shared<ModuleList>());
   norm1_ = residual->add(0, std::make_shared<RMSNorm>(in));
-  conv1_ = residual->add(2, std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{3, 3, 3},
-                                                           std::array<int64_t, 3>{1, 1, 1},
-                                                           std::array<int64_t, 3>{1, 1, 1}));
+  conv1_ = residual->add(2, wan_conv3(in, out));
   norm2_ = residual->add(3, std::make_shared<RMSNorm>(out));
-  conv2_ = residual->add(6, std::make_shared<CausalConv3d>(out, out, std::array<int64_t, 3>{3, 3, 3},
-                                                           std::array<int64_t, 3>{1, 1, 1},
-                                                           std::array<int64_t, 3>{1, 1, 1}));
-  if (in != out)
-    shortcut_ = register_module("shortcut", std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{1, 1, 1}));
+  conv2_ = residual->add(6, wan_conv3(out, out));
+  if (in != out) shortcut_ = register_module("shortcut", wan_conv1(in, out));
 }
 
 torch::Tensor WanResidualBlock::forward(const torch::Tensor& x, CausalCache& cache) {
@@ -49,6 +53,23 @@ torch::Tensor WanAttentionBlock::forward(const torch::Tensor& x, CausalCache& ca
   FlopCounter::add(2.0 * b * t * h * w * c * 4 * c + 4.0 * b * t * double(h * w) * double(h * w) * c);
   auto out = torch::nn::functional::linear(attended, proj_weight_.flatten(1), proj_bias_);
   return out.reshape({b, t, h, w, c}).permute({0, 4, 1, 2, 3}) + x;
+}
+
+std::shared_ptr<CausalSequence> wan_middle(int64_t channels) {
+  auto middle = std::make_shared<CausalSequence>();
+  middle->append(std::make_shared<WanResidualBlock>(channels, channels));
+  middle->append(std::make_shared<WanAttentionBlock>(channels));
+  middle->append(std::make_shared<WanResidualBlock>(channels, channels));
+  return middle;
+}
+
+WanHead::WanHead(int64_t in, int64_t out) {
+  norm_ = register_module("0", std::make_shared<RMSNorm>(in));
+  conv_ = register_module("2", wan_conv3(in, out));  // position 1 is the SiLU
+}
+
+torch::Tensor WanHead::forward(const torch::Tensor& x, CausalCache& cache) {
+  return conv_->forward(norm_->forward_silu(x), cache);
 }
 
 WanResample::WanResample(int64_t channels, ResampleMode mode, int64_t spatial_out) : mode_(mode) {

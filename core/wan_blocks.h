@@ -11,6 +11,11 @@ namespace vaecodec::core {
 
 // The building blocks of the Wan VAEs (Wan2.1 and Wan2.2), named as the reference's state dict.
 
+// The trunks' convolution: kernel 3 in time and space, one pixel of zero padding, causal in time.
+std::shared_ptr<CausalConv3d> wan_conv3(int64_t in, int64_t out);
+// A pointwise convolution (shortcuts, the latent convs between encoder, decoder and latent).
+std::shared_ptr<CausalConv3d> wan_conv1(int64_t in, int64_t out);
+
 // RMSNorm -> SiLU -> conv(3) -> RMSNorm -> SiLU -> conv(3), plus a 1x1x1 shortcut conv when the width changes.
 // Keys: residual.{0.gamma, 2.*, 3.gamma, 6.*}, shortcut.*
 class WanResidualBlock : public CausalModule {
@@ -32,6 +37,20 @@ class WanAttentionBlock : public CausalModule {
  private:
   std::shared_ptr<RMSNorm> norm_;
   torch::Tensor qkv_weight_, qkv_bias_, proj_weight_, proj_bias_;  // 1x1 conv2d weights [out, in, 1, 1]
+};
+
+// The middle of both trunks: residual block, attention, residual block. Keys middle.{0,1,2}.*
+std::shared_ptr<CausalSequence> wan_middle(int64_t channels);
+
+// The end of both trunks: RMSNorm -> SiLU -> conv(3). Keys head.{0.gamma, 2.*}
+class WanHead : public CausalModule {
+ public:
+  WanHead(int64_t in, int64_t out);
+  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+
+ private:
+  std::shared_ptr<RMSNorm> norm_;
+  std::shared_ptr<CausalConv3d> conv_;
 };
 
 enum class ResampleMode { kUpsample2d, kUpsample3d, kDownsample2d, kDownsample3d };

@@ -1,6 +1,7 @@
 #include "io/ffmpeg_common.h"
 
 #include "core/error.h"
+#include "io/interrupt.h"
 
 namespace vaecodec::io {
 
@@ -23,6 +24,7 @@ std::string av_error_string(int code) {
 }
 
 int check_av(int code, const std::string& what, const std::filesystem::path& path) {
+  if (code == AVERROR_EXIT && interrupted()) throw Interrupted();  // Note [Interrupts]
   if (code < 0) throw Error(what + " " + path.string() + ": " + av_error_string(code));
   return code;
 }

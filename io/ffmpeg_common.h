@@ -55,7 +55,8 @@ PacketPtr make_packet();
 // FFmpeg's own message for an error code ("Invalid data found when processing input").
 std::string av_error_string(int code);
 
-// Throws vaecodec::Error "`what` `path`: `FFmpeg's message`" when `code` < 0; returns `code` otherwise.
+// Throws vaecodec::Error "`what` `path`: `FFmpeg's message`" when `code` < 0 (Interrupted when the code is
+// AVERROR_EXIT from an interrupt); returns `code` otherwise.
 int check_av(int code, const std::string& what, const std::filesystem::path& path);
 
 // "yuv420p10le" for a format, "none" for AV_PIX_FMT_NONE.

@@ -57,7 +57,8 @@ std::optional<int64_t> optional_count(const nlohmann::json& object, const std::s
   return value->get<int64_t>();
 }
 
-std::string optional_string(const nlohmann::json& object, const std::string& key, const std::string& full_key) {
+std::string optional_string(const nlohmann::json& object, const std::string& key,
+                            const std::string& full_key) {
   const nlohmann::json* value = find_key(object, key);
   if (!value) return {};
   if (!value->is_string()) bad_key(full_key, "a string", *value);
@@ -101,7 +102,8 @@ nlohmann::json string_or_null(const std::string& value) {
 // Contradictions within a record, whoever made it.
 void check_meta(const LatentMeta& meta) {
   if (!std::isfinite(meta.scale) || meta.scale <= 0) {
-    throw Error("latent metadata: the latent scale must be a positive number, not " + std::to_string(meta.scale));
+    throw Error("latent metadata: the latent scale must be a positive number, not " +
+                std::to_string(meta.scale));
   }
   if (!meta.pts.empty() && meta.frames && static_cast<int64_t>(meta.pts.size()) != *meta.frames) {
     throw Error("latent metadata: " + std::to_string(meta.pts.size()) + " pts listed for " +
@@ -113,7 +115,8 @@ void check_meta(const LatentMeta& meta) {
 
 // Scalar types a latent file may hold.
 bool is_latent_dtype(torch::ScalarType dtype) {
-  return dtype == torch::kFloat || dtype == torch::kHalf || dtype == torch::kBFloat16 || dtype == torch::kDouble;
+  return dtype == torch::kFloat || dtype == torch::kHalf || dtype == torch::kBFloat16 ||
+         dtype == torch::kDouble;
 }
 
 void check_finite(const torch::Tensor& latents, const std::string& where) {
@@ -122,13 +125,14 @@ void check_finite(const torch::Tensor& latents, const std::string& where) {
 }
 
 // Per-channel [1, C, 1, 1, 1] tensors of a normalization, checked against the channel count.
-std::pair<torch::Tensor, torch::Tensor> channel_stats(const LatentNormalization& normalization, int64_t channels,
-                                                      const std::string& where) {
+std::pair<torch::Tensor, torch::Tensor> channel_stats(const LatentNormalization& normalization,
+                                                      int64_t channels, const std::string& where) {
   const auto means = static_cast<int64_t>(normalization.mean.size());
   const auto stds = static_cast<int64_t>(normalization.std.size());
   if (means != channels || stds != channels) {
     throw Error(where + ": the latent normalization has " + std::to_string(means) + " means and " +
-                std::to_string(stds) + " stds, but the latents have " + std::to_string(channels) + " channels");
+                std::to_string(stds) + " stds, but the latents have " + std::to_string(channels) +
+                " channels");
   }
   for (double s : normalization.std) {
     if (!std::isfinite(s) || s == 0) {
@@ -205,8 +209,9 @@ LatentMeta latent_meta_from_json(const nlohmann::json& json) {
     bad_key("format_version", "a positive integer", *version);
   }
   if (version->get<int64_t>() > LatentMeta::kFormatVersion) {
-    throw Error("latent metadata: format version " + version->dump() + " is newer than this vaecodec reads (" +
-                std::to_string(LatentMeta::kFormatVersion) + "); a newer vaecodec wrote it");
+    throw Error("latent metadata: format version " + version->dump() +
+                " is newer than this vaecodec reads (" + std::to_string(LatentMeta::kFormatVersion) +
+                "); a newer vaecodec wrote it");
   }
   meta.format_version = version->get<int>();
   meta.vaecodec_version = optional_string(json, "vaecodec_version", "vaecodec_version");
@@ -290,7 +295,8 @@ void write_latents(const std::filesystem::path& path, const torch::Tensor& laten
     throw Error(where + ": latents are " + std::string(c10::toString(dtype)) +
                 "; only float32, float16 and bfloat16 latents are written");
   }
-  if (latents.numel() == 0) throw Error(where + ": no latents to write: shape " + shape_string(latents.sizes()));
+  if (latents.numel() == 0)
+    throw Error(where + ": no latents to write: shape " + shape_string(latents.sizes()));
   check_finite(latents, where);
 
   LatentMeta record = meta;

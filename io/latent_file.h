@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 namespace vaecodec::io {
 
@@ -19,15 +19,15 @@ namespace vaecodec::io {
 //                 model's, as vaecodec's engine hands them over (Wan: normalized per channel; SeedVR2: raw,
 //                 times the latent scale only when LatentMeta::scale_applied says so).
 //   .latent       ComfyUI's Save Latent / Load Latent: tensor "latent_tensor" (float32) and the empty marker
-//                 tensor "latent_format_version_0" (shape [0]); ComfyUI's LoadLatent takes a file without that
-//                 marker for an old SD1 latent and multiplies it by 1 / 0.18215 (read_latents does the same).
-//                 ComfyUI keeps *raw* VAE latents and normalizes them only on the way into its diffusion
-//                 model, so a .latent holds raw = z * std + mean per channel (LatentNormalization) and reading
-//                 normalizes back. The LatentMeta record goes into __metadata__["vaecodec"] here too, so
-//                 vaecodec's own .latent files keep their timing; ComfyUI ignores it.
+//                 tensor "latent_format_version_0" (shape [0]); ComfyUI's LoadLatent takes a file without
+//                 that marker for an old SD1 latent and multiplies it by 1 / 0.18215 (read_latents does the
+//                 same). ComfyUI keeps *raw* VAE latents and normalizes them only on the way into its
+//                 diffusion model, so a .latent holds raw = z * std + mean per channel (LatentNormalization)
+//                 and reading normalizes back. The LatentMeta record goes into __metadata__["vaecodec"] here
+//                 too, so vaecodec's own .latent files keep their timing; ComfyUI ignores it.
 // Reading looks at the tensors, not the extension: "latents" (vaecodec), "latent_tensor" (ComfyUI), else the
-// file's only 5-D tensor: a bare file from a diffusion pipeline, taken as it is (vaecodec's convention) with a
-// LatentMeta that knows nothing but the channel count.
+// file's only 5-D tensor: a bare file from a diffusion pipeline, taken as it is (vaecodec's convention) with
+// a LatentMeta that knows nothing but the channel count.
 
 // Everything vaecodec knows about how latents were made: enough to decode them back into the same video.
 // std::optional fields and empty strings mean "unknown" (files vaecodec did not write). A bare file's frame
@@ -52,8 +52,8 @@ struct LatentMeta {
   std::optional<int64_t> latent_channels;
 
   // Note [latent scale]
-  // SeedVR2's diffusion model works on raw latents times 0.9152 (ModelInfo::latent_scale). vaecodec writes raw
-  // latents by default and records the factor with scale_applied = false; with scale_applied = true,
+  // SeedVR2's diffusion model works on raw latents times 0.9152 (ModelInfo::latent_scale). vaecodec writes
+  // raw latents by default and records the factor with scale_applied = false; with scale_applied = true,
   // write_latents stores latents * scale. read_latents divides by the scale when the file says it was
   // applied, so callers always hand over and get back the model's own latents. Wan: scale 1.
   double scale = 1.0;
@@ -113,16 +113,16 @@ struct LatentFile {
   std::string format;     // "safetensors" (vaecodec's), "latent" (ComfyUI's) or "bare"
 };
 
-// Writes latents [B, C, T, h, w] (any device; float32, float16 or bfloat16) and their record in the format the
-// extension names (.safetensors or .latent, Note [latent files]). `normalization` is used for .latent only and
-// needs one mean and one std per channel (or none). Atomic: a temporary file beside `path` is renamed over it.
-// Throws vaecodec::Error for another extension, rank or dtype, NaN/Inf values, a normalization that does not
-// fit, or a record that contradicts itself (pts count vs frames, scale <= 0).
+// Writes latents [B, C, T, h, w] (any device; float32, float16 or bfloat16) and their record in the format
+// the extension names (.safetensors or .latent, Note [latent files]). `normalization` is used for .latent
+// only and needs one mean and one std per channel (or none). Atomic: a temporary file beside `path` is
+// renamed over it. Throws vaecodec::Error for another extension, rank or dtype, NaN/Inf values, a
+// normalization that does not fit, or a record that contradicts itself (pts count vs frames, scale <= 0).
 void write_latents(const std::filesystem::path& path, const torch::Tensor& latents, const LatentMeta& meta,
                    const LatentNormalization& normalization = {});
 
-// Reads latents written by write_latents, by ComfyUI's Save Latent, or a bare safetensors file holding one 5-D
-// tensor. A .latent's raw latents are normalized with `normalization` (empty: taken as they are). Throws
+// Reads latents written by write_latents, by ComfyUI's Save Latent, or a bare safetensors file holding one
+// 5-D tensor. A .latent's raw latents are normalized with `normalization` (empty: taken as they are). Throws
 // vaecodec::Error for a file without a 5-D latent tensor, NaN/Inf values, or a record that does not parse.
 LatentFile read_latents(const std::filesystem::path& path, const LatentNormalization& normalization = {});
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -82,8 +83,8 @@ torch::Tensor ssim_per_frame(const torch::Tensor& x, const torch::Tensor& y) {
   torch::Tensor taps = gaussian_taps(window, sigma, x.device());
   torch::Tensor row_kernel = taps.view({1, 1, 1, window});
   torch::Tensor column_kernel = taps.view({1, 1, window, 1});
-  torch::Tensor moments =
-      torch::cat({luma_x, luma_y, luma_x * luma_x, luma_y * luma_y, luma_x * luma_y}, 1).view({n * 5, 1, height, width});
+  torch::Tensor moments = torch::cat({luma_x, luma_y, luma_x * luma_x, luma_y * luma_y, luma_x * luma_y}, 1)
+                              .view({n * 5, 1, height, width});
   torch::Tensor filtered = torch::conv2d(torch::conv2d(moments, row_kernel), column_kernel);
   filtered = filtered.view({n, 5, filtered.size(2), filtered.size(3)});
 
@@ -103,8 +104,8 @@ torch::Tensor ssim_per_frame(const torch::Tensor& x, const torch::Tensor& y) {
 std::pair<torch::Tensor, torch::Tensor> frame_pair(const torch::Tensor& reference,
                                                    const torch::Tensor& reconstruction) {
   if (reference.defined() && reconstruction.defined() && reference.sizes() != reconstruction.sizes()) {
-    throw Error("quality: the reference is " + shape_string(reference.sizes()) + " but the reconstruction is " +
-                shape_string(reconstruction.sizes()));
+    throw Error("quality: the reference is " + shape_string(reference.sizes()) +
+                " but the reconstruction is " + shape_string(reconstruction.sizes()));
   }
   const torch::Device device = reference.defined() ? reference.device() : torch::Device(torch::kCPU);
   return {unit_frames(reference, "reference", device), unit_frames(reconstruction, "reconstruction", device)};
@@ -123,28 +124,29 @@ nlohmann::json number_json(double value) {
   return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
 }
 
-// Writes `text` to a temporary file beside `path`, then renames it over `path`.
+// Writes `text` to a temporary file beside `path`, then renames it over `path`. POSIX calls rather than
+// std::filesystem::rename / remove: the PyPI libtorch.so exports its own std::filesystem operations, which
+// can take the place of libstdc++'s and crash (Note [std::filesystem and libtorch] in
+// tests/test_weights.cpp).
 void write_atomically(const std::filesystem::path& path, const std::string& text) {
   static std::atomic<int> counter{0};
   std::filesystem::path temporary = path;
   temporary += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(path.string() + ": cannot create " + temporary.string() + ": " + std::strerror(errno));
+    if (!out)
+      throw Error(path.string() + ": cannot create " + temporary.string() + ": " + std::strerror(errno));
     out << text;
     out.close();
     if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temporary, ignored);
+      ::unlink(temporary.c_str());
       throw Error(path.string() + ": writing " + temporary.string() + " failed");
     }
   }
-  std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    throw Error(path.string() + ": cannot rename " + temporary.string() + " to it: " + ec.message());
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(temporary.c_str());
+    throw Error(path.string() + ": cannot rename " + temporary.string() + " to it: " + reason);
   }
 }
 
@@ -157,7 +159,8 @@ double psnr_from_mse(double mse) {
 
 double frame_mse(const torch::Tensor& reference, const torch::Tensor& reconstruction) {
   auto [x, y] = frame_pair(reference, reconstruction);
-  if (x.size(0) != 1) throw Error("quality: frame_mse takes one frame [3, H, W], not " + shape_string(reference.sizes()));
+  if (x.size(0) != 1)
+    throw Error("quality: frame_mse takes one frame [3, H, W], not " + shape_string(reference.sizes()));
   return mse_per_frame(x, y).item<double>();
 }
 
@@ -246,7 +249,8 @@ void QualityMeter::write(const std::filesystem::path& path) const {
   } else if (ext == ".csv") {
     text = "frame,psnr,ssim\n";
     for (const FrameQuality& frame : frames_) {
-      text += std::to_string(frame.index) + "," + number_text(frame.psnr) + "," + number_text(frame.ssim) + "\n";
+      text +=
+          std::to_string(frame.index) + "," + number_text(frame.psnr) + "," + number_text(frame.ssim) + "\n";
     }
   } else {
     throw Error(path.string() + ": unknown metrics file extension '" + path.extension().string() +

@@ -36,7 +36,7 @@ struct QualitySummary {
   double psnr = 0;       // from `mse`: 10 log10(1 / mse)
   double mean_psnr = 0;  // mean of the per-frame PSNRs (+inf if any frame is perfect)
   double min_psnr = 0;
-  double ssim = 0;       // mean of the per-frame SSIMs
+  double ssim = 0;  // mean of the per-frame SSIMs
   double min_ssim = 0;
 };
 
@@ -52,8 +52,8 @@ double frame_ssim(const torch::Tensor& reference, const torch::Tensor& reconstru
 class QualityMeter {
  public:
   // Compares one frame [3, H, W] or a batch [N, 3, H, W] of the same shape; the next frame index follows the
-  // last. The reconstruction is moved to the reference's device if it is elsewhere. Throws vaecodec::Error for
-  // shapes that differ or are not RGB frames, and for dtypes other than floating point or uint8.
+  // last. The reconstruction is moved to the reference's device if it is elsewhere. Throws vaecodec::Error
+  // for shapes that differ or are not RGB frames, and for dtypes other than floating point or uint8.
   void add(const torch::Tensor& reference, const torch::Tensor& reconstruction);
 
   const std::vector<FrameQuality>& frames() const { return frames_; }

@@ -11,8 +11,8 @@ namespace vaecodec::io {
 
 // How a Progress reports. The defaults suit the CLI: stderr, terminal mode when stderr is a terminal.
 struct ProgressOptions {
-  bool quiet = false;             // print nothing at all
-  std::ostream* out = nullptr;    // nullptr: std::cerr
+  bool quiet = false;           // print nothing at all
+  std::ostream* out = nullptr;  // nullptr: std::cerr
   // Whether `out` is a terminal. Unset: isatty(STDERR_FILENO) when writing to std::cerr, false otherwise.
   std::optional<bool> is_terminal;
   double terminal_interval_s = 0.1;  // terminal mode: at most one redraw per interval

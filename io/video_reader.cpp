@@ -17,9 +17,7 @@ VideoReader::VideoReader(const std::filesystem::path& path, ReaderOptions option
   if (!raw) throw Error("cannot allocate a demuxer for " + path.string() + ": out of memory");
   raw->interrupt_callback = {ffmpeg_interrupt_callback, nullptr};
   // On failure avformat_open_input frees the context itself.
-  const int opened = avformat_open_input(&raw, path.c_str(), nullptr, nullptr);
-  if (opened == AVERROR_EXIT && interrupted()) throw Interrupted();
-  check_av(opened, "cannot open input", path);
+  check_av(avformat_open_input(&raw, path.c_str(), nullptr, nullptr), "cannot open input", path);
   format_ctx_.reset(raw);
   check_av(avformat_find_stream_info(raw, nullptr), "cannot read the streams of", path);
 
@@ -127,7 +125,7 @@ bool VideoReader::feed_decoder() {
   while (true) {
     throw_if_interrupted();
     const int read = av_read_frame(format_ctx_.get(), packet_.get());
-    if (read == AVERROR_EXIT && interrupted()) throw Interrupted();
+    if (read == AVERROR_EXIT && interrupted()) check_av(read, "cannot read", path_);
     if (read == AVERROR_EOF) return false;
     if (read < 0) {
       damage_.read_error = true;

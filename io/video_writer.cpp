@@ -217,9 +217,7 @@ void VideoWriter::drain_encoder() {
     }
     av_packet_rescale_ts(packet_.get(), encoder_->time_base, video_stream_->time_base);
     packet_->stream_index = video_stream_->index;
-    const int written = av_interleaved_write_frame(muxer_.get(), packet_.get());
-    if (written == AVERROR_EXIT && interrupted()) throw Interrupted();
-    check_av(written, "cannot write video to", name_);
+    check_av(av_interleaved_write_frame(muxer_.get(), packet_.get()), "cannot write video to", name_);
   }
 }
 

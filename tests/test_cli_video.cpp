@@ -46,7 +46,7 @@ void check_fails(const CliResult& r, const std::string& what, const std::filesys
 }  // namespace
 
 TEST_CASE("cli roundtrip: odd size and 1, 2 and 18 frames keep count, size and pts", "[cli]") {
-  TempDir dir;
+  ScratchDir dir;
   for (int frames : {1, 2, 18}) {
     SECTION(std::to_string(frames) + " frames") {
       const auto in = make_clip(dir / "in.mp4", kTestsrc + "70x42:rate=24 -frames:v " + std::to_string(frames) +
@@ -69,7 +69,7 @@ TEST_CASE("cli roundtrip: odd size and 1, 2 and 18 frames keep count, size and p
 }
 
 TEST_CASE("cli roundtrip: variable frame rate keeps every pts", "[cli]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto in = make_clip(dir / "vfr.mkv", kTestsrc +
                                                  "64x48:rate=10 -frames:v 10 -vf "
                                                  "\"settb=1/1000,setpts='(N*0.1+mod(N,2)*0.03)/TB'\" "
@@ -83,7 +83,7 @@ TEST_CASE("cli roundtrip: variable frame rate keeps every pts", "[cli]") {
 }
 
 TEST_CASE("cli roundtrip: pixel format and colour tags follow the input", "[cli]") {
-  TempDir dir;
+  ScratchDir dir;
   struct Case {
     std::string name, args;
     AVPixelFormat pix_fmt;
@@ -119,7 +119,7 @@ TEST_CASE("cli roundtrip: pixel format and colour tags follow the input", "[cli]
 }
 
 TEST_CASE("cli roundtrip: audio is copied packet by packet", "[cli]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto in = make_clip(dir / "in.mp4", kTestsrc +
                                                 "64x48:rate=24 -f lavfi -i sine=frequency=440:sample_rate=48000 "
                                                 "-frames:v 12 -t 0.5 -c:v libx264 -pix_fmt yuv420p -c:a aac");
@@ -138,7 +138,7 @@ TEST_CASE("cli roundtrip: audio is copied packet by packet", "[cli]") {
 }
 
 TEST_CASE("cli roundtrip: --json summary, --metrics and weights from VAECODEC_WEIGHTS", "[cli]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto in = make_clip(dir / "in.mp4", kTestsrc + "70x42:rate=24 -frames:v 6 -c:v libx264 -pix_fmt yuv420p");
   const CliResult r = run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "out.mkv") + " --codec ffv1 --json" +
                                   " --chunk 2 --metrics " + quote(dir / "quality.json"),
@@ -165,7 +165,7 @@ TEST_CASE("cli roundtrip: --json summary, --metrics and weights from VAECODEC_WE
 }
 
 TEST_CASE("cli encode/decode: latent files reproduce the round trip", "[cli]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto in = make_clip(dir / "vfr.mkv", kTestsrc +
                                                  "70x42:rate=10 -frames:v 7 -vf "
                                                  "\"settb=1/1000,setpts='(N*0.1+mod(N,2)*0.03)/TB'\" "
@@ -204,7 +204,7 @@ TEST_CASE("cli encode/decode: latent files reproduce the round trip", "[cli]") {
 }
 
 TEST_CASE("cli decode: latents without timing need --fps", "[cli]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto bare = dir / "bare.safetensors";
   core::write_safetensors(bare, {{"samples", torch::randn({1, 16, 3, 4, 5})}});
   const auto out = dir / "out.mp4";
@@ -221,7 +221,7 @@ TEST_CASE("cli decode: latents without timing need --fps", "[cli]") {
 }
 
 TEST_CASE("cli: bad input fails with one clear line and leaves nothing behind", "[cli]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto good = make_clip(dir / "good.mp4", kTestsrc + "64x48:rate=24 -frames:v 3 -c:v libx264 -pix_fmt yuv420p");
   std::vector<std::string> files = {"good.mp4"};
   auto expect = [&](const CliResult& r, const std::string& what) { check_fails(r, what, dir.path(), files); };
@@ -274,7 +274,7 @@ TEST_CASE("cli: bad input fails with one clear line and leaves nothing behind", 
 }
 
 TEST_CASE("cli: a truncated input is decoded as far as it goes, or refused with --strict", "[cli]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto whole = make_clip(dir / "whole.mp4", kTestsrc + "64x48:rate=24 -frames:v 18 -pix_fmt yuv420p "
                                                              "-c:v libx264 -movflags +faststart");
   {
@@ -295,7 +295,7 @@ TEST_CASE("cli: a truncated input is decoded as far as it goes, or refused with 
 }
 
 TEST_CASE("cli: SIGINT stops the run, removes the temporary file and exits 130", "[cli]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto in = make_clip(dir / "in.mkv", kTestsrc + "128x96:rate=24 -frames:v 400 -c:v ffv1");
   const std::vector<std::string> args = {VAECODEC_BINARY, "roundtrip", in.string(), "-o", (dir / "out.mkv").string(),
                                          "--weights", tiny_weights().string(), "--quiet"};

@@ -1,11 +1,15 @@
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <limits>
-#include <random>
 #include <string>
 
-#include <catch2/catch.hpp>
 #include <torch/torch.h>
+#include <catch2/catch.hpp>
 
 #include "core/error.h"
 #include "core/safetensors.h"
@@ -13,6 +17,8 @@
 
 namespace {
 
+using Catch::Matchers::Contains;
+using Catch::Matchers::Equals;
 using vaecodec::Error;
 using vaecodec::core::SafetensorsFile;
 using vaecodec::core::write_safetensors;
@@ -21,22 +27,31 @@ using vaecodec::io::LatentMeta;
 using vaecodec::io::LatentNormalization;
 using vaecodec::io::read_latents;
 using vaecodec::io::write_latents;
-using Catch::Matchers::Contains;
-using Catch::Matchers::Equals;
 
-// A fresh directory, removed with everything in it at the end of the test.
+// A fresh directory, removed with the files in it at the end of the test. POSIX calls only: see
+// Note [std::filesystem and libtorch] in test_weights.cpp.
 class TempDir {
  public:
   TempDir() {
-    std::random_device seed;
-    path_ = std::filesystem::temp_directory_path() / ("vaecodec-latent-test-" + std::to_string(seed()));
-    std::filesystem::create_directories(path_);
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        (std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / "vaecodec-latent-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      FAIL("cannot create a temporary directory: " << std::strerror(errno));
+    path_ = pattern;
   }
   ~TempDir() {
     std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
+    for (std::filesystem::directory_iterator it(path_, ignored), end; !ignored && it != end;
+         it.increment(ignored)) {
+      ::unlink(it->path().c_str());
+    }
+    ::rmdir(path_.c_str());
   }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
   std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+  const std::filesystem::path& path() const { return path_; }
 
  private:
   std::filesystem::path path_;
@@ -273,9 +288,10 @@ TEST_CASE("latent file errors say what is wrong", "[latent]") {
 
   SECTION("no 5-D tensor") {
     write_safetensors(path, {{"weight", torch::zeros({3, 4})}});
-    REQUIRE_THROWS_WITH(read_latents(path),
-                        Equals(where + ": no latent tensor: expected 'latents', 'latent_tensor' or one 5-D tensor, "
-                                       "found 'weight' [3, 4]"));
+    REQUIRE_THROWS_WITH(
+        read_latents(path),
+        Equals(where + ": no latent tensor: expected 'latents', 'latent_tensor' or one 5-D tensor, "
+                       "found 'weight' [3, 4]"));
   }
   SECTION("more than one 5-D tensor and none named") {
     write_safetensors(path, {{"a", latents}, {"b", latents}});
@@ -283,20 +299,22 @@ TEST_CASE("latent file errors say what is wrong", "[latent]") {
   }
   SECTION("wrong rank") {
     write_safetensors(path, {{"latents", torch::zeros({1, 16, 4, 4})}});
-    REQUIRE_THROWS_WITH(read_latents(path),
-                        Equals(where + ": tensor 'latents' has shape [1, 16, 4, 4], but latents are [B, C, T, h, w]"));
+    REQUIRE_THROWS_WITH(
+        read_latents(path),
+        Equals(where + ": tensor 'latents' has shape [1, 16, 4, 4], but latents are [B, C, T, h, w]"));
     REQUIRE_THROWS_WITH(write_latents(path, torch::zeros({16, 4, 4}), full_meta()),
                         Equals(where + ": latents must be [B, C, T, h, w], not [16, 4, 4]"));
   }
   SECTION("integer tensor") {
     write_safetensors(path, {{"latents", torch::zeros({1, 16, 1, 2, 2}, torch::kLong)}});
-    REQUIRE_THROWS_WITH(read_latents(path), Contains("tensor 'latents' is Long; latents must be floating point"));
+    REQUIRE_THROWS_WITH(read_latents(path),
+                        Contains("tensor 'latents' is Long; latents must be floating point"));
   }
   SECTION("NaN and Inf, on writing and on reading") {
     torch::Tensor bad = latents.clone();
     bad[0][3][1][2][2] = std::numeric_limits<float>::quiet_NaN();
     REQUIRE_THROWS_WITH(write_latents(path, bad, full_meta()), Equals(where + ": latents contain NaN"));
-    CHECK_FALSE(std::filesystem::exists(path));
+    CHECK(::access(path.c_str(), F_OK) != 0);
     write_safetensors(path, {{"latents", bad}});
     REQUIRE_THROWS_WITH(read_latents(path), Equals(where + ": latents contain NaN"));
 
@@ -313,8 +331,9 @@ TEST_CASE("latent file errors say what is wrong", "[latent]") {
     nlohmann::json record = vaecodec::io::to_json(full_meta());
     record["pts"] = "0,1,2";
     write_safetensors(path, {{"latents", latents}}, {{"vaecodec", record.dump()}});
-    REQUIRE_THROWS_WITH(read_latents(path),
-                        Equals(where + ": latent metadata: 'pts' must be an array of integers, not \"0,1,2\""));
+    REQUIRE_THROWS_WITH(
+        read_latents(path),
+        Equals(where + ": latent metadata: 'pts' must be an array of integers, not \"0,1,2\""));
 
     record = vaecodec::io::to_json(full_meta());
     record["frame_rate"] = {{"num", 30}, {"den", 0}};
@@ -333,15 +352,17 @@ TEST_CASE("latent file errors say what is wrong", "[latent]") {
   }
   SECTION("unknown extension") {
     const auto pt = dir / "latents.pt";
-    REQUIRE_THROWS_WITH(write_latents(pt, latents, full_meta()),
-                        Equals(pt.string() + ": unknown latent file extension '.pt' (expected .safetensors or .latent)"));
+    REQUIRE_THROWS_WITH(
+        write_latents(pt, latents, full_meta()),
+        Equals(pt.string() + ": unknown latent file extension '.pt' (expected .safetensors or .latent)"));
   }
   SECTION("normalization that does not fit the channels") {
     const auto latent_path = dir / "latents.latent";
     const LatentNormalization three{{0, 0, 0}, {1, 1, 1}};
-    REQUIRE_THROWS_WITH(write_latents(latent_path, latents, full_meta(), three),
-                        Equals(latent_path.string() +
-                               ": the latent normalization has 3 means and 3 stds, but the latents have 16 channels"));
+    REQUIRE_THROWS_WITH(
+        write_latents(latent_path, latents, full_meta(), three),
+        Equals(latent_path.string() +
+               ": the latent normalization has 3 means and 3 stds, but the latents have 16 channels"));
     write_latents(latent_path, latents, full_meta());
     REQUIRE_THROWS_WITH(read_latents(latent_path, three), Contains("but the latents have 16 channels"));
   }
@@ -351,18 +372,21 @@ TEST_CASE("latents are checked against the weights that will decode them", "[lat
   LatentMeta meta = full_meta();
   meta.family = "seedvr2-vae";
   meta.latent_channels = 16;
-  REQUIRE_THROWS_WITH(check_latents_match(meta, "wan2.1-vae", 16, "latents.safetensors"),
-                      Equals("latents.safetensors: latents were made by seedvr2-vae, but the weights are wan2.1-vae"));
+  REQUIRE_THROWS_WITH(
+      check_latents_match(meta, "wan2.1-vae", 16, "latents.safetensors"),
+      Equals("latents.safetensors: latents were made by seedvr2-vae, but the weights are wan2.1-vae"));
 
   meta.family = "wan2.1-vae";
   CHECK_NOTHROW(check_latents_match(meta, "wan2.1-vae", 16, "latents.safetensors"));
-  REQUIRE_THROWS_WITH(check_latents_match(meta, "wan2.1-vae", 48, "latents.safetensors"),
-                      Equals("latents.safetensors: latents have 16 channels, but the wan2.1-vae weights expect 48"));
+  REQUIRE_THROWS_WITH(
+      check_latents_match(meta, "wan2.1-vae", 48, "latents.safetensors"),
+      Equals("latents.safetensors: latents have 16 channels, but the wan2.1-vae weights expect 48"));
 
   // A bare file knows its channels only.
   LatentMeta bare;
   bare.latent_channels = 48;
   CHECK_NOTHROW(check_latents_match(bare, "wan2.2-vae", 48, "x.safetensors"));
-  REQUIRE_THROWS_WITH(check_latents_match(bare, "wan2.1-vae", 16, "x.safetensors"),
-                      Equals("x.safetensors: latents have 48 channels, but the wan2.1-vae weights expect 16"));
+  REQUIRE_THROWS_WITH(
+      check_latents_match(bare, "wan2.1-vae", 16, "x.safetensors"),
+      Equals("x.safetensors: latents have 48 channels, but the wan2.1-vae weights expect 16"));
 }

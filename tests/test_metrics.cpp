@@ -1,37 +1,53 @@
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <torch/torch.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
 
 #include "core/error.h"
 #include "io/metrics.h"
 
 namespace {
 
+using Catch::Matchers::Equals;
 using vaecodec::io::FrameQuality;
 using vaecodec::io::QualityMeter;
-using Catch::Matchers::Equals;
 
+// A fresh directory, removed with the files in it at the end of the test. POSIX calls only: see
+// Note [std::filesystem and libtorch] in test_weights.cpp.
 class TempDir {
  public:
   TempDir() {
-    std::random_device seed;
-    path_ = std::filesystem::temp_directory_path() / ("vaecodec-metrics-test-" + std::to_string(seed()));
-    std::filesystem::create_directories(path_);
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        (std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / "vaecodec-metrics-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      FAIL("cannot create a temporary directory: " << std::strerror(errno));
+    path_ = pattern;
   }
   ~TempDir() {
     std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
+    for (std::filesystem::directory_iterator it(path_, ignored), end; !ignored && it != end;
+         it.increment(ignored)) {
+      ::unlink(it->path().c_str());
+    }
+    ::rmdir(path_.c_str());
   }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
   std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+  const std::filesystem::path& path() const { return path_; }
 
  private:
   std::filesystem::path path_;
@@ -247,14 +263,15 @@ TEST_CASE("quality files parse back", "[metrics]") {
   }
   SECTION("unknown extension") {
     const auto path = dir / "quality.txt";
-    REQUIRE_THROWS_WITH(meter.write(path),
-                        Equals(path.string() + ": unknown metrics file extension '.txt' (expected .json or .csv)"));
+    REQUIRE_THROWS_WITH(
+        meter.write(path),
+        Equals(path.string() + ": unknown metrics file extension '.txt' (expected .json or .csv)"));
   }
   SECTION("no stray temporary files") {
     meter.write(dir / "quality.json");
     meter.write(dir / "quality.json");
     int files = 0;
-    for (const auto& entry : std::filesystem::directory_iterator(dir / "")) files += entry.is_regular_file();
+    for (std::filesystem::directory_iterator it(dir.path()), end; it != end; ++it) ++files;
     CHECK(files == 1);
   }
 }
@@ -263,10 +280,12 @@ TEST_CASE("quality input errors", "[metrics]") {
   QualityMeter meter;
   REQUIRE_THROWS_WITH(meter.add(torch::zeros({3, 8, 8}), torch::zeros({3, 8, 9})),
                       Equals("quality: the reference is [3, 8, 8] but the reconstruction is [3, 8, 9]"));
-  REQUIRE_THROWS_WITH(meter.add(torch::zeros({1, 8, 8}), torch::zeros({1, 8, 8})),
-                      Equals("quality: the reference must be RGB frames [3, H, W] or [N, 3, H, W], not [1, 8, 8]"));
-  REQUIRE_THROWS_WITH(meter.add(torch::zeros({3, 8, 8}, torch::kInt), torch::zeros({3, 8, 8}, torch::kInt)),
-                      Equals("quality: the reference frames are Int; expected floating point in [0, 1] or uint8"));
+  REQUIRE_THROWS_WITH(
+      meter.add(torch::zeros({1, 8, 8}), torch::zeros({1, 8, 8})),
+      Equals("quality: the reference must be RGB frames [3, H, W] or [N, 3, H, W], not [1, 8, 8]"));
+  REQUIRE_THROWS_WITH(
+      meter.add(torch::zeros({3, 8, 8}, torch::kInt), torch::zeros({3, 8, 8}, torch::kInt)),
+      Equals("quality: the reference frames are Int; expected floating point in [0, 1] or uint8"));
   CHECK(meter.frames().empty());
   CHECK(meter.summary().frames == 0);
   CHECK(std::isnan(meter.summary().psnr));

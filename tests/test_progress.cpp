@@ -100,11 +100,12 @@ TEST_CASE("terminal progress redraws one line with \\r", "[progress]") {
   progress->finish();
   const std::string last = "encode: done, 100 frames in 0:02 (50.0 fps)";
   REQUIRE(last.size() < second.size());
-  CHECK(out.str() == "\r" + first + "\r" + second + "\r" + last + std::string(second.size() - last.size(), ' ') +
-                         "\n");
-  progress.reset();
-  CHECK(out.str().back() == '\n');
-  CHECK(std::count(out.str().begin(), out.str().end(), '\n') == 1);
+  CHECK(out.str() ==
+        "\r" + first + "\r" + second + "\r" + last + std::string(second.size() - last.size(), ' ') + "\n");
+  progress.reset();  // finished: nothing more to print
+  const std::string text = out.str();
+  CHECK(text.back() == '\n');
+  CHECK(std::count(text.begin(), text.end(), '\n') == 1);
 }
 
 TEST_CASE("terminal progress ends its line when destroyed unfinished", "[progress]") {
@@ -118,9 +119,7 @@ TEST_CASE("terminal progress ends its line when destroyed unfinished", "[progres
   CHECK(out.str() == "\rencode: 5/10 frames (50%), 5.0 fps, ETA 0:01\n");
 
   std::ostringstream plain;
-  {
-    Progress progress("encode", 10, fake_options(plain, now, false));
-  }
+  { Progress progress("encode", 10, fake_options(plain, now, false)); }
   CHECK(plain.str().empty());
 }
 
@@ -160,5 +159,7 @@ TEST_CASE("progress updates from several threads", "[progress]") {
   // Every line is whole: it starts with the label.
   std::istringstream in(text);
   std::string line;
-  while (std::getline(in, line)) CHECK(line.rfind("encode: ", 0) == 0);
+  bool whole = true;
+  while (std::getline(in, line)) whole = whole && line.rfind("encode: ", 0) == 0;
+  CHECK(whole);
 }

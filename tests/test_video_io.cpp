@@ -47,7 +47,7 @@ std::array<double, 3> rgb_of(double y, double cb, double cr, AVColorSpace matrix
 }
 
 // A 16x16 yuv444p clip of one colour, made from raw planes so that nothing but the tags says how to read it.
-std::filesystem::path solid_yuv_clip(const TempDir& dir, int y, int cb, int cr, const std::string& matrix,
+std::filesystem::path solid_yuv_clip(const ScratchDir& dir, int y, int cb, int cr, const std::string& matrix,
                                      const std::string& range) {
   const auto raw = dir / "solid.yuv";
   {
@@ -62,7 +62,7 @@ std::filesystem::path solid_yuv_clip(const TempDir& dir, int y, int cb, int cr, 
 }  // namespace
 
 TEST_CASE("reader: odd size, frame count, pts and format of a clip", "[video]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto clip = make_clip(dir / "odd.mp4", kTestsrc + "70x42:rate=24 -frames:v 18 -pix_fmt yuv420p -c:v libx264");
   io::VideoReader reader(clip);
   CHECK(reader.format().width == 70);
@@ -84,7 +84,7 @@ TEST_CASE("reader: odd size, frame count, pts and format of a clip", "[video]") 
 }
 
 TEST_CASE("colour: the reader converts with the frame's matrix and range", "[video]") {
-  TempDir dir;
+  ScratchDir dir;
   const int y = 100, cb = 80, cr = 190;
   for (const auto& [matrix, av_matrix] : {std::make_pair(std::string("bt470bg"), AVCOL_SPC_BT470BG),
                                           std::make_pair(std::string("bt709"), AVCOL_SPC_BT709)}) {
@@ -107,7 +107,7 @@ TEST_CASE("colour: the reader converts with the frame's matrix and range", "[vid
 }
 
 TEST_CASE("colour: the writer encodes with the input's matrix and range and tags them", "[video]") {
-  TempDir dir;
+  ScratchDir dir;
   const int y = 100, cb = 80, cr = 190;
   for (const auto& [av_matrix, full] : {std::make_pair(AVCOL_SPC_SMPTE170M, false),
                                         std::make_pair(AVCOL_SPC_BT709, false), std::make_pair(AVCOL_SPC_BT709, true)}) {
@@ -167,7 +167,7 @@ TEST_CASE("colour: unspecified matrix is BT.601 below HD and BT.709 from HD on",
 
 // Note: the PSNR values below are what the I/O path costs on its own; the test prints them.
 TEST_CASE("pass-through model: the I/O path alone loses almost nothing", "[video]") {
-  TempDir dir;
+  ScratchDir dir;
   PassThroughVae model;
   struct Case {
     std::string name, pix_fmt, codec;
@@ -198,7 +198,7 @@ TEST_CASE("pass-through model: the I/O path alone loses almost nothing", "[video
 }
 
 TEST_CASE("pass-through model: the chunk length does not change the output", "[video]") {
-  TempDir dir;
+  ScratchDir dir;
   PassThroughVae model;
   const auto clip =
       make_clip(dir / "in.mkv", kTestsrc + "36x20:rate=24 -frames:v 11 -pix_fmt gbrp -c:v ffv1");
@@ -211,7 +211,7 @@ TEST_CASE("pass-through model: the chunk length does not change the output", "[v
 }
 
 TEST_CASE("pass-through model: variable frame rate keeps every pts", "[video]") {
-  TempDir dir;
+  ScratchDir dir;
   PassThroughVae model;
   const auto clip = make_clip(dir / "vfr.mkv", kTestsrc +
                                                    "64x48:rate=10 -frames:v 10 -vf "
@@ -227,7 +227,7 @@ TEST_CASE("pass-through model: variable frame rate keeps every pts", "[video]") 
 }
 
 TEST_CASE("reader: a truncated file decodes what it can and says how much was lost", "[video]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto whole = make_clip(dir / "whole.mp4", kTestsrc + "64x48:rate=24 -frames:v 18 -pix_fmt yuv420p "
                                                              "-c:v libx264 -movflags +faststart");
   const auto cut = dir / "cut.mp4";
@@ -274,7 +274,7 @@ class InterruptingVae : public PassThroughVae {
 }  // namespace
 
 TEST_CASE("pipeline: an interrupt stops the run and leaves no output", "[video]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto clip = make_clip(dir / "in.mkv", kTestsrc + "64x48:rate=24 -frames:v 30 -c:v ffv1");
   InterruptingVae model;
   SECTION("roundtrip") {
@@ -288,7 +288,7 @@ TEST_CASE("pipeline: an interrupt stops the run and leaves no output", "[video]"
 }
 
 TEST_CASE("pipeline: a failure before the first frame leaves no output", "[video]") {
-  TempDir dir;
+  ScratchDir dir;
   const auto clip = make_clip(dir / "in.mkv", kTestsrc + "64x48:rate=24 -frames:v 5 -c:v ffv1");
   PassThroughVae model;
   CHECK_THROWS_WITH(io::roundtrip(model, clip, dir / "out.mkv", quiet_options("no-such-codec")),
@@ -301,7 +301,7 @@ TEST_CASE("pipeline: a failure before the first frame leaves no output", "[video
 }
 
 TEST_CASE("pass-through model: encode then decode gives the round trip's frames", "[video]") {
-  TempDir dir;
+  ScratchDir dir;
   PassThroughVae model;
   const auto clip = make_clip(dir / "in.mkv", kTestsrc + "44x30:rate=25 -frames:v 7 -pix_fmt gbrp -c:v ffv1");
   io::roundtrip(model, clip, dir / "roundtrip.mkv", quiet_options());

@@ -1,11 +1,14 @@
 // Checkpoint loading: the safetensors reader and writer, .pth files, and the key layouts of other tools.
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <iterator>
-#include <random>
 #include <regex>
 #include <set>
 #include <string>
@@ -30,27 +33,32 @@ using vaecodec::core::write_safetensors;
 
 const fs::path kData = VAECODEC_TEST_DATA;
 
-// A fresh directory under the system temp dir, removed with everything in it.
+// A fresh directory under the system temp dir, removed with the files in it (the tests make no
+// subdirectories). Note [std::filesystem and libtorch]: the PyPI libtorch.so exports its own build of some
+// std::filesystem operations (remove_all, create_directory, is_empty, ...); when it precedes libstdc++ in the
+// link, calls bind to those and remove_all crashes. This helper sticks to POSIX calls and directory_iterator,
+// which stay in libstdc++.
 class TempDir {
  public:
   TempDir() {
-    std::random_device seed;
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      path_ = fs::temp_directory_path() / ("vaecodec-weights-" + std::to_string(seed()));
-      if (fs::create_directory(path_)) {
-        return;
-      }
+    std::string pattern = (fs::temp_directory_path() / "vaecodec-weights-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      FAIL("cannot create a temporary directory: " << std::strerror(errno));
     }
-    FAIL("cannot create a temporary directory");
+    path_ = pattern;
   }
   ~TempDir() {
     std::error_code ignored;
-    fs::remove_all(path_, ignored);
+    for (fs::directory_iterator it(path_, ignored), end; !ignored && it != end; it.increment(ignored)) {
+      ::unlink(it->path().c_str());
+    }
+    ::rmdir(path_.c_str());
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   fs::path operator/(const std::string& name) const { return path_ / name; }
   const fs::path& path() const { return path_; }
+  size_t file_count() const { return std::distance(fs::directory_iterator(path_), fs::directory_iterator()); }
 
  private:
   fs::path path_;
@@ -291,7 +299,7 @@ TEST_CASE("write_safetensors round trip keeps dtypes, shapes, values and metadat
 
   const auto bytes = read_bytes(path);
   CHECK((8 + header_length(bytes)) % 8 == 0);
-  CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()) == 1);
+  CHECK(dir.file_count() == 1);
 
   const SafetensorsFile file(path);
   CHECK(file.metadata() == metadata);
@@ -315,7 +323,7 @@ TEST_CASE("write_safetensors reports failures and leaves no file behind", "[weig
   const auto path = dir / "complex.safetensors";
   REQUIRE_THROWS_WITH(write_safetensors(path, {{"c", torch::ones({2}, torch::kComplexFloat)}}),
                       Catch::Contains("tensor 'c' has dtype"));
-  CHECK(fs::is_empty(dir.path()));
+  CHECK(dir.file_count() == 0);
 }
 
 TEST_CASE("a truncated safetensors file is reported, wherever it is cut", "[weights]") {
@@ -366,7 +374,8 @@ TEST_CASE("safetensors headers are validated before use", "[weights]") {
   }
   SECTION("corrupt JSON") {
     expect_error(raw_safetensors(R"({"a": {"dtype": "F32", "sha)", data), "not valid JSON");
-    expect_error(raw_safetensors("[1, 2, 3]", data), "not a JSON object");
+    write_bytes(path, raw_safetensors("[1, 2, 3]", data));
+    REQUIRE_THROWS_WITH(SafetensorsFile(path), Catch::Contains("not a JSON object"));
   }
   SECTION("missing fields") {
     expect_error(raw_safetensors(tensor(R"("dtype": "F32", "shape": [2])"), data), "has no 'data_offsets'");

@@ -1,0 +1,158 @@
+#include "core/seedvr2_blocks.h"
+
+#include "core/error.h"
+#include "core/flops.h"
+
+namespace vaecodec::core {
+namespace {
+
+constexpr double kNormEps = 1e-6;
+
+// A Linear layer's parameters (weight [out, in], bias [out]) registered in a child module called `name`.
+std::pair<torch::Tensor, torch::Tensor> register_linear(torch::nn::Module& parent, const std::string& name,
+                                                        int64_t in, int64_t out) {
+  auto linear = parent.register_module(name, std::make_shared<torch::nn::Module>());
+  auto weight = linear->register_parameter("weight", torch::empty({out, in}), false);
+  auto bias = linear->register_parameter("bias", torch::empty({out}), false);
+  return {weight, bias};
+}
+
+}  // namespace
+
+std::shared_ptr<CausalConv3d> seedvr2_conv3(int64_t in, int64_t out) {
+  return std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{3, 3, 3}, std::array<int64_t, 3>{1, 1, 1},
+                                        std::array<int64_t, 3>{1, 1, 1}, CausalPad::kReplicate);
+}
+
+FrameGroupNorm::FrameGroupNorm(int64_t channels, int64_t groups) : groups_(groups) {
+  if (groups < 1 || channels % groups != 0)
+    throw Error("seedvr2-vae: " + std::to_string(channels) + " channels do not split into " +
+                std::to_string(groups) + " norm groups");
+  weight_ = register_parameter("weight", torch::empty({channels}), false);
+  bias_ = register_parameter("bias", torch::empty({channels}), false);
+}
+
+torch::Tensor FrameGroupNorm::forward(const torch::Tensor& x, bool silu) const {
+  const int64_t b = x.size(0), c = x.size(1), t = x.size(2);
+  const int64_t per_group = c / groups_;
+  // Statistics per (batch, group, frame): [B, G, C/G, T, H*W] reduced over dims 2 and 4.
+  auto xf = x.to(torch::kFloat).reshape({b, groups_, per_group, t, -1});
+  auto [var, mean] = at::var_mean(xf, {2, 4}, /*unbiased=*/false, /*keepdim=*/true);  // [B, G, 1, T, 1]
+  auto weight = weight_.to(torch::kFloat).reshape({1, groups_, per_group, 1, 1});
+  auto bias = bias_.to(torch::kFloat).reshape({1, groups_, per_group, 1, 1});
+  // y = (x - mean) * rstd * weight + bias, as one scale and shift per (batch, channel, frame).
+  auto scale = torch::rsqrt(var + kNormEps) * weight;  // [B, G, C/G, T, 1]
+  auto shift = bias - mean * scale;
+  auto y = torch::addcmul(shift, xf, scale).reshape(x.sizes());
+  if (silu) y = torch::silu(y);
+  return y.to(x.scalar_type());
+}
+
+SeedVR2ResnetBlock::SeedVR2ResnetBlock(int64_t in, int64_t out, int64_t groups) {
+  norm1_ = register_module("norm1", std::make_shared<FrameGroupNorm>(in, groups));
+  conv1_ = register_module("conv1", seedvr2_conv3(in, out));
+  norm2_ = register_module("norm2", std::make_shared<FrameGroupNorm>(out, groups));
+  conv2_ = register_module("conv2", seedvr2_conv3(out, out));
+  if (in != out)
+    shortcut_ = register_module("conv_shortcut",
+                                std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{1, 1, 1}));
+}
+
+torch::Tensor SeedVR2ResnetBlock::forward(const torch::Tensor& x, CausalCache& cache) {
+  auto h = conv1_->forward(norm1_->forward(x, /*silu=*/true), cache);
+  h = conv2_->forward(norm2_->forward(h, /*silu=*/true), cache);  // dropout is inactive at inference
+  return (shortcut_ ? shortcut_->forward(x, cache) : x) + h;
+}
+
+SeedVR2Attention::SeedVR2Attention(int64_t channels, int64_t groups) {
+  norm_ = register_module("group_norm", std::make_shared<FrameGroupNorm>(channels, groups));
+  std::tie(q_weight_, q_bias_) = register_linear(*this, "to_q", channels, channels);
+  std::tie(k_weight_, k_bias_) = register_linear(*this, "to_k", channels, channels);
+  std::tie(v_weight_, v_bias_) = register_linear(*this, "to_v", channels, channels);
+  auto to_out = register_module("to_out", std::make_shared<ModuleList>());
+  std::tie(out_weight_, out_bias_) = register_linear(*to_out, "0", channels, channels);
+}
+
+torch::Tensor SeedVR2Attention::forward(const torch::Tensor& x, CausalCache& cache) {
+  namespace F = torch::nn::functional;
+  const int64_t b = x.size(0), c = x.size(1), t = x.size(2), h = x.size(3), w = x.size(4);
+  // Tokens are the pixels of one frame: [B, C, T, H, W] -> [B*T, H*W, C].
+  auto tokens = norm_->forward(x).permute({0, 2, 3, 4, 1}).reshape({b * t, h * w, c});
+  // One head of width C: [B*T, 1, H*W, C]; the default scale 1/sqrt(C) is the reference's.
+  auto q = F::linear(tokens, q_weight_, q_bias_).unsqueeze(1);
+  auto k = F::linear(tokens, k_weight_, k_bias_).unsqueeze(1);
+  auto v = F::linear(tokens, v_weight_, v_bias_).unsqueeze(1);
+  auto attended = at::scaled_dot_product_attention(q, k, v).squeeze(1);  // [B*T, H*W, C]
+  // Projections 2*HW*C*(3C + C), attention scores and weighted sum 2 * 2*HW*HW*C, per frame.
+  FlopCounter::add(2.0 * b * t * h * w * c * 4 * c + 4.0 * b * t * double(h * w) * double(h * w) * c);
+  auto out = F::linear(attended, out_weight_, out_bias_);
+  return x + out.reshape({b, t, h, w, c}).permute({0, 4, 1, 2, 3});
+}
+
+SeedVR2MidBlock::SeedVR2MidBlock(int64_t channels, int64_t groups) {
+  auto resnets = register_module("resnets", std::make_shared<ModuleList>());
+  first_ = resnets->add(0, std::make_shared<SeedVR2ResnetBlock>(channels, channels, groups));
+  second_ = resnets->add(1, std::make_shared<SeedVR2ResnetBlock>(channels, channels, groups));
+  auto attentions = register_module("attentions", std::make_shared<ModuleList>());
+  attention_ = attentions->add(0, std::make_shared<SeedVR2Attention>(channels, groups));
+}
+
+torch::Tensor SeedVR2MidBlock::forward(const torch::Tensor& x, CausalCache& cache) {
+  auto h = first_->forward(x, cache);
+  h = attention_->forward(h, cache);
+  return second_->forward(h, cache);
+}
+
+SeedVR2Downsample::SeedVR2Downsample(int64_t channels, bool temporal) {
+  if (temporal) {
+    conv_ = register_module("conv", std::make_shared<CausalConv3d>(
+                                        channels, channels, std::array<int64_t, 3>{3, 3, 3},
+                                        std::array<int64_t, 3>{2, 2, 2}, std::array<int64_t, 3>{1, 0, 0},
+                                        CausalPad::kReplicate));
+  } else {
+    conv_ = register_module("conv", std::make_shared<CausalConv3d>(channels, channels,
+                                                                   std::array<int64_t, 3>{1, 3, 3},
+                                                                   std::array<int64_t, 3>{1, 2, 2}));
+  }
+}
+
+torch::Tensor SeedVR2Downsample::forward(const torch::Tensor& x, CausalCache& cache) {
+  // Zero-pad right and bottom by one: [B, C, T, H, W] -> [B, C, T, H + 1, W + 1].
+  return conv_->forward(torch::constant_pad_nd(x, {0, 1, 0, 1}), cache);
+}
+
+SeedVR2Upsample::SeedVR2Upsample(int64_t channels, bool temporal) : time_factor_(temporal ? 2 : 1) {
+  upscale_conv_ = register_module("upscale_conv",
+                                  std::make_shared<CausalConv3d>(channels, channels * 4 * time_factor_,
+                                                                 std::array<int64_t, 3>{1, 1, 1}));
+  conv_ = register_module("conv", seedvr2_conv3(channels, channels));
+}
+
+torch::Tensor SeedVR2Upsample::forward(const torch::Tensor& x, CausalCache& cache) {
+  const int64_t b = x.size(0), c = x.size(1), t = x.size(2), h = x.size(3), w = x.size(4);
+  const int64_t z = time_factor_;
+  auto y = upscale_conv_->forward(x, cache);  // [B, 2 * 2 * z * C, T, H, W]
+  // b (x y z c) f h w -> b c (f z) (h x) (w y)
+  y = y.view({b, 2, 2, z, c, t, h, w}).permute({0, 4, 5, 3, 6, 1, 7, 2}).reshape({b, c, t * z, 2 * h, 2 * w});
+  CausalCache::Slot& slot = cache.next();
+  if (z > 1 && !slot.started) y = y.narrow(2, 1, y.size(2) - 1);  // Note [SeedVR2 upsampling and frame 0]
+  return conv_->forward_with(y, slot);
+}
+
+SeedVR2Stage::SeedVR2Stage(int64_t in, int64_t out, int64_t layers, int64_t groups, const std::string& sampler_key,
+                           std::shared_ptr<CausalModule> sampler) {
+  resnets_ = register_module("resnets", std::make_shared<CausalSequence>());
+  for (int64_t i = 0; i < layers; ++i)
+    resnets_->append(std::make_shared<SeedVR2ResnetBlock>(i == 0 ? in : out, out, groups));
+  if (sampler) {
+    auto samplers = register_module(sampler_key, std::make_shared<ModuleList>());
+    sampler_ = samplers->add(0, std::move(sampler));
+  }
+}
+
+torch::Tensor SeedVR2Stage::forward(const torch::Tensor& x, CausalCache& cache) {
+  auto h = resnets_->forward(x, cache);
+  return sampler_ ? sampler_->forward(h, cache) : h;
+}
+
+}  // namespace vaecodec::core

@@ -1,0 +1,111 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "core/layers.h"
+
+namespace vaecodec::core {
+
+// The building blocks of SeedVR2's VAE (an SD3-style image VAE inflated to causal 3-D), named as the reference's
+// state dict. Every temporal convolution pads frame 0 by replication (CausalPad::kReplicate).
+
+// Note [SeedVR2 GroupNorm per frame]
+// The reference folds time into the batch before its GroupNorms ([B, C, T, H, W] -> [B*T, C, H, W]), so the
+// statistics of a group are taken over one frame's pixels only. That is what makes the model chunkable: a norm
+// over the chunk's frames would make every frame depend on its chunk. eps 1e-6, affine; the statistics are
+// computed in float32 whatever the storage dtype. Keys: weight, bias ([C]).
+class FrameGroupNorm : public torch::nn::Module {
+ public:
+  FrameGroupNorm(int64_t channels, int64_t groups);
+  // x: [B, C, T, H, W]; SiLU(norm(x)) when `silu`.
+  torch::Tensor forward(const torch::Tensor& x, bool silu = false) const;
+
+ private:
+  torch::Tensor weight_, bias_;  // [C]
+  int64_t groups_;
+};
+
+// GroupNorm -> SiLU -> conv1 -> GroupNorm -> SiLU -> conv2, plus shortcut(x): a 1x1x1 conv when the width
+// changes. Keys: norm1.*, conv1.*, norm2.*, conv2.*, conv_shortcut.*
+class SeedVR2ResnetBlock : public CausalModule {
+ public:
+  SeedVR2ResnetBlock(int64_t in, int64_t out, int64_t groups);
+  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+
+ private:
+  std::shared_ptr<FrameGroupNorm> norm1_, norm2_;
+  std::shared_ptr<CausalConv3d> conv1_, conv2_, shortcut_;
+};
+
+// Single-head self-attention over the pixels of each frame, with a residual connection.
+// Keys: group_norm.*, to_q.*, to_k.*, to_v.*, to_out.0.* (Linear weights [C, C]).
+class SeedVR2Attention : public CausalModule {
+ public:
+  SeedVR2Attention(int64_t channels, int64_t groups);
+  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+
+ private:
+  std::shared_ptr<FrameGroupNorm> norm_;
+  torch::Tensor q_weight_, q_bias_, k_weight_, k_bias_, v_weight_, v_bias_, out_weight_, out_bias_;
+};
+
+// resnets.0 -> attentions.0 -> resnets.1, all at one width.
+class SeedVR2MidBlock : public CausalModule {
+ public:
+  SeedVR2MidBlock(int64_t channels, int64_t groups);
+  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+
+ private:
+  std::shared_ptr<SeedVR2ResnetBlock> first_, second_;
+  std::shared_ptr<SeedVR2Attention> attention_;
+};
+
+// Halves space, and time when `temporal` (T = 1 + 2m frames -> 1 + m; the two replicated frames before frame 0
+// make output frame 0 depend on frame 0 alone). Zero-pads right and bottom by one, then a stride-2 causal conv:
+// kernel (3, 3, 3) with temporal padding 1, or (1, 3, 3) for space alone. Keys: conv.*
+class SeedVR2Downsample : public CausalModule {
+ public:
+  SeedVR2Downsample(int64_t channels, bool temporal);
+  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+
+ private:
+  std::shared_ptr<CausalConv3d> conv_;
+};
+
+// Note [SeedVR2 upsampling and frame 0]
+// upscale_conv (1x1x1, C -> C * 4 or C * 8) makes the new pixels as channels, read as `(x y z c)`: channel
+// ((x * 2 + y) * z_factor + z) * C + c becomes pixel (2h + x, 2w + y) of frame f * z_factor + z. When time doubles,
+// latent frame 0 yields one frame, not two: the first of the doubled frames is dropped (1 + k frames become
+// 1 + 2k). Only the chunk that holds frame 0 drops it; the conv's slot tells which one that is (`started`).
+// Then a causal 3x3x3 conv. Keys: upscale_conv.*, conv.*
+class SeedVR2Upsample : public CausalModule {
+ public:
+  SeedVR2Upsample(int64_t channels, bool temporal);
+  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+
+ private:
+  std::shared_ptr<CausalConv3d> upscale_conv_, conv_;
+  int64_t time_factor_;
+};
+
+// A down or up block: `resnets.N` (the first one in -> out, the others out -> out), then an optional resampler
+// registered as `<sampler_key>.0` ("downsamplers.0", "upsamplers.0").
+class SeedVR2Stage : public CausalModule {
+ public:
+  SeedVR2Stage(int64_t in, int64_t out, int64_t layers, int64_t groups, const std::string& sampler_key = {},
+               std::shared_ptr<CausalModule> sampler = nullptr);
+  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+
+ private:
+  std::shared_ptr<CausalSequence> resnets_;
+  std::shared_ptr<CausalModule> sampler_;
+};
+
+// A causal 3x3x3 conv with temporal padding 1 and replicated frame 0: the convolution of most SeedVR2 layers.
+std::shared_ptr<CausalConv3d> seedvr2_conv3(int64_t in, int64_t out);
+
+}  // namespace vaecodec::core

@@ -1,0 +1,149 @@
+// The SeedVR2 model: the released architecture's tensors, the config read off a checkpoint, chunk invariance and
+// the older attention names. Its golden cases run in test_golden.cpp.
+#include <catch2/catch.hpp>
+
+#include "core/engine.h"
+#include "core/model_registry.h"
+#include "core/safetensors.h"
+#include "core/seedvr2_vae.h"
+#include "core/vae_model.h"
+#include "tests/test_support.h"
+
+namespace vaecodec::test {
+namespace {
+
+std::filesystem::path seedvr2_dir() { return data_dir() / "seedvr2-tiny"; }
+
+// The tiny model as the golden test builds it: 8 norm groups, which its tensors cannot tell.
+std::shared_ptr<core::VaeModel> tiny_seedvr2(const std::filesystem::path& file = seedvr2_dir() /
+                                                                                 "weights.safetensors") {
+  core::ModelOptions options;
+  options.config = read_json(seedvr2_dir() / "meta.json").at("config");
+  return core::build_model(core::load_checkpoint(file), options);
+}
+
+const std::map<std::string, torch::Tensor>& tiny_cases() {
+  static const auto cases = read_tensors(seedvr2_dir() / "cases.safetensors");
+  return cases;
+}
+
+// A state dict with the released names and shapes whose tensors take no memory (detection reads shapes only).
+core::StateDict released_shapes() {
+  core::StateDict tensors;
+  for (const auto& [name, shape] : read_json(data_dir() / "seedvr2-released-keys.json").items())
+    tensors[name] = torch::zeros({1}).expand(shape.get<std::vector<int64_t>>());
+  return tensors;
+}
+
+}  // namespace
+
+TEST_CASE("the released SeedVR2 model expects exactly the released tensors", "[seedvr2][weights]") {
+  const auto manifest = read_json(data_dir() / "seedvr2-released-keys.json");
+  auto model = core::build_model("seedvr2-vae", core::find_model_family("seedvr2-vae").released_config);
+  const auto expected = model->expected_tensors();
+  REQUIRE(manifest.size() == 250);
+  REQUIRE(expected.size() == 250);
+  for (const auto& [name, shape] : expected) {
+    INFO(name);
+    REQUIRE(manifest.contains(name));
+    CHECK(manifest.at(name).get<std::vector<int64_t>>() == shape);
+  }
+  const auto& info = model->info();
+  CHECK(info.family == "seedvr2-vae");
+  CHECK(info.latent_channels == 16);
+  CHECK(info.spatial_factor == 8);
+  CHECK(info.temporal_factor == 4);
+  CHECK(info.latent_scale == Approx(0.9152));
+  CHECK(info.latent_mean.empty());
+  CHECK(info.latent_std.empty());
+}
+
+TEST_CASE("a SeedVR2 state dict is recognised and its config read off the shapes", "[seedvr2][weights]") {
+  SECTION("released") {
+    const auto tensors = released_shapes();
+    const auto config = core::SeedVR2Vae::detect(tensors);
+    REQUIRE(config);
+    CHECK(config->to_json() == core::find_model_family("seedvr2-vae").released_config);
+    // Detection goes through the families most specific first: no other family claims it.
+    for (const auto& family : core::model_families())
+      CHECK(family.detect(tensors).has_value() == (family.name == "seedvr2-vae"));
+  }
+  SECTION("tiny: every key but the norm groups, which default to the released 32") {
+    const auto meta = read_json(seedvr2_dir() / "meta.json").at("config");
+    const auto checkpoint = core::load_checkpoint(seedvr2_dir() / "weights.safetensors");
+    const auto config = core::SeedVR2Vae::detect(checkpoint.tensors);
+    REQUIRE(config);
+    auto expected = meta;
+    expected["norm_num_groups"] = 32;
+    CHECK(config->to_json() == expected);
+    CHECK(tiny_seedvr2()->info().config == meta);  // with the override of ModelOptions::config
+  }
+  SECTION("a Wan2.1 checkpoint is not taken for SeedVR2") {
+    const auto wan = core::load_checkpoint(data_dir() / "wan21-tiny" / "weights.safetensors");
+    CHECK_FALSE(core::SeedVR2Vae::detect(wan.tensors));
+  }
+}
+
+TEST_CASE("SeedVR2 configs the model does not implement are refused", "[seedvr2]") {
+  auto config = core::SeedVR2Config{}.to_json();
+  config["use_quant_conv"] = true;
+  REQUIRE_THROWS_WITH(core::SeedVR2Config::from_json(config), Catch::Contains("use_quant_conv true"));
+  config = core::SeedVR2Config{}.to_json();
+  config["norm_num_groups"] = 24;  // 128 channels do not split into 24 groups
+  REQUIRE_THROWS_WITH(core::build_model("seedvr2-vae", config), Catch::Contains("24 norm groups"));
+}
+
+TEST_CASE("SeedVR2 decode does not depend on the chunk length", "[seedvr2][chunks]") {
+  auto model = tiny_seedvr2();
+  const auto& latent = tiny_cases().at("latent");
+  const auto reference = core::decode_latents(*model, latent, {1});
+  REQUIRE(reference.size(2) == 17);
+  for (int64_t chunk : {2, 3, 1000}) {
+    const auto out = core::decode_latents(*model, latent, {chunk});
+    REQUIRE(out.sizes() == reference.sizes());
+    INFO("chunk " << chunk);
+    CHECK(relative_error(out, reference) <= 1e-6);
+  }
+}
+
+TEST_CASE("SeedVR2 encode does not depend on the chunk length", "[seedvr2][chunks]") {
+  auto model = tiny_seedvr2();
+  const auto& video = tiny_cases().at("video");
+  const auto reference = core::encode_video(*model, video, {1});  // frame 0, then 4 frames at a time
+  REQUIRE(reference.size(2) == 5);
+  for (int64_t chunk : {2, 1000}) {  // 8 frames at a time, then everything in one call
+    const auto out = core::encode_video(*model, video, {chunk});
+    INFO("chunk " << chunk * 4 << " frames");
+    CHECK(relative_error(out, reference) <= 1e-6);
+  }
+}
+
+TEST_CASE("SeedVR2 frame 0 alone is one latent frame and decodes to one frame", "[seedvr2][chunks]") {
+  auto model = tiny_seedvr2();
+  const auto z = core::encode_video(*model, tiny_cases().at("video").narrow(2, 0, 1));
+  CHECK(z.sizes().vec() == std::vector<int64_t>{1, 16, 1, 8, 6});
+  CHECK(z.scalar_type() == torch::kFloat);
+  CHECK(core::decode_latents(*model, z).sizes().vec() == std::vector<int64_t>{1, 3, 1, 64, 48});
+}
+
+TEST_CASE("SeedVR2 checkpoints with the older attention names load the same model", "[seedvr2][weights]") {
+  static const std::vector<std::pair<std::string, std::string>> kOldNames = {
+      {".to_q.", ".query."}, {".to_k.", ".key."}, {".to_v.", ".value."}, {".to_out.0.", ".proj_attn."}};
+  std::map<std::string, torch::Tensor> renamed;
+  for (const auto& [name, tensor] : read_tensors(seedvr2_dir() / "weights.safetensors")) {
+    std::string old_name = name;
+    for (const auto& [from, to] : kOldNames)
+      if (auto p = old_name.find(from); p != std::string::npos) old_name.replace(p, from.size(), to);
+    renamed["vae." + old_name] = tensor;
+  }
+  REQUIRE(renamed.count("vae.encoder.mid_block.attentions.0.proj_attn.weight") == 1);
+  TempDir dir;
+  core::write_safetensors(dir / "legacy.safetensors", renamed);
+  CHECK(core::load_checkpoint(dir / "legacy.safetensors").layout == "seedvr2-legacy-attention");
+
+  const auto& latent = tiny_cases().at("latent");
+  const auto from_legacy = core::decode_latents(*tiny_seedvr2(dir / "legacy.safetensors"), latent);
+  CHECK(torch::equal(from_legacy, core::decode_latents(*tiny_seedvr2(), latent)));
+}
+
+}  // namespace vaecodec::test

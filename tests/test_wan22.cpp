@@ -1,0 +1,115 @@
+// The Wan2.2 (48-channel) model: the released architecture's tensors, recognition before Wan2.1, chunk
+// invariance, and the golden cases of the tiny model.
+#include <catch2/catch.hpp>
+
+#include <iostream>
+
+#include "core/engine.h"
+#include "core/error.h"
+#include "core/model_registry.h"
+#include "core/vae_model.h"
+#include "core/wan21_vae.h"
+#include "core/wan22_vae.h"
+#include "tests/test_support.h"
+
+namespace vaecodec::test {
+namespace {
+
+std::filesystem::path wan22_dir() { return data_dir() / "wan22-tiny"; }
+
+std::shared_ptr<core::VaeModel> tiny_wan22() {
+  return core::build_model(core::load_checkpoint(wan22_dir() / "weights.safetensors"));
+}
+
+const std::map<std::string, torch::Tensor>& wan22_cases() {
+  static const auto cases = read_tensors(wan22_dir() / "cases.safetensors");
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("the released Wan2.2 model expects exactly the released tensors", "[wan22]") {
+  const auto manifest = read_json(data_dir() / "wan22-released-keys.json");
+  auto model = core::build_model("wan2.2-vae", core::find_model_family("wan2.2-vae").released_config);
+  const auto expected = model->expected_tensors();
+  REQUIRE(manifest.size() == 196);
+  REQUIRE(expected.size() == 196);
+  for (const auto& [name, shape] : expected) {
+    INFO(name);
+    REQUIRE(manifest.contains(name));
+    CHECK(manifest.at(name).get<std::vector<int64_t>>() == shape);
+  }
+  const auto& info = model->info();
+  CHECK(info.family == "wan2.2-vae");
+  CHECK(info.latent_channels == 48);
+  CHECK(info.spatial_factor == 16);
+  CHECK(info.temporal_factor == 4);
+  const auto meta = read_json(wan22_dir() / "meta.json");
+  CHECK(info.latent_mean == meta.at("latent_mean").get<std::vector<float>>());
+  CHECK(info.latent_std == meta.at("latent_std").get<std::vector<float>>());
+}
+
+TEST_CASE("a Wan2.2 checkpoint is recognised as Wan2.2, with its config", "[wan22]") {
+  const auto checkpoint = core::load_checkpoint(wan22_dir() / "weights.safetensors");
+  CHECK_FALSE(core::Wan21Vae::detect(checkpoint.tensors).has_value());
+  const auto info = core::recognise_model(checkpoint);
+  CHECK(info.family == "wan2.2-vae");
+  CHECK(info.config == read_json(wan22_dir() / "meta.json").at("config"));
+  const auto wan21 = core::load_checkpoint(data_dir() / "wan21-tiny" / "weights.safetensors");
+  CHECK_FALSE(core::Wan22Vae::detect(wan21.tensors).has_value());
+}
+
+TEST_CASE("Wan2.2 golden cases match the reference on the CPU in float32", "[wan22][golden]") {
+  auto model = tiny_wan22();
+  const auto& cases = wan22_cases();
+  const auto mu = core::encode_video(*model, cases.at("video"));
+  const std::vector<std::pair<std::string, torch::Tensor>> outputs = {
+      {"video_mu", mu},
+      {"latent_decoded", core::decode_latents(*model, cases.at("latent"))},
+      {"video_roundtrip", core::decode_latents(*model, mu)}};
+  for (const auto& [name, out] : outputs) {
+    const auto& ref = cases.at(name);
+    REQUIRE(out.sizes() == ref.sizes());
+    const double err = relative_error(out, ref);
+    std::cout << "golden wan22-tiny " << name << " Float on cpu: relative error " << err << "\n";
+    INFO(name << " relative error " << err);
+    CHECK(err <= 1e-4);
+  }
+}
+
+TEST_CASE("Wan2.2 decode does not depend on the chunk length", "[wan22][chunks]") {
+  auto model = tiny_wan22();
+  const auto& latent = wan22_cases().at("latent");
+  const auto reference = core::decode_latents(*model, latent, {1});
+  REQUIRE(reference.size(2) == 17);
+  for (int64_t chunk : {2, 3, 1000}) {
+    const auto out = core::decode_latents(*model, latent, {chunk});
+    REQUIRE(out.sizes() == reference.sizes());
+    INFO("chunk " << chunk);
+    CHECK(relative_error(out, reference) <= 1e-6);
+  }
+}
+
+TEST_CASE("Wan2.2 encode does not depend on the chunk length", "[wan22][chunks]") {
+  auto model = tiny_wan22();
+  const auto& video = wan22_cases().at("video");
+  const auto reference = core::encode_video(*model, video, {1});  // frame 0, then 4 frames at a time
+  REQUIRE(reference.size(2) == 5);
+  for (int64_t chunk : {2, 1000}) {  // frame 0 + 4 then 8 at a time; everything in one call
+    const auto out = core::encode_video(*model, video, {chunk});
+    REQUIRE(out.sizes() == reference.sizes());
+    INFO("chunk " << chunk * 4 << " frames");
+    CHECK(relative_error(out, reference) <= 1e-6);
+  }
+}
+
+TEST_CASE("Wan2.2 refuses a chunk that splits the time-halving stages' frame pairs", "[wan22][chunks]") {
+  auto model = tiny_wan22();
+  torch::InferenceMode guard;
+  core::CausalCache cache;
+  const auto video = wan22_cases().at("video");
+  model->encode(video.narrow(2, 0, 1), cache);
+  REQUIRE_THROWS_WITH(model->encode(video.narrow(2, 1, 2), cache), Catch::Contains("halves time"));
+}
+
+}  // namespace vaecodec::test
