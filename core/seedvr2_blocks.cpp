@@ -135,7 +135,9 @@ torch::Tensor SeedVR2Upsample::forward(const torch::Tensor& x, CausalCache& cach
   // b (x y z c) f h w -> b c (f z) (h x) (w y)
   y = y.view({b, 2, 2, z, c, t, h, w}).permute({0, 4, 5, 3, 6, 1, 7, 2}).reshape({b, c, t * z, 2 * h, 2 * w});
   CausalCache::Slot& slot = cache.next();
-  if (z > 1 && !slot.started) y = y.narrow(2, 1, y.size(2) - 1);  // Note [SeedVR2 upsampling and frame 0]
+  if (z > 1 && !slot.started) {  // Note [SeedVR2 upsampling and frame 0]
+    y = torch::cat({y.narrow(2, 0, 1), y.narrow(2, 2, y.size(2) - 2)}, 2);
+  }
   return conv_->forward_with(y, slot);
 }
 

@@ -79,9 +79,10 @@ class SeedVR2Downsample : public CausalModule {
 // Note [SeedVR2 upsampling and frame 0]
 // upscale_conv (1x1x1, C -> C * 4 or C * 8) makes the new pixels as channels, read as `(x y z c)`: channel
 // ((x * 2 + y) * z_factor + z) * C + c becomes pixel (2h + x, 2w + y) of frame f * z_factor + z. When time doubles,
-// latent frame 0 yields one frame, not two: the first of the doubled frames is dropped (1 + k frames become
-// 1 + 2k). Only the chunk that holds frame 0 drops it; the conv's slot tells which one that is (`started`).
-// Then a causal 3x3x3 conv. Keys: upscale_conv.*, conv.*
+// latent frame 0 yields one frame, not two (1 + k frames become 1 + 2k): the golden data shows that the kept one
+// is its z = 0 copy and the z = 1 copy is dropped (output frames 0, 2, 3, ...; dropping frame 0 instead is off by
+// 87% relative). Only the chunk that holds frame 0 drops it; the conv's slot tells which chunk that is
+// (`started`). Then a causal 3x3x3 conv. Keys: upscale_conv.*, conv.*
 class SeedVR2Upsample : public CausalModule {
  public:
   SeedVR2Upsample(int64_t channels, bool temporal);

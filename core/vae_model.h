@@ -59,7 +59,7 @@ struct ModelOptions {
   torch::ScalarType dtype = torch::kFloat;
   // Config keys set over the ones read off the tensors, for what the shapes cannot tell (SeedVR2's
   // norm_num_groups); null: the detected config as it is.
-  nlohmann::json config;
+  nlohmann::json config = nullptr;
 };
 
 // Fills the parameters with deterministic random values of a sensible scale (unit-variance activations): for

@@ -9,9 +9,9 @@ namespace vaecodec::core {
 namespace {
 
 // Note [Wan2.2 patchify]
-// Before the encoder every p x p block of pixels is folded into channels, `b c f (h q) (w r) -> b (c r q) f h w`:
-// channel (c * p + r) * p + q holds row q, column r of colour c's block - the column offset is the slower one.
-// The decoder's 3 * p * p output channels are unfolded the same way.
+// Before the encoder every p x p block of pixels is folded into channels,
+// `b c f (h q) (w r) -> b (c r q) f h w`: channel (c * p + r) * p + q holds row q, column r of colour c's
+// block (the column offset is the slower one). The decoder's 3 * p * p output channels unfold the same way.
 
 // x: [B, C, T, H, W] -> [B, C * p * p, T, H / p, W / p]
 torch::Tensor patchify(const torch::Tensor& x, int64_t p) {
@@ -29,7 +29,8 @@ torch::Tensor unpatchify(const torch::Tensor& x, int64_t p) {
 
 std::string stage_key(const std::string& side, int64_t stage, int64_t block, const std::string& rest) {
   const std::string list = side == "encoder" ? "downsamples" : "upsamples";
-  return side + "." + list + "." + std::to_string(stage) + "." + list + "." + std::to_string(block) + "." + rest;
+  return side + "." + list + "." + std::to_string(stage) + "." + list + "." + std::to_string(block) + "." +
+         rest;
 }
 
 }  // namespace
@@ -65,8 +66,8 @@ Wan22AvgDown::Wan22AvgDown(int64_t in, int64_t out, int64_t factor_t, int64_t fa
     : out_(out), factor_t_(factor_t), factor_s_(factor_s) {
   const int64_t values = in * factor_t * factor_s * factor_s;  // per output voxel
   if (values % out != 0)
-    throw Error("wan2.2-vae: cannot average " + std::to_string(values) + " values into " + std::to_string(out) +
-                " channels");
+    throw Error("wan2.2-vae: cannot average " + std::to_string(values) + " values into " +
+                std::to_string(out) + " channels");
   group_ = values / out;
 }
 
@@ -76,8 +77,8 @@ torch::Tensor Wan22AvgDown::forward(const torch::Tensor& x, CausalCache& cache) 
     CausalCache::Slot& slot = cache.next();
     const int64_t pad = slot.started ? 0 : factor_t_ - 1;
     if ((x.size(2) + pad) % factor_t_ != 0)
-      throw Error("wan2.2-vae: a chunk of " + std::to_string(x.size(2)) + " frames reaches a stage that halves " +
-                  "time (the first chunk needs 1 + 4k frames, later ones multiples of 4)");
+      throw Error("wan2.2-vae: a chunk of " + std::to_string(x.size(2)) + " frames reaches a stage that " +
+                  "halves time (the first chunk needs 1 + 4k frames, later ones multiples of 4)");
     slot.started = true;
     if (pad > 0) frames = torch::constant_pad_nd(x, {0, 0, 0, 0, pad, 0});
   }
@@ -94,8 +95,8 @@ Wan22DupUp::Wan22DupUp(int64_t in, int64_t out, int64_t factor_t, int64_t factor
     : out_(out), factor_t_(factor_t), factor_s_(factor_s) {
   const int64_t values = out * factor_t * factor_s * factor_s;  // per input voxel
   if (values % in != 0)
-    throw Error("wan2.2-vae: cannot spread " + std::to_string(in) + " channels over " + std::to_string(values) +
-                " values");
+    throw Error("wan2.2-vae: cannot spread " + std::to_string(in) + " channels over " +
+                std::to_string(values) + " values");
   repeats_ = values / in;
 }
 
@@ -107,7 +108,8 @@ torch::Tensor Wan22DupUp::forward(const torch::Tensor& x, CausalCache& cache) {
     slot.started = true;
   }
   const int64_t b = x.size(0), c = x.size(1), t = x.size(2), h = x.size(3), w = x.size(4);
-  // Each channel repeated (a view), read as [B, out, ft, fs, fs, t, h, w], laid out as [B, out, t, ft, h, fs, w, fs].
+  // Each channel repeated (a view), read as [B, out, ft, fs, fs, t, h, w], laid out as
+  // [B, out, t, ft, h, fs, w, fs].
   auto y = x.unsqueeze(2)
                .expand({b, c, repeats_, t, h, w})
                .reshape({b, out_, factor_t_, factor_s_, factor_s_, t, h, w})
@@ -118,13 +120,14 @@ torch::Tensor Wan22DupUp::forward(const torch::Tensor& x, CausalCache& cache) {
 
 Wan22DownStage::Wan22DownStage(int64_t in, int64_t out, int64_t res_blocks, bool down_time, bool down_space) {
   downsamples_ = register_module("downsamples", std::make_shared<CausalSequence>());
-  for (int64_t r = 0; r < res_blocks; ++r) downsamples_->append(std::make_shared<WanResidualBlock>(r ? out : in, out));
+  for (int64_t r = 0; r < res_blocks; ++r)
+    downsamples_->append(std::make_shared<WanResidualBlock>(r ? out : in, out));
   if (down_space) {
     const auto mode = down_time ? ResampleMode::kDownsample3d : ResampleMode::kDownsample2d;
     downsamples_->append(std::make_shared<WanResample>(out, mode, out));
   }
-  shortcut_ = register_module("avg_shortcut", std::make_shared<Wan22AvgDown>(in, out, down_time ? 2 : 1,
-                                                                             down_space ? 2 : 1));
+  shortcut_ = register_module("avg_shortcut",
+                              std::make_shared<Wan22AvgDown>(in, out, down_time ? 2 : 1, down_space ? 2 : 1));
 }
 
 torch::Tensor Wan22DownStage::forward(const torch::Tensor& x, CausalCache& cache) {
@@ -134,7 +137,8 @@ torch::Tensor Wan22DownStage::forward(const torch::Tensor& x, CausalCache& cache
 
 Wan22UpStage::Wan22UpStage(int64_t in, int64_t out, int64_t res_blocks, bool up_time, bool up_space) {
   upsamples_ = register_module("upsamples", std::make_shared<CausalSequence>());
-  for (int64_t r = 0; r < res_blocks; ++r) upsamples_->append(std::make_shared<WanResidualBlock>(r ? out : in, out));
+  for (int64_t r = 0; r < res_blocks; ++r)
+    upsamples_->append(std::make_shared<WanResidualBlock>(r ? out : in, out));
   if (up_space) {
     const auto mode = up_time ? ResampleMode::kUpsample3d : ResampleMode::kUpsample2d;
     upsamples_->append(std::make_shared<WanResample>(out, mode, out));
@@ -174,7 +178,8 @@ Wan22Decoder::Wan22Decoder(const Wan22Config& config) {
   const auto& mult = config.dim_mult;
   std::vector<int64_t> dims = {config.dec_dim * mult.back()};
   for (auto it = mult.rbegin(); it != mult.rend(); ++it) dims.push_back(config.dec_dim * *it);
-  const std::vector<bool> temporal_upsample(config.temporal_downsample.rbegin(), config.temporal_downsample.rend());
+  const std::vector<bool> temporal_upsample(config.temporal_downsample.rbegin(),
+                                            config.temporal_downsample.rend());
   const int64_t p = config.patch_size;
 
   conv1_ = register_module("conv1", wan_conv3(config.z_dim, dims[0]));
@@ -260,7 +265,8 @@ std::optional<Wan22Config> Wan22Vae::detect(const StateDict& tensors) {
   while (find(stage_key("encoder", 0, c.num_res_blocks, "residual.0.gamma"))) ++c.num_res_blocks;
   c.temporal_downsample.clear();
   for (size_t i = 0; i + 1 < c.dim_mult.size(); ++i)
-    c.temporal_downsample.push_back(find(stage_key("encoder", i, c.num_res_blocks, "time_conv.weight")) != nullptr);
+    c.temporal_downsample.push_back(find(stage_key("encoder", i, c.num_res_blocks, "time_conv.weight")) !=
+                                    nullptr);
   c.dec_dim = dec_norm->size(0) / c.dim_mult.front();
   return c;
 }
@@ -277,10 +283,11 @@ const std::vector<float>& wan22_latent_mean() {
 
 const std::vector<float>& wan22_latent_std() {
   static const std::vector<float> v = {
-      0.4765f, 1.0364f, 0.4514f, 1.1677f, 0.5313f, 0.499f,  0.4818f, 0.5013f, 0.8158f, 1.0344f, 0.5894f, 1.0901f,
-      0.6885f, 0.6165f, 0.8454f, 0.4978f, 0.5759f, 0.3523f, 0.7135f, 0.6804f, 0.5833f, 1.4146f, 0.8986f, 0.5659f,
-      0.7069f, 0.5338f, 0.4889f, 0.4917f, 0.4069f, 0.4999f, 0.6866f, 0.4093f, 0.5709f, 0.6065f, 0.6415f, 0.4944f,
-      0.5726f, 1.2042f, 0.5458f, 1.6887f, 0.3971f, 1.06f,   0.3943f, 0.5537f, 0.5444f, 0.4089f, 0.7468f, 0.7744f};
+      0.4765f, 1.0364f, 0.4514f, 1.1677f, 0.5313f, 0.499f,  0.4818f, 0.5013f, 0.8158f, 1.0344f,
+      0.5894f, 1.0901f, 0.6885f, 0.6165f, 0.8454f, 0.4978f, 0.5759f, 0.3523f, 0.7135f, 0.6804f,
+      0.5833f, 1.4146f, 0.8986f, 0.5659f, 0.7069f, 0.5338f, 0.4889f, 0.4917f, 0.4069f, 0.4999f,
+      0.6866f, 0.4093f, 0.5709f, 0.6065f, 0.6415f, 0.4944f, 0.5726f, 1.2042f, 0.5458f, 1.6887f,
+      0.3971f, 1.06f,   0.3943f, 0.5537f, 0.5444f, 0.4089f, 0.7468f, 0.7744f};
   return v;
 }
 

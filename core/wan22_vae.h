@@ -20,7 +20,7 @@ struct Wan22Config {
   int64_t z_dim = 48;
   std::vector<int64_t> dim_mult = {1, 2, 4, 4};
   int64_t num_res_blocks = 2;  // per encoder stage; the decoder has one more
-  // Kept because the reference takes it; its stages build no attention from it (attention is in the middle only).
+  // Kept because the reference takes it; it builds no attention from it (there is attention in the middles).
   std::vector<double> attn_scales = {};
   std::vector<bool> temporal_downsample = {false, true, true};
   int64_t patch_size = 2;  // pixels per side folded into channels before the encoder
@@ -31,12 +31,12 @@ struct Wan22Config {
 
 // Note [Wan2.2 stage shortcuts]
 // Every Wan2.2 stage adds a parameter-free path to its blocks' output.
-// Encoder (AvgDown3D): each output voxel is a mean over the stage's input voxels it covers. The input is cut into
-//   blocks of factor_t frames x factor_s x factor_s pixels; a block's C * factor values, ordered (channel, frame,
-//   row, column), are split into `out` runs of equal length and each run averaged. On the first chunk frame 0 is
-//   preceded by factor_t - 1 zero frames (the reference encodes frame 0 alone and pads it at the front), so frame 0
-//   is averaged with zeros and later frames pair as (1, 2), (3, 4), ...; every later chunk must then hold a
-//   multiple of factor_t frames.
+// Encoder (AvgDown3D): each output voxel is a mean over the input voxels it covers. The input is cut into
+//   blocks of factor_t frames x factor_s x factor_s pixels; a block's C * factor values, ordered (channel,
+//   frame, row, column), are split into `out` runs of equal length and each run is averaged. On the first
+//   chunk frame 0 is preceded by factor_t - 1 zero frames (the reference encodes frame 0 alone and pads it at
+//   the front), so frame 0 is averaged with zeros and later frames pair as (1, 2), (3, 4), ...; every later
+//   chunk must then hold a multiple of factor_t frames.
 // Decoder (DupUp3D): the inverse layout: every input channel repeated, the (channel, frame, row, column) runs
 //   unfolded into blocks of factor_t frames x factor_s x factor_s pixels. On the first chunk the first
 //   factor_t - 1 output frames are dropped, as the main path does not double frame 0.
@@ -57,7 +57,8 @@ class Wan22AvgDown : public CausalModule {
 class Wan22DupUp : public CausalModule {
  public:
   Wan22DupUp(int64_t in, int64_t out, int64_t factor_t, int64_t factor_s);
-  // x: [B, in, T, h, w] -> [B, out, T * factor_t (less factor_t - 1 on the first chunk), h * factor_s, w * factor_s]
+  // x: [B, in, T, h, w] -> [B, out, T * factor_t, h * factor_s, w * factor_s], less factor_t - 1 frames on
+  // the first chunk
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
 
  private:
@@ -75,8 +76,7 @@ class Wan22DownStage : public CausalModule {
   std::shared_ptr<Wan22AvgDown> shortcut_;
 };
 
-// Up_ResidualBlock: residual blocks and a resampler (keys upsamples.M), plus the DupUp3D shortcut where it
-// upsamples.
+// Up_ResidualBlock: residual blocks and a resampler (keys upsamples.M), plus DupUp3D where it upsamples.
 class Wan22UpStage : public CausalModule {
  public:
   Wan22UpStage(int64_t in, int64_t out, int64_t res_blocks, bool up_time, bool up_space);
@@ -100,7 +100,7 @@ class Wan22Encoder : public CausalModule {
   std::shared_ptr<WanHead> head_;
 };
 
-// Decoder: conv1, middle, upsamples.N (stages), head (to the patchified 3 * p * p channels). Output unclamped.
+// Decoder: conv1, middle, upsamples.N (stages), head (to the patchified 3 * p * p channels); unclamped.
 class Wan22Decoder : public CausalModule {
  public:
   explicit Wan22Decoder(const Wan22Config& config);
@@ -112,8 +112,8 @@ class Wan22Decoder : public CausalModule {
   std::shared_ptr<WanHead> head_;
 };
 
-// The whole VAE: patchify, encoder, conv1 (2z -> 2z: mean and log-variance), conv2 (z -> z), decoder, unpatchify;
-// latents normalized per channel as Wan2.1's (Note [Latent normalization] in wan21_vae.cpp).
+// The whole VAE: patchify, encoder, conv1 (2z -> 2z: mean and log-variance), conv2 (z -> z), decoder,
+// unpatchify; latents normalized per channel as Wan2.1's (Note [Latent normalization] in wan21_vae.cpp).
 class Wan22Vae : public VaeModel {
  public:
   explicit Wan22Vae(const Wan22Config& config);

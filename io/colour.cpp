@@ -1,53 +1,114 @@
 #include "io/colour.h"
 
+#include <cmath>
+#include <optional>
+
 #include "core/error.h"
 
 namespace vaecodec::io {
 namespace {
 
-// swscale's flags for every conversion (Note [Colour]): no resampling of luma happens, so the filter only
-// matters for chroma planes; accurate rounding and full chroma both ways keep the round trip close to exact.
+// swscale only resamples chroma and packs planes (Note [Colour]); accurate rounding keeps that exact where it
+// can be.
 constexpr int kSwsFlags = SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT | SWS_FULL_CHR_H_INP;
 
-// The matrices swscale knows, as its SWS_CS_* index; -1 for the rest.
-int sws_matrix(AVColorSpace matrix) {
+// Luma weights Kr, Kb of a matrix (Kg = 1 - Kr - Kb); nullopt for the ones vaecodec does not convert.
+std::optional<std::pair<double, double>> luma_weights(AVColorSpace matrix) {
   switch (matrix) {
-    case AVCOL_SPC_BT709: return SWS_CS_ITU709;
-    case AVCOL_SPC_FCC: return SWS_CS_FCC;
+    case AVCOL_SPC_BT709: return std::make_pair(0.2126, 0.0722);
+    case AVCOL_SPC_FCC: return std::make_pair(0.30, 0.11);
     case AVCOL_SPC_BT470BG:
-    case AVCOL_SPC_SMPTE170M: return SWS_CS_SMPTE170M;
-    case AVCOL_SPC_SMPTE240M: return SWS_CS_SMPTE240M;
+    case AVCOL_SPC_SMPTE170M: return std::make_pair(0.299, 0.114);
+    case AVCOL_SPC_SMPTE240M: return std::make_pair(0.212, 0.087);
     case AVCOL_SPC_BT2020_NCL:
-    case AVCOL_SPC_BT2020_CL: return SWS_CS_BT2020;
-    default: return -1;
+    case AVCOL_SPC_BT2020_CL: return std::make_pair(0.2627, 0.0593);
+    default: return std::nullopt;
   }
 }
 
-void set_details(SwsContext* sws, AVColorSpace matrix, bool src_full, bool dst_full, const char* what) {
-  const int* coefficients = sws_getCoefficients(sws_matrix(matrix));
-  if (sws_setColorspaceDetails(sws, coefficients, src_full ? 1 : 0, coefficients, dst_full ? 1 : 0,
-                               /*brightness=*/0, /*contrast=*/1 << 16, /*saturation=*/1 << 16) < 0)
-    throw Error(std::string("swscale cannot set colour details for ") + what + " (matrix " +
-                av_color_space_name(matrix) + ")");
+// Code values of n-bit samples: E'y = (Y - y_offset) / y_scale, E'c = (C - c_offset) / c_scale.
+struct Levels {
+  double y_offset, y_scale, c_offset, c_scale, max;
+};
+
+Levels levels(int bits, bool full) {
+  const double max = std::ldexp(1.0, bits) - 1.0;
+  if (full) return {0.0, max, std::ldexp(1.0, bits - 1), max, max};
+  const double unit = std::ldexp(1.0, bits - 8);
+  return {16.0 * unit, 219.0 * unit, 128.0 * unit, 224.0 * unit, max};
 }
 
-FramePtr make_gbrp16(int width, int height) {
+int depth_of(AVPixelFormat format) {
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(format);
+  return desc ? desc->comp[0].depth : 8;
+}
+
+// The bit depths with planar 4:4:4 formats: 8, 9, 10, 12, 14, 16.
+int storage_depth(int bits) {
+  for (int d : {8, 9, 10, 12, 14}) if (bits <= d) return d;
+  return 16;
+}
+
+AVPixelFormat planar_rgb(int bits) {
+  switch (storage_depth(bits)) {
+    case 8: return AV_PIX_FMT_GBRP;
+    case 9: return AV_PIX_FMT_GBRP9;
+    case 10: return AV_PIX_FMT_GBRP10;
+    case 12: return AV_PIX_FMT_GBRP12;
+    case 14: return AV_PIX_FMT_GBRP14;
+    default: return AV_PIX_FMT_GBRP16;
+  }
+}
+
+AVPixelFormat planar_yuv(int bits) {
+  switch (storage_depth(bits)) {
+    case 8: return AV_PIX_FMT_YUV444P;
+    case 9: return AV_PIX_FMT_YUV444P9;
+    case 10: return AV_PIX_FMT_YUV444P10;
+    case 12: return AV_PIX_FMT_YUV444P12;
+    case 14: return AV_PIX_FMT_YUV444P14;
+    default: return AV_PIX_FMT_YUV444P16;
+  }
+}
+
+// RGB and palette formats carry R'G'B' directly (full range, no matrix).
+bool carries_rgb(AVPixelFormat format) {
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(format);
+  return desc && (desc->flags & (AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL));
+}
+
+FramePtr make_planar(AVPixelFormat format, int width, int height) {
   FramePtr frame = make_frame();
-  frame->format = AV_PIX_FMT_GBRP16;
+  frame->format = format;
   frame->width = width;
   frame->height = height;
-  check_av(av_frame_get_buffer(frame.get(), 0), "cannot allocate a conversion frame for", "GBRP16");
+  check_av(av_frame_get_buffer(frame.get(), 0), "cannot allocate a conversion frame for",
+           pixel_format_name(format));
   return frame;
 }
 
-// GBRP16 stores G, B, R in planes 0, 1, 2; tensors are R, G, B.
-constexpr int kPlaneOfChannel[3] = {2, 0, 1};
-
-torch::Tensor plane_view(AVFrame* frame, int channel) {
-  const int plane = kPlaneOfChannel[channel];
-  return torch::from_blob(frame->data[plane], {frame->height, frame->width}, {frame->linesize[plane] / 2, 1},
-                          torch::kUInt16);
+SwsContextPtr make_sws(int src_w, int src_h, AVPixelFormat src, int dst_w, int dst_h, AVPixelFormat dst) {
+  SwsContextPtr sws(sws_getContext(src_w, src_h, without_jpeg_range(src), dst_w, dst_h, without_jpeg_range(dst),
+                                   kSwsFlags, nullptr, nullptr, nullptr));
+  if (!sws)
+    throw Error("swscale cannot convert " + pixel_format_name(src) + " " + std::to_string(src_w) + "x" +
+                std::to_string(src_h) + " to " + pixel_format_name(dst));
+  // Same range flag on both sides: swscale moves samples and never converts the range (Note [Colour]).
+  const int* coefficients = sws_getCoefficients(SWS_CS_DEFAULT);
+  sws_setColorspaceDetails(sws.get(), coefficients, 0, coefficients, 0, /*brightness=*/0, /*contrast=*/1 << 16,
+                           /*saturation=*/1 << 16);
+  return sws;
 }
+
+// Plane `plane` of a planar frame as a [H, W] tensor over its memory (uint8 up to 8 bits, uint16 above).
+torch::Tensor plane_view(AVFrame* frame, int plane) {
+  const bool wide = depth_of(static_cast<AVPixelFormat>(frame->format)) > 8;
+  return torch::from_blob(frame->data[plane], {frame->height, frame->width},
+                          {frame->linesize[plane] / (wide ? 2 : 1), 1}, wide ? torch::kUInt16 : torch::kUInt8);
+}
+
+// GBR planar formats store G, B, R in planes 0, 1, 2; tensors are R, G, B.
+constexpr int kGbrPlane[3] = {2, 0, 1};
 
 template <typename E>
 E from_name(const std::string& name, int (*parse)(const char*), E fallback) {
@@ -92,18 +153,15 @@ AVPixelFormat without_jpeg_range(AVPixelFormat format) {
   }
 }
 
-bool is_rgb_format(AVPixelFormat format) {
-  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(format);
-  return desc && (desc->flags & AV_PIX_FMT_FLAG_RGB);
-}
+bool is_rgb_format(AVPixelFormat format) { return carries_rgb(format); }
 
 ColourDetails resolve_colour(AVPixelFormat format, const ColourTags& tags, int width, int height) {
   ColourDetails details;
-  if (sws_matrix(tags.matrix) >= 0)
+  if (luma_weights(tags.matrix))
     details.matrix = tags.matrix;
   else
     details.matrix = (width >= 1280 || height >= 720) ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M;
-  if (is_rgb_format(format) || without_jpeg_range(format) != format)
+  if (carries_rgb(format) || without_jpeg_range(format) != format)
     details.range = AVCOL_RANGE_JPEG;
   else if (tags.range == AVCOL_RANGE_JPEG || tags.range == AVCOL_RANGE_MPEG)
     details.range = tags.range;
@@ -114,41 +172,76 @@ ColourDetails resolve_colour(AVPixelFormat format, const ColourTags& tags, int w
 
 void FrameToTensor::convert(const AVFrame* frame, torch::Tensor& out) {
   const auto format = static_cast<AVPixelFormat>(frame->format);
-  const Key key{format, frame->width, frame->height,
-                resolve_colour(format, colour_tags_of(frame), frame->width, frame->height)};
-  if (!sws_ || !(key == key_)) {
-    sws_.reset(sws_getContext(frame->width, frame->height, without_jpeg_range(format), width_, height_,
-                              AV_PIX_FMT_GBRP16, kSwsFlags, nullptr, nullptr, nullptr));
-    if (!sws_)
-      throw Error("swscale cannot convert " + pixel_format_name(format) + " " + std::to_string(frame->width) +
-                  "x" + std::to_string(frame->height) + " to RGB");
-    set_details(sws_.get(), key.colour.matrix, key.colour.range == AVCOL_RANGE_JPEG, true,
-                pixel_format_name(format).c_str());
-    key_ = key;
-    if (!rgb_) rgb_ = make_gbrp16(width_, height_);
+  const bool rgb = carries_rgb(format);
+  const int bits = depth_of(format);
+  if (!sws_ || format != format_ || frame->width != source_width_ || frame->height != source_height_) {
+    const AVPixelFormat planar = rgb ? planar_rgb(bits) : AV_PIX_FMT_YUV444P16;
+    sws_ = make_sws(frame->width, frame->height, format, width_, height_, planar);
+    if (!planar_ || planar_->format != planar) planar_ = make_planar(planar, width_, height_);
+    format_ = format;
+    source_width_ = frame->width;
+    source_height_ = frame->height;
   }
-  sws_scale(sws_.get(), frame->data, frame->linesize, 0, frame->height, rgb_->data, rgb_->linesize);
-  for (int c = 0; c < 3; ++c) out.select(0, c).copy_(plane_view(rgb_.get(), c));
-  out.mul_(2.0 / 65535.0).sub_(1.0);
+  sws_scale(sws_.get(), frame->data, frame->linesize, 0, frame->height, planar_->data, planar_->linesize);
+
+  if (rgb) {
+    const double max = std::ldexp(1.0, storage_depth(bits)) - 1.0;
+    for (int c = 0; c < 3; ++c) out[c].copy_(plane_view(planar_.get(), kGbrPlane[c]));
+    out.mul_(2.0 / max).sub_(1.0);
+    return;
+  }
+  // 16-bit samples hold the source's n-bit code values shifted left by 16 - n.
+  const ColourDetails colour = resolve_colour(format, colour_tags_of(frame), frame->width, frame->height);
+  const auto [kr, kb] = *luma_weights(colour.matrix);
+  const Levels l = levels(bits, colour.range == AVCOL_RANGE_JPEG);
+  const double unshift = std::ldexp(1.0, bits - 16);
+  auto component = [&](int plane, double offset, double scale) {
+    return plane_view(planar_.get(), plane).to(torch::kFloat).mul_(unshift / scale).sub_(offset / scale);
+  };
+  const torch::Tensor y = component(0, l.y_offset, l.y_scale);
+  const torch::Tensor pb = component(1, l.c_offset, l.c_scale);
+  const torch::Tensor pr = component(2, l.c_offset, l.c_scale);
+  torch::Tensor r = out[0], g = out[1], b = out[2];
+  torch::add_out(r, y, pr, 2.0 * (1.0 - kr));
+  torch::add_out(b, y, pb, 2.0 * (1.0 - kb));
+  g.copy_((y - kr * r - kb * b) / (1.0 - kr - kb));
+  out.clamp_(0.0, 1.0).mul_(2.0).sub_(1.0);
 }
 
 TensorToFrame::TensorToFrame(AVPixelFormat format, int width, int height, ColourDetails colour)
-    : width_(width), height_(height) {
-  sws_.reset(sws_getContext(width, height, AV_PIX_FMT_GBRP16, width, height, without_jpeg_range(format),
-                            kSwsFlags, nullptr, nullptr, nullptr));
-  if (!sws_) throw Error("swscale cannot convert RGB to " + pixel_format_name(format));
-  const bool full = is_rgb_format(format) || colour.range == AVCOL_RANGE_JPEG ||
-                    without_jpeg_range(format) != format;
-  set_details(sws_.get(), colour.matrix, true, full, pixel_format_name(format).c_str());
-  rgb_ = make_gbrp16(width, height);
+    : format_(format), width_(width), height_(height), colour_(colour) {
+  const int bits = depth_of(format);
+  const AVPixelFormat planar = carries_rgb(format) ? planar_rgb(bits) : planar_yuv(bits);
+  if (planar != format) {
+    sws_ = make_sws(width, height, planar, width, height, format);
+    planar_ = make_planar(planar, width, height);
+  }
 }
 
 void TensorToFrame::convert(const torch::Tensor& rgb, AVFrame* out) {
   TORCH_CHECK(rgb.dim() == 3 && rgb.size(0) == 3 && rgb.size(1) == height_ && rgb.size(2) == width_,
               "TensorToFrame: expected [3, ", height_, ", ", width_, "], got ", rgb.sizes());
-  const torch::Tensor levels = rgb.to(torch::kFloat).clamp(-1.0, 1.0).add(1.0).mul_(65535.0 / 2.0).round_();
-  for (int c = 0; c < 3; ++c) plane_view(rgb_.get(), c).copy_(levels.select(0, c));
-  sws_scale(sws_.get(), rgb_->data, rgb_->linesize, 0, height_, out->data, out->linesize);
+  AVFrame* planar = planar_ ? planar_.get() : out;
+  const auto planar_format = static_cast<AVPixelFormat>(planar->format);
+  const int bits = storage_depth(depth_of(planar_format));
+  const torch::Tensor x = rgb.to(torch::kFloat).clamp(-1.0, 1.0).add(1.0).mul_(0.5);  // [0, 1]
+  if (carries_rgb(format_)) {
+    const double max = std::ldexp(1.0, bits) - 1.0;
+    for (int c = 0; c < 3; ++c) plane_view(planar, kGbrPlane[c]).copy_(x[c].mul(max).round_());
+  } else {
+    const auto [kr, kb] = *luma_weights(colour_.matrix);
+    const Levels l = levels(bits, colour_.range == AVCOL_RANGE_JPEG);
+    const torch::Tensor y = x[0] * kr + x[1] * (1.0 - kr - kb) + x[2] * kb;
+    const torch::Tensor pb = (x[2] - y) / (2.0 * (1.0 - kb));
+    const torch::Tensor pr = (x[0] - y) / (2.0 * (1.0 - kr));
+    auto store = [&](int plane, const torch::Tensor& e, double offset, double scale) {
+      plane_view(planar, plane).copy_(e.mul(scale).add_(offset).round_().clamp_(0.0, l.max));
+    };
+    store(0, y, l.y_offset, l.y_scale);
+    store(1, pb, l.c_offset, l.c_scale);
+    store(2, pr, l.c_offset, l.c_scale);
+  }
+  if (planar_) sws_scale(sws_.get(), planar_->data, planar_->linesize, 0, height_, out->data, out->linesize);
 }
 
 }  // namespace vaecodec::io

@@ -11,18 +11,23 @@ namespace vaecodec::io {
 // Note [Colour]
 // The VAE sees RGB in [-1, 1]: R'G'B' as coded, not linear light, in the primaries of the source. vaecodec
 // therefore converts only the YUV <-> RGB matrix and the range, and carries primaries and transfer through as
-// tags (the output is tagged exactly as the input was; nothing is re-graded).
-// - Matrix: the frame's own colorspace (BT.601, BT.709, BT.2020 NCL, SMPTE 240M, FCC). When the file leaves it
-//   unspecified, vaecodec follows what players do: BT.709 for HD (width >= 1280 or height >= 720), BT.601
-//   below. BT.2020 CL is converted as NCL (swscale has no CL path). RGB sources have no matrix.
-// - Range: the frame's color_range; unspecified means limited (16-235) for YUV, except the yuvj* formats,
-//   which are full range by definition. RGB is always full range. swscale is handed the deprecated yuvj*
-//   formats as their yuv* twins plus an explicit full range, so the range is never guessed twice.
-// - The same matrix and range are used both ways: the output is encoded with the input's matrix and range
-//   and tagged with them, so a limited-range BT.709 clip comes back limited-range BT.709.
-// The conversion is swscale's with sws_setColorspaceDetails (16-bit planar GBR in the middle, accurate
-// rounding, full chroma interpolation); one SwsContext per converter, re-made only when the source format,
-// size or colour details change.
+// tags (the output is tagged as the input was; nothing is re-graded).
+// - Matrix: the frame's own colorspace (BT.601 = SMPTE 170M = BT.470BG, BT.709, BT.2020 NCL, SMPTE 240M, FCC).
+//   When the file leaves it unspecified (or names one vaecodec cannot convert, such as YCgCo), vaecodec does
+//   what players do: BT.709 for HD (width >= 1280 or height >= 720), BT.601 below. BT.2020 CL is converted as
+//   NCL. RGB sources have no matrix.
+// - Range: the frame's color_range; unspecified means limited for YUV and gray, except the yuvj* formats, which
+//   are full range by definition. RGB is always full range.
+// - The same matrix and range are used both ways: the output is encoded with the input's matrix and range and
+//   tagged with them, so a limited-range BT.709 clip comes back limited-range BT.709.
+// The arithmetic is done here, on tensors, from the definitions (BT.601/709/2020: E'y = Kr R + Kg G + Kb B,
+// limited range Y = 16 + 219 E'y and C = 128 + 224 E'c in 8-bit units, times 2^(n-8) for n bits; full range
+// Y = (2^n - 1) E'y, C = 2^(n-1) + (2^n - 1) E'c). swscale only moves samples: to 16-bit planar 4:4:4 on the
+// way in (chroma upsampled, bit depth widened by a shift, range untouched) and from 4:4:4 at the encoder's
+// bit depth to its layout on the way out (chroma downsampled). swscale's own YUV <-> RGB path was not used
+// because its fixed-point coefficients are off by up to 0.8 code values (a bias, measured against these
+// formulas). RGB sources go to planar RGB at their own bit depth, which swscale does exactly.
+// One SwsContext per converter, re-made only when the source format or size changes.
 struct ColourTags {
   AVColorPrimaries primaries = AVCOL_PRI_UNSPECIFIED;
   AVColorTransferCharacteristic transfer = AVCOL_TRC_UNSPECIFIED;
@@ -53,7 +58,8 @@ ColourDetails resolve_colour(AVPixelFormat format, const ColourTags& tags, int w
 AVPixelFormat without_jpeg_range(AVPixelFormat format);
 bool is_rgb_format(AVPixelFormat format);
 
-// Decoded frames -> RGB tensors [3, H, W], float32 in [-1, 1], at a fixed output size.
+// Decoded frames -> RGB tensors [3, H, W], float32 in [-1, 1], at a fixed output size (a frame of another
+// size, as in a stream that changes resolution, is scaled to it).
 class FrameToTensor {
  public:
   FrameToTensor(int width, int height) : width_(width), height_(height) {}
@@ -61,19 +67,14 @@ class FrameToTensor {
   void convert(const AVFrame* frame, torch::Tensor& out);
 
  private:
-  struct Key {
-    AVPixelFormat format = AV_PIX_FMT_NONE;
-    int width = 0, height = 0;
-    ColourDetails colour;
-    bool operator==(const Key&) const = default;
-  };
   int width_, height_;
-  Key key_;
+  AVPixelFormat format_ = AV_PIX_FMT_NONE;  // source format and size the context was made for
+  int source_width_ = 0, source_height_ = 0;
   SwsContextPtr sws_;
-  FramePtr rgb_;  // GBRP16 staging frame
+  FramePtr planar_;  // YUV444P16 or planar RGB staging frame
 };
 
-// RGB tensors [3, H, W] (float, any range; clamped to [-1, 1]) -> frames of an encoder's pixel format.
+// RGB tensors [3, H, W] (float, clamped to [-1, 1]) -> frames of an encoder's pixel format.
 class TensorToFrame {
  public:
   TensorToFrame(AVPixelFormat format, int width, int height, ColourDetails colour);
@@ -81,9 +82,11 @@ class TensorToFrame {
   void convert(const torch::Tensor& rgb, AVFrame* out);
 
  private:
+  AVPixelFormat format_;
   int width_, height_;
-  SwsContextPtr sws_;
-  FramePtr rgb_;
+  ColourDetails colour_;
+  SwsContextPtr sws_;  // planar 4:4:4 -> format_; null when format_ is that layout already
+  FramePtr planar_;    // YUV444P / GBRP at the output's bit depth
 };
 
 }  // namespace vaecodec::io

@@ -111,17 +111,23 @@ bool VideoReader::decode_next(AVFrame* frame) {
       note_damage(received, "decoding failed");
       continue;
     }
+    if (draining_) return false;  // a draining decoder never asks for more; nothing else will come
     if (!feed_decoder()) {
-      // Draining: the decoder gives back what it holds, then AVERROR_EOF.
-      check_av(avcodec_send_packet(decoder_.get(), nullptr), "cannot flush the decoder for", path_);
+      // The end: the decoder gives back what it holds, then AVERROR_EOF. With frame threads, an error of an
+      // earlier packet may surface here; the flush itself has been taken all the same.
+      const int flushed = avcodec_send_packet(decoder_.get(), nullptr);
       draining_ = true;
+      if (flushed == AVERROR(ENOMEM)) check_av(flushed, "cannot flush the decoder for", path_);
+      if (flushed < 0 && flushed != AVERROR_EOF) {
+        ++damage_.bad_packets;
+        note_damage(flushed, "decoding failed");
+      }
     }
   }
 }
 
 // Reads packets until one video packet has gone to the decoder; false at the end of the input.
 bool VideoReader::feed_decoder() {
-  if (draining_) return false;
   while (true) {
     throw_if_interrupted();
     const int read = av_read_frame(format_ctx_.get(), packet_.get());

@@ -75,7 +75,8 @@ cmake_args=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUD
             -DPython3_EXECUTABLE="$ROOT/.venv/bin/python")
 if [[ -n "${CUDA_ARCHS:-}" ]]; then cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS"); fi
 say "configuring $BUILD_DIR"
-cmake "${cmake_args[@]}" >"$BUILD_DIR.configure.log" 2>&1 || { tail -30 "$BUILD_DIR.configure.log" >&2; die "CMake configuration failed (log: $BUILD_DIR.configure.log)"; }
+mkdir -p "$BUILD_DIR"
+cmake "${cmake_args[@]}" >"$BUILD_DIR/configure.log" 2>&1 || { tail -30 "$BUILD_DIR/configure.log" >&2; die "CMake configuration failed (log: $BUILD_DIR/configure.log)"; }
 say "building (Release; the first build takes a while)"
 ninja -C "$BUILD_DIR" ${JOBS:+-j"$JOBS"}
 say "built $BUILD_DIR/vaecodec"

@@ -6,7 +6,10 @@
 #include <map>
 #include <string>
 
+#include <ftw.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -45,9 +48,10 @@ class TempDir {
             ("vaecodec-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
     std::filesystem::create_directories(path_);
   }
+  // POSIX removal, not std::filesystem::remove_all (Note [libstdc++ before libtorch] in CMakeLists.txt).
   ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+         FTW_DEPTH | FTW_PHYS);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

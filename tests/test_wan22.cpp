@@ -15,7 +15,9 @@
 namespace vaecodec::test {
 namespace {
 
-std::filesystem::path wan22_dir() { return data_dir() / "wan22-tiny"; }
+std::filesystem::path wan22_dir() {
+  return data_dir() / "wan22-tiny";
+}
 
 std::shared_ptr<core::VaeModel> tiny_wan22() {
   return core::build_model(core::load_checkpoint(wan22_dir() / "weights.safetensors"));

@@ -24,6 +24,9 @@
 
 namespace vaecodec::test {
 
+// libav*'s own log lines (x264's statistics, a damaged file's complaints) would drown the test report.
+inline const bool kQuietFfmpeg = (av_log_set_level(AV_LOG_QUIET), true);
+
 // Runs a shell command line; returns its exit status.
 inline int shell(const std::string& command) {
   const int status = std::system(command.c_str());
