@@ -23,9 +23,12 @@ namespace {
 
 const char* command_name(RunCommand command) {
   switch (command) {
-    case RunCommand::kRoundtrip: return "roundtrip";
-    case RunCommand::kEncode: return "encode";
-    case RunCommand::kDecode: return "decode";
+    case RunCommand::kRoundtrip:
+      return "roundtrip";
+    case RunCommand::kEncode:
+      return "encode";
+    case RunCommand::kDecode:
+      return "decode";
   }
   return "run";
 }
@@ -54,11 +57,13 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   sub.add_option("-o,--output", options.output,
                  video_out ? "output video (.mp4, .mkv, .mov, ...)" : "latent file (.safetensors or .latent)")
       ->required();
-  sub.add_option("-w,--weights", options.weights, "VAE weights (.safetensors or .pth); default $VAECODEC_WEIGHTS");
+  sub.add_option("-w,--weights", options.weights,
+                 "VAE weights (.safetensors or .pth); default $VAECODEC_WEIGHTS");
   sub.add_option("--device", options.device, "cpu, cuda or cuda:N (default: cuda when available)");
   sub.add_option("--dtype", options.dtype, "fp32, bf16 or fp16 (default: bf16 on CUDA, fp32 on the CPU)")
       ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16"}));
-  sub.add_option("--chunk", options.chunk, "latent frames per chunk (memory vs speed; the result is the same)")
+  sub.add_option("--chunk", options.chunk,
+                 "latent frames per chunk (memory vs speed; the result is the same)")
       ->check(CLI::PositiveNumber);
   if (video_out) {
     sub.add_option("--codec", options.codec, "video encoder, e.g. libx264 (default), libx265, ffv1");
@@ -166,12 +171,9 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
                    {"first_error", s.damage.first_error}};
   if (s.quality) {
     auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    j["quality"] = {{"psnr", number(s.quality->psnr)},
-                    {"mean_psnr", number(s.quality->mean_psnr)},
-                    {"min_psnr", number(s.quality->min_psnr)},
-                    {"ssim", number(s.quality->ssim)},
-                    {"min_ssim", number(s.quality->min_ssim)},
-                    {"metrics_file", options.metrics}};
+    j["quality"] = {{"psnr", number(s.quality->psnr)},         {"mean_psnr", number(s.quality->mean_psnr)},
+                    {"min_psnr", number(s.quality->min_psnr)}, {"ssim", number(s.quality->ssim)},
+                    {"min_ssim", number(s.quality->min_ssim)}, {"metrics_file", options.metrics}};
   }
   return j;
 }
@@ -189,9 +191,15 @@ void run_command(RunCommand command, const RunOptions& options) {
     const std::shared_ptr<core::VaeModel> model = load_model(options);
     io::RunSummary summary;
     switch (command) {
-      case RunCommand::kRoundtrip: summary = io::roundtrip(*model, options.input, options.output, pipeline); break;
-      case RunCommand::kEncode: summary = io::encode(*model, options.input, options.output, pipeline); break;
-      case RunCommand::kDecode: summary = io::decode(*model, options.input, options.output, pipeline); break;
+      case RunCommand::kRoundtrip:
+        summary = io::roundtrip(*model, options.input, options.output, pipeline);
+        break;
+      case RunCommand::kEncode:
+        summary = io::encode(*model, options.input, options.output, pipeline);
+        break;
+      case RunCommand::kDecode:
+        summary = io::decode(*model, options.input, options.output, pipeline);
+        break;
     }
     if (options.json) std::cout << summary_json(summary, options, *model).dump() << std::endl;
   } catch (const io::Interrupted&) {

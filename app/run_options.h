@@ -4,9 +4,9 @@
 #include <memory>
 #include <string>
 
+#include <torch/torch.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
 
 #include "core/vae_model.h"
 #include "io/pipeline.h"
@@ -25,12 +25,12 @@ struct RunOptions {
   std::string device = "auto";  // "cpu", "cuda", "cuda:N"; auto: cuda when available
   std::string dtype = "auto";   // "fp32", "bf16", "fp16"; auto: bf16 on CUDA, fp32 on the CPU
   int64_t chunk = core::ChunkOptions{}.latent_frames;  // latent frames per chunk
-  std::string codec;            // empty: libx264 for .mp4/.mkv/.mov, else the container's default
+  std::string codec;  // empty: libx264 for .mp4/.mkv/.mov, else the container's default
   int crf = 17;
   std::string preset;
-  std::string pixel_format;     // empty: follow the input
-  std::string fps;              // decode: "24" or "30000/1001", when the latent file has no frame rate
-  std::string metrics;            // roundtrip: per-frame PSNR/SSIM (.json or .csv)
+  std::string pixel_format;  // empty: follow the input
+  std::string fps;           // decode: "24" or "30000/1001", when the latent file has no frame rate
+  std::string metrics;       // roundtrip: per-frame PSNR/SSIM (.json or .csv)
   bool quiet = false;
   bool json = false;
   bool strict = false;
@@ -51,7 +51,8 @@ std::shared_ptr<core::VaeModel> load_model(const RunOptions& options);
 io::PipelineOptions pipeline_options(const RunOptions& options);
 
 // The --json summary: the run, its speed and peak memory (device and host).
-nlohmann::json summary_json(const io::RunSummary& summary, const RunOptions& options, const core::VaeModel& model);
+nlohmann::json summary_json(const io::RunSummary& summary, const RunOptions& options,
+                            const core::VaeModel& model);
 
 // Loads the model and runs `command` with SIGINT/SIGTERM handled (Note [Interrupts]): an interrupted run
 // removes its temporary output and exits with 130.

@@ -5,7 +5,9 @@ namespace F = torch::nn::functional;
 using torch::indexing::Slice;
 
 namespace {
-int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
 }  // namespace
 
 Geometry Geometry::of(const core::ModelInfo& info, int64_t width, int64_t height) {
@@ -23,7 +25,9 @@ int64_t padded_frame_count(int64_t frames, int64_t temporal_factor) {
   return 1 + round_up(frames - 1, temporal_factor);
 }
 
-bool has_frames(const torch::Tensor& t) { return t.defined() && t.dim() == 5 && t.size(2) > 0; }
+bool has_frames(const torch::Tensor& t) {
+  return t.defined() && t.dim() == 5 && t.size(2) > 0;
+}
 
 EncodeFeeder::EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry,
                            DeviceTransfer& transfer)
@@ -78,9 +82,9 @@ void DecodedFrameSink::push(const torch::Tensor& video) {
   dropped_ += frames - real;
   if (real == 0) return;
   // [1, 3, t, Hp, Wp] -> [t, 3, H, W]: one contiguous block per frame once downloaded.
-  const torch::Tensor cropped = video.index({0, Slice(), Slice(0, real), Slice(0, geometry_.height),
-                                             Slice(0, geometry_.width)})
-                                    .permute({1, 0, 2, 3});
+  const torch::Tensor cropped =
+      video.index({0, Slice(), Slice(0, real), Slice(0, geometry_.height), Slice(0, geometry_.width)})
+          .permute({1, 0, 2, 3});
   HostTensor host = transfer_.download(cropped);
   for (int64_t i = 0; i < real; ++i) {
     Timing timing = std::move(timings_.front());

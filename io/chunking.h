@@ -53,7 +53,7 @@ class EncodeFeeder {
   core::EncodeRun run_;
   Geometry geometry_;
   DeviceTransfer& transfer_;
-  int64_t group_;        // frames per push to the run: 1 + f * (L - 1) for the first chunk, f * L after
+  int64_t group_;  // frames per push to the run: 1 + f * (L - 1) for the first chunk, f * L after
   int64_t later_group_;
   std::vector<torch::Tensor> pending_;  // device frames [3, H, W]
   torch::Tensor last_;

@@ -8,21 +8,30 @@
 namespace vaecodec::io {
 namespace {
 
-// swscale only resamples chroma and packs planes (Note [Colour]); accurate rounding keeps that exact where it
-// can be.
-constexpr int kSwsFlags = SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT | SWS_FULL_CHR_H_INP;
+// swscale only resamples chroma and packs planes (Note [Colour]). Chroma is upsampled bicubically (what
+// players and the usual training pipelines do) and downsampled by area averaging, the better inverse of the
+// two: a 4:2:0 clip that goes through an exact model loses 39 dB PSNR-worth of chroma that way, against 36 dB
+// with bicubic both ways (testsrc2 at 70x42, the worst case; 46 and 43 dB at 640x360).
+constexpr int kUpsample = SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT;
+constexpr int kDownsample = SWS_AREA | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INP;
 
 // Luma weights Kr, Kb of a matrix (Kg = 1 - Kr - Kb); nullopt for the ones vaecodec does not convert.
 std::optional<std::pair<double, double>> luma_weights(AVColorSpace matrix) {
   switch (matrix) {
-    case AVCOL_SPC_BT709: return std::make_pair(0.2126, 0.0722);
-    case AVCOL_SPC_FCC: return std::make_pair(0.30, 0.11);
+    case AVCOL_SPC_BT709:
+      return std::make_pair(0.2126, 0.0722);
+    case AVCOL_SPC_FCC:
+      return std::make_pair(0.30, 0.11);
     case AVCOL_SPC_BT470BG:
-    case AVCOL_SPC_SMPTE170M: return std::make_pair(0.299, 0.114);
-    case AVCOL_SPC_SMPTE240M: return std::make_pair(0.212, 0.087);
+    case AVCOL_SPC_SMPTE170M:
+      return std::make_pair(0.299, 0.114);
+    case AVCOL_SPC_SMPTE240M:
+      return std::make_pair(0.212, 0.087);
     case AVCOL_SPC_BT2020_NCL:
-    case AVCOL_SPC_BT2020_CL: return std::make_pair(0.2627, 0.0593);
-    default: return std::nullopt;
+    case AVCOL_SPC_BT2020_CL:
+      return std::make_pair(0.2627, 0.0593);
+    default:
+      return std::nullopt;
   }
 }
 
@@ -45,29 +54,42 @@ int depth_of(AVPixelFormat format) {
 
 // The bit depths with planar 4:4:4 formats: 8, 9, 10, 12, 14, 16.
 int storage_depth(int bits) {
-  for (int d : {8, 9, 10, 12, 14}) if (bits <= d) return d;
+  for (int d : {8, 9, 10, 12, 14})
+    if (bits <= d) return d;
   return 16;
 }
 
 AVPixelFormat planar_rgb(int bits) {
   switch (storage_depth(bits)) {
-    case 8: return AV_PIX_FMT_GBRP;
-    case 9: return AV_PIX_FMT_GBRP9;
-    case 10: return AV_PIX_FMT_GBRP10;
-    case 12: return AV_PIX_FMT_GBRP12;
-    case 14: return AV_PIX_FMT_GBRP14;
-    default: return AV_PIX_FMT_GBRP16;
+    case 8:
+      return AV_PIX_FMT_GBRP;
+    case 9:
+      return AV_PIX_FMT_GBRP9;
+    case 10:
+      return AV_PIX_FMT_GBRP10;
+    case 12:
+      return AV_PIX_FMT_GBRP12;
+    case 14:
+      return AV_PIX_FMT_GBRP14;
+    default:
+      return AV_PIX_FMT_GBRP16;
   }
 }
 
 AVPixelFormat planar_yuv(int bits) {
   switch (storage_depth(bits)) {
-    case 8: return AV_PIX_FMT_YUV444P;
-    case 9: return AV_PIX_FMT_YUV444P9;
-    case 10: return AV_PIX_FMT_YUV444P10;
-    case 12: return AV_PIX_FMT_YUV444P12;
-    case 14: return AV_PIX_FMT_YUV444P14;
-    default: return AV_PIX_FMT_YUV444P16;
+    case 8:
+      return AV_PIX_FMT_YUV444P;
+    case 9:
+      return AV_PIX_FMT_YUV444P9;
+    case 10:
+      return AV_PIX_FMT_YUV444P10;
+    case 12:
+      return AV_PIX_FMT_YUV444P12;
+    case 14:
+      return AV_PIX_FMT_YUV444P14;
+    default:
+      return AV_PIX_FMT_YUV444P16;
   }
 }
 
@@ -87,15 +109,17 @@ FramePtr make_planar(AVPixelFormat format, int width, int height) {
   return frame;
 }
 
-SwsContextPtr make_sws(int src_w, int src_h, AVPixelFormat src, int dst_w, int dst_h, AVPixelFormat dst) {
-  SwsContextPtr sws(sws_getContext(src_w, src_h, without_jpeg_range(src), dst_w, dst_h, without_jpeg_range(dst),
-                                   kSwsFlags, nullptr, nullptr, nullptr));
+SwsContextPtr make_sws(int src_w, int src_h, AVPixelFormat src, int dst_w, int dst_h, AVPixelFormat dst,
+                       int flags) {
+  SwsContextPtr sws(sws_getContext(src_w, src_h, without_jpeg_range(src), dst_w, dst_h,
+                                   without_jpeg_range(dst), flags, nullptr, nullptr, nullptr));
   if (!sws)
     throw Error("swscale cannot convert " + pixel_format_name(src) + " " + std::to_string(src_w) + "x" +
                 std::to_string(src_h) + " to " + pixel_format_name(dst));
   // Same range flag on both sides: swscale moves samples and never converts the range (Note [Colour]).
   const int* coefficients = sws_getCoefficients(SWS_CS_DEFAULT);
-  sws_setColorspaceDetails(sws.get(), coefficients, 0, coefficients, 0, /*brightness=*/0, /*contrast=*/1 << 16,
+  sws_setColorspaceDetails(sws.get(), coefficients, 0, coefficients, 0, /*brightness=*/0,
+                           /*contrast=*/1 << 16,
                            /*saturation=*/1 << 16);
   return sws;
 }
@@ -104,7 +128,8 @@ SwsContextPtr make_sws(int src_w, int src_h, AVPixelFormat src, int dst_w, int d
 torch::Tensor plane_view(AVFrame* frame, int plane) {
   const bool wide = depth_of(static_cast<AVPixelFormat>(frame->format)) > 8;
   return torch::from_blob(frame->data[plane], {frame->height, frame->width},
-                          {frame->linesize[plane] / (wide ? 2 : 1), 1}, wide ? torch::kUInt16 : torch::kUInt8);
+                          {frame->linesize[plane] / (wide ? 2 : 1), 1},
+                          wide ? torch::kUInt16 : torch::kUInt8);
 }
 
 // GBR planar formats store G, B, R in planes 0, 1, 2; tensors are R, G, B.
@@ -117,7 +142,9 @@ E from_name(const std::string& name, int (*parse)(const char*), E fallback) {
   return value < 0 ? fallback : static_cast<E>(value);
 }
 
-std::string name_or_unknown(const char* name) { return name ? name : "unknown"; }
+std::string name_or_unknown(const char* name) {
+  return name ? name : "unknown";
+}
 
 }  // namespace
 
@@ -144,16 +171,24 @@ ColourTags colour_tags_from_names(const std::string& primaries, const std::strin
 
 AVPixelFormat without_jpeg_range(AVPixelFormat format) {
   switch (format) {
-    case AV_PIX_FMT_YUVJ420P: return AV_PIX_FMT_YUV420P;
-    case AV_PIX_FMT_YUVJ422P: return AV_PIX_FMT_YUV422P;
-    case AV_PIX_FMT_YUVJ444P: return AV_PIX_FMT_YUV444P;
-    case AV_PIX_FMT_YUVJ440P: return AV_PIX_FMT_YUV440P;
-    case AV_PIX_FMT_YUVJ411P: return AV_PIX_FMT_YUV411P;
-    default: return format;
+    case AV_PIX_FMT_YUVJ420P:
+      return AV_PIX_FMT_YUV420P;
+    case AV_PIX_FMT_YUVJ422P:
+      return AV_PIX_FMT_YUV422P;
+    case AV_PIX_FMT_YUVJ444P:
+      return AV_PIX_FMT_YUV444P;
+    case AV_PIX_FMT_YUVJ440P:
+      return AV_PIX_FMT_YUV440P;
+    case AV_PIX_FMT_YUVJ411P:
+      return AV_PIX_FMT_YUV411P;
+    default:
+      return format;
   }
 }
 
-bool is_rgb_format(AVPixelFormat format) { return carries_rgb(format); }
+bool is_rgb_format(AVPixelFormat format) {
+  return carries_rgb(format);
+}
 
 ColourDetails resolve_colour(AVPixelFormat format, const ColourTags& tags, int width, int height) {
   ColourDetails details;
@@ -176,7 +211,7 @@ void FrameToTensor::convert(const AVFrame* frame, torch::Tensor& out) {
   const int bits = depth_of(format);
   if (!sws_ || format != format_ || frame->width != source_width_ || frame->height != source_height_) {
     const AVPixelFormat planar = rgb ? planar_rgb(bits) : AV_PIX_FMT_YUV444P16;
-    sws_ = make_sws(frame->width, frame->height, format, width_, height_, planar);
+    sws_ = make_sws(frame->width, frame->height, format, width_, height_, planar, kUpsample);
     if (!planar_ || planar_->format != planar) planar_ = make_planar(planar, width_, height_);
     format_ = format;
     source_width_ = frame->width;
@@ -213,7 +248,7 @@ TensorToFrame::TensorToFrame(AVPixelFormat format, int width, int height, Colour
   const int bits = depth_of(format);
   const AVPixelFormat planar = carries_rgb(format) ? planar_rgb(bits) : planar_yuv(bits);
   if (planar != format) {
-    sws_ = make_sws(width, height, planar, width, height, format);
+    sws_ = make_sws(width, height, planar, width, height, format, kDownsample);
     planar_ = make_planar(planar, width, height);
   }
 }

@@ -12,11 +12,13 @@ namespace vaecodec::io {
 // The VAE sees RGB in [-1, 1]: R'G'B' as coded, not linear light, in the primaries of the source. vaecodec
 // therefore converts only the YUV <-> RGB matrix and the range, and carries primaries and transfer through as
 // tags (the output is tagged as the input was; nothing is re-graded).
-// - Matrix: the frame's own colorspace (BT.601 = SMPTE 170M = BT.470BG, BT.709, BT.2020 NCL, SMPTE 240M, FCC).
+// - Matrix: the frame's own colorspace (BT.601 = SMPTE 170M = BT.470BG, BT.709, BT.2020 NCL, SMPTE 240M,
+// FCC).
 //   When the file leaves it unspecified (or names one vaecodec cannot convert, such as YCgCo), vaecodec does
 //   what players do: BT.709 for HD (width >= 1280 or height >= 720), BT.601 below. BT.2020 CL is converted as
 //   NCL. RGB sources have no matrix.
-// - Range: the frame's color_range; unspecified means limited for YUV and gray, except the yuvj* formats, which
+// - Range: the frame's color_range; unspecified means limited for YUV and gray, except the yuvj* formats,
+// which
 //   are full range by definition. RGB is always full range.
 // - The same matrix and range are used both ways: the output is encoded with the input's matrix and range and
 //   tagged with them, so a limited-range BT.709 clip comes back limited-range BT.709.

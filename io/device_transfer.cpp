@@ -1,7 +1,7 @@
 #include "io/device_transfer.h"
 
-#include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -10,7 +10,8 @@
 namespace vaecodec::io {
 
 struct DeviceTransfer::Cuda {
-  explicit Cuda(c10::DeviceIndex index) : copy(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, index)) {}
+  explicit Cuda(c10::DeviceIndex index)
+      : copy(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, index)) {}
   c10::cuda::CUDAStream copy;
 };
 
@@ -20,7 +21,8 @@ void HostTensor::wait() const {
 
 DeviceTransfer::DeviceTransfer(torch::Device device) : device_(device) {
   if (!device.is_cuda()) return;
-  if (!torch::cuda::is_available()) throw Error("device " + device.str() + " asked for, but CUDA is not available");
+  if (!torch::cuda::is_available())
+    throw Error("device " + device.str() + " asked for, but CUDA is not available");
   const c10::DeviceIndex index = device.has_index() ? device.index() : c10::cuda::current_device();
   device_ = torch::Device(torch::kCUDA, index);
   cuda_ = std::make_unique<Cuda>(index);
@@ -50,7 +52,8 @@ HostTensor DeviceTransfer::download(const torch::Tensor& device_tensor) {
   c10::cuda::CUDAEvent computed;
   computed.record(compute);
   computed.block(cuda_->copy);
-  torch::Tensor host = torch::empty(source.sizes(), torch::TensorOptions().dtype(torch::kFloat).pinned_memory(true));
+  torch::Tensor host =
+      torch::empty(source.sizes(), torch::TensorOptions().dtype(torch::kFloat).pinned_memory(true));
   auto ready = std::make_shared<c10::cuda::CUDAEvent>();
   {
     c10::cuda::CUDAStreamGuard guard(cuda_->copy);

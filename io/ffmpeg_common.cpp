@@ -34,6 +34,8 @@ std::string pixel_format_name(AVPixelFormat format) {
   return name ? name : "none";
 }
 
-void set_ffmpeg_log_level(int level) { av_log_set_level(level); }
+void set_ffmpeg_log_level(int level) {
+  av_log_set_level(level);
+}
 
 }  // namespace vaecodec::io

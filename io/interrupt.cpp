@@ -28,14 +28,20 @@ InterruptHandler::~InterruptHandler() {
   sigaction(SIGTERM, &previous_term_, nullptr);
 }
 
-bool interrupted() { return g_signal.load(std::memory_order_relaxed) != 0; }
+bool interrupted() {
+  return g_signal.load(std::memory_order_relaxed) != 0;
+}
 
 void throw_if_interrupted() {
   if (interrupted()) throw Interrupted();
 }
 
-void set_interrupted(bool value) { g_signal.store(value ? SIGINT : 0); }
+void set_interrupted(bool value) {
+  g_signal.store(value ? SIGINT : 0);
+}
 
-int ffmpeg_interrupt_callback(void*) { return interrupted() ? 1 : 0; }
+int ffmpeg_interrupt_callback(void*) {
+  return interrupted() ? 1 : 0;
+}
 
 }  // namespace vaecodec::io

@@ -39,7 +39,8 @@ TempOutput::~TempOutput() {
 void TempOutput::commit() {
   std::error_code error;
   fs::rename(temp_, final_, error);
-  if (error) throw Error("cannot rename " + temp_.string() + " to " + final_.string() + ": " + error.message());
+  if (error)
+    throw Error("cannot rename " + temp_.string() + " to " + final_.string() + ": " + error.message());
   committed_ = true;
 }
 

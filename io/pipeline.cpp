@@ -34,7 +34,9 @@ ProgressOptions quiet_if(bool quiet) {
   return progress;
 }
 
-bool valid(AVRational q) { return q.num > 0 && q.den > 0; }
+bool valid(AVRational q) {
+  return q.num > 0 && q.den > 0;
+}
 
 // One warning line for what a damaged input lost (Note [Damaged input]), one for repaired timestamps.
 void report_damage(const VideoReader& reader, int64_t frames) {
@@ -47,7 +49,8 @@ void report_damage(const VideoReader& reader, int64_t frames) {
     if (d.damaged_frames) add(std::to_string(d.damaged_frames) + " frames with concealed errors");
     if (d.read_error) add("reading stopped early");
     std::string decoded = "; " + std::to_string(frames) + " frames decoded";
-    if (d.expected_frames > frames) decoded += " of the " + std::to_string(d.expected_frames) + " the file lists";
+    if (d.expected_frames > frames)
+      decoded += " of the " + std::to_string(d.expected_frames) + " the file lists";
     warn(name + " is damaged: " + what + decoded + " (" + d.first_error + ")");
   }
   if (d.fixed_timestamps)
@@ -61,10 +64,16 @@ void check_latent_extension(const fs::path& path) {
     throw Error("latent file " + path.string() + " must end in .safetensors or .latent");
 }
 
-std::string name_of(const char* name) { return name ? name : ""; }
+std::string name_of(const char* name) {
+  return name ? name : "";
+}
 
-LatentMeta::Rational rational(AVRational q) { return {q.num, q.den}; }
-AVRational rational(LatentMeta::Rational q) { return {q.num, q.den}; }
+LatentMeta::Rational rational(AVRational q) {
+  return {q.num, q.den};
+}
+AVRational rational(LatentMeta::Rational q) {
+  return {q.num, q.den};
+}
 
 }  // namespace
 
@@ -115,8 +124,8 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   decode(feeder.finish());
   sink.push(decoder.finish());
   if (sink.emitted() != feeder.frames())
-    throw Error("roundtrip of " + input.string() + " produced " + std::to_string(sink.emitted()) + " frames for " +
-                std::to_string(feeder.frames()));
+    throw Error("roundtrip of " + input.string() + " produced " + std::to_string(sink.emitted()) +
+                " frames for " + std::to_string(feeder.frames()));
   writing.finish();
   if (meter) meter->write(options.metrics);
   temp.commit();
@@ -130,7 +139,8 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   summary.frames = feeder.frames();
   summary.width = format.width;
   summary.height = format.height;
-  summary.latent_shape = {1, info.latent_channels, latent_frames, geometry.padded_height / info.spatial_factor,
+  summary.latent_shape = {1, info.latent_channels, latent_frames,
+                          geometry.padded_height / info.spatial_factor,
                           geometry.padded_width / info.spatial_factor};
   summary.codec = writer.codec_name();
   summary.pixel_format = pixel_format_name(writer.pixel_format());
@@ -230,7 +240,8 @@ DecodePlan plan_decode(const LatentFile& file, const core::ModelInfo& info, cons
   const LatentMeta& meta = file.meta;
   const torch::Tensor& z = file.latents;
   if (z.size(0) != 1)
-    throw Error(input.string() + " holds a batch of " + std::to_string(z.size(0)) + " videos; decode takes one");
+    throw Error(input.string() + " holds a batch of " + std::to_string(z.size(0)) +
+                " videos; decode takes one");
   const int64_t padded_w = z.size(4) * info.spatial_factor, padded_h = z.size(3) * info.spatial_factor;
   const int64_t padded_frames = 1 + info.temporal_factor * (z.size(2) - 1);
 
@@ -242,8 +253,9 @@ DecodePlan plan_decode(const LatentFile& file, const core::ModelInfo& info, cons
   if (f.width <= 0 || f.height <= 0 || f.width > padded_w || f.height > padded_h || plan.frames <= 0 ||
       plan.frames > padded_frames)
     throw Error(input.string() + ": its record (" + std::to_string(f.width) + "x" + std::to_string(f.height) +
-                ", " + std::to_string(plan.frames) + " frames) does not fit its latents (" + std::to_string(padded_w) +
-                "x" + std::to_string(padded_h) + ", at most " + std::to_string(padded_frames) + " frames)");
+                ", " + std::to_string(plan.frames) + " frames) does not fit its latents (" +
+                std::to_string(padded_w) + "x" + std::to_string(padded_h) + ", at most " +
+                std::to_string(padded_frames) + " frames)");
 
   if (meta.time_base && meta.pts.size() == static_cast<size_t>(plan.frames)) {
     f.time_base = rational(*meta.time_base);
@@ -265,7 +277,8 @@ DecodePlan plan_decode(const LatentFile& file, const core::ModelInfo& info, cons
 
   const AVPixelFormat pix = av_get_pix_fmt(meta.pixel_format.c_str());
   f.pixel_format = pix != AV_PIX_FMT_NONE ? pix : AV_PIX_FMT_YUV420P;
-  f.colour = colour_tags_from_names(meta.colour_primaries, meta.colour_transfer, meta.colour_matrix, meta.colour_range);
+  f.colour = colour_tags_from_names(meta.colour_primaries, meta.colour_transfer, meta.colour_matrix,
+                                    meta.colour_range);
   return plan;
 }
 
@@ -303,8 +316,8 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
   }
   sink.push(decoder.finish());
   if (sink.emitted() != plan.frames)
-    throw Error("decoding " + input.string() + " produced " + std::to_string(sink.emitted()) + " frames for " +
-                std::to_string(plan.frames));
+    throw Error("decoding " + input.string() + " produced " + std::to_string(sink.emitted()) +
+                " frames for " + std::to_string(plan.frames));
   writing.finish();
   temp.commit();
   progress.finish();

@@ -31,30 +31,30 @@ struct RunSummary {
   std::string command;  // "roundtrip", "encode", "decode"
   std::filesystem::path input;
   std::filesystem::path output;
-  int64_t frames = 0;        // frames read (encode, roundtrip) or written (decode)
+  int64_t frames = 0;  // frames read (encode, roundtrip) or written (decode)
   int64_t width = 0, height = 0;
-  std::vector<int64_t> latent_shape;  // [B, C, T, h, w]
-  double seconds = 0;        // wall time of the run, opening to renaming
-  std::string codec;         // video encoder of the output (roundtrip, decode)
-  std::string pixel_format;  // of the output video
-  int audio_streams = 0;     // copied into the output
-  DecodeDamage damage;       // what the input lost (roundtrip, encode)
+  std::vector<int64_t> latent_shape;      // [B, C, T, h, w]
+  double seconds = 0;                     // wall time of the run, opening to renaming
+  std::string codec;                      // video encoder of the output (roundtrip, decode)
+  std::string pixel_format;               // of the output video
+  int audio_streams = 0;                  // copied into the output
+  DecodeDamage damage;                    // what the input lost (roundtrip, encode)
   std::optional<QualitySummary> quality;  // with PipelineOptions::metrics
 };
 
 // Decodes `input`, runs every frame through the model's encoder and decoder, and writes `output` with the
 // input's size, frame count, timestamps, colour tags and audio (Note [Pipeline], Note [Padding]).
-RunSummary roundtrip(core::VaeModel& model, const std::filesystem::path& input, const std::filesystem::path& output,
-                     const PipelineOptions& options = {});
+RunSummary roundtrip(core::VaeModel& model, const std::filesystem::path& input,
+                     const std::filesystem::path& output, const PipelineOptions& options = {});
 
 // Decodes `input` and writes its latents with everything decode() needs to rebuild the video (LatentMeta):
 // .safetensors or ComfyUI's .latent, by extension.
-RunSummary encode(core::VaeModel& model, const std::filesystem::path& input, const std::filesystem::path& output,
-                  const PipelineOptions& options = {});
+RunSummary encode(core::VaeModel& model, const std::filesystem::path& input,
+                  const std::filesystem::path& output, const PipelineOptions& options = {});
 
 // Decodes a latent file into a video with the size, frame count, timing and colour its record gives.
-RunSummary decode(core::VaeModel& model, const std::filesystem::path& input, const std::filesystem::path& output,
-                  const PipelineOptions& options = {});
+RunSummary decode(core::VaeModel& model, const std::filesystem::path& input,
+                  const std::filesystem::path& output, const PipelineOptions& options = {});
 
 // The normalization a model's latents carry, for .latent files (Note [latent files]).
 LatentNormalization latent_normalization(const core::ModelInfo& info);

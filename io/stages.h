@@ -54,8 +54,8 @@ class ReaderStage {
 
 // One frame on its way to the writer.
 struct OutputFrame {
-  HostTensor chunk;         // the download the frame is part of: wait for it before reading `rgb`
-  torch::Tensor rgb;        // [3, H, W] float, a view into chunk.tensor
+  HostTensor chunk;   // the download the frame is part of: wait for it before reading `rgb`
+  torch::Tensor rgb;  // [3, H, W] float, a view into chunk.tensor
   int64_t pts = 0;
   int64_t duration = 0;
   torch::Tensor reference;  // the input frame [3, H, W] in [-1, 1] for quality metrics; undefined: none
@@ -64,7 +64,8 @@ struct OutputFrame {
 // Runs a VideoWriter on a thread of its own; also measures quality and reports progress when given those.
 class WriterStage {
  public:
-  WriterStage(VideoWriter& writer, size_t capacity, PacketQueue* audio, QualityMeter* meter, Progress* progress);
+  WriterStage(VideoWriter& writer, size_t capacity, PacketQueue* audio, QualityMeter* meter,
+              Progress* progress);
   ~WriterStage();
   WriterStage(const WriterStage&) = delete;
   WriterStage& operator=(const WriterStage&) = delete;

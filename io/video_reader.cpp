@@ -7,7 +7,9 @@
 namespace vaecodec::io {
 namespace {
 
-bool valid(AVRational q) { return q.num > 0 && q.den > 0; }
+bool valid(AVRational q) {
+  return q.num > 0 && q.den > 0;
+}
 
 }  // namespace
 
@@ -62,7 +64,8 @@ VideoReader::VideoReader(const std::filesystem::path& path, ReaderOptions option
   format_.height = frame_->height;
   format_.pixel_format = static_cast<AVPixelFormat>(frame_->format);
   format_.colour = colour_tags_of(frame_.get());
-  format_.sample_aspect_ratio = av_guess_sample_aspect_ratio(raw, const_cast<AVStream*>(stream_), frame_.get());
+  format_.sample_aspect_ratio =
+      av_guess_sample_aspect_ratio(raw, const_cast<AVStream*>(stream_), frame_.get());
   converter_.emplace(format_.width, format_.height);
 }
 
@@ -153,7 +156,8 @@ bool VideoReader::feed_decoder() {
       }
       return true;
     }
-    if (audio_sink_ && format_ctx_->streams[packet_->stream_index]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
+    if (audio_sink_ &&
+        format_ctx_->streams[packet_->stream_index]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
       PacketPtr copy = make_packet();
       av_packet_move_ref(copy.get(), packet_.get());
       audio_sink_(std::move(copy));
@@ -163,10 +167,10 @@ bool VideoReader::feed_decoder() {
 }
 
 // Note [Timestamps]
-// A frame keeps the pts the file gave it (best_effort_timestamp, in the stream's time base), so variable frame
-// rates survive; pts are never counted up from a frame number. Two exceptions, both counted as fixed
-// timestamps: a frame without any pts gets the previous one plus the previous duration, and a pts that does not
-// increase (broken files; encoders and muxers refuse those) becomes the previous one plus one tick.
+// A frame keeps the pts the file gave it (best_effort_timestamp, in the stream's time base), so variable
+// frame rates survive; pts are never counted up from a frame number. Two exceptions, both counted as fixed
+// timestamps: a frame without any pts gets the previous one plus the previous duration, and a pts that does
+// not increase (broken files; encoders and muxers refuse those) becomes the previous one plus one tick.
 // Padding frames (Note [Padding]) never get a pts: they are cut before the writer.
 void VideoReader::fill(const AVFrame* frame, VideoFrame& out) {
   int64_t pts = frame->best_effort_timestamp;

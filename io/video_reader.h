@@ -20,17 +20,17 @@ struct VideoFormat {
   int width = 0;
   int height = 0;
   AVPixelFormat pixel_format = AV_PIX_FMT_NONE;
-  AVRational time_base{1, 1};           // every pts is in it
-  AVRational frame_rate{0, 1};          // average frame rate; 0/1 when the file does not say
+  AVRational time_base{1, 1};   // every pts is in it
+  AVRational frame_rate{0, 1};  // average frame rate; 0/1 when the file does not say
   AVRational sample_aspect_ratio{0, 1};
   ColourTags colour;
 };
 
 // One decoded frame, ready for the model.
 struct VideoFrame {
-  torch::Tensor rgb;      // [3, H, W] float32 in [-1, 1] on the CPU (pinned when asked for)
-  int64_t pts = 0;        // in VideoFormat::time_base (Note [Timestamps] in video_reader.cpp)
-  int64_t duration = 0;   // in VideoFormat::time_base; 0 when unknown
+  torch::Tensor rgb;     // [3, H, W] float32 in [-1, 1] on the CPU (pinned when asked for)
+  int64_t pts = 0;       // in VideoFormat::time_base (Note [Timestamps] in video_reader.cpp)
+  int64_t duration = 0;  // in VideoFormat::time_base; 0 when unknown
 };
 
 // An audio stream of the input that the output copies packet by packet.
@@ -47,12 +47,12 @@ struct ReaderOptions {
 
 // What the reader could not decode (Note [Damaged input]).
 struct DecodeDamage {
-  int64_t bad_packets = 0;      // packets the decoder refused
-  int64_t damaged_frames = 0;   // frames decoded with concealed errors
-  int64_t fixed_timestamps = 0; // frames whose pts was missing or out of order (Note [Timestamps])
-  bool read_error = false;      // the file ended in an error rather than a clean end
-  std::string first_error;      // FFmpeg's message for the first problem
-  int64_t expected_frames = 0;  // the container's frame count, 0 when it does not say
+  int64_t bad_packets = 0;       // packets the decoder refused
+  int64_t damaged_frames = 0;    // frames decoded with concealed errors
+  int64_t fixed_timestamps = 0;  // frames whose pts was missing or out of order (Note [Timestamps])
+  bool read_error = false;       // the file ended in an error rather than a clean end
+  std::string first_error;       // FFmpeg's message for the first problem
+  int64_t expected_frames = 0;   // the container's frame count, 0 when it does not say
   bool any() const { return bad_packets || damaged_frames || read_error; }
 };
 

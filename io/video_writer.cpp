@@ -12,7 +12,9 @@ extern "C" {
 namespace vaecodec::io {
 namespace {
 
-bool valid(AVRational q) { return q.num > 0 && q.den > 0; }
+bool valid(AVRational q) {
+  return q.num > 0 && q.den > 0;
+}
 
 bool has_option(const AVCodec* codec, const char* name) {
   return codec->priv_class && av_opt_find2(const_cast<AVClass**>(&codec->priv_class), name, nullptr, 0,
@@ -27,20 +29,21 @@ AVPixelFormat choose_pixel_format(const AVCodec* codec, AVPixelFormat wanted, co
   for (const AVPixelFormat* p = list; *p != AV_PIX_FMT_NONE; ++p)
     if (sws_isSupportedOutput(*p)) usable.push_back(*p);
   if (usable.empty())
-    throw Error("the " + std::string(codec->name) + " encoder takes no pixel format vaecodec can make (" + name +
-                ")");
+    throw Error("the " + std::string(codec->name) + " encoder takes no pixel format vaecodec can make (" +
+                name + ")");
   for (AVPixelFormat candidate : {wanted, without_jpeg_range(wanted)})
     for (AVPixelFormat p : usable)
       if (p == candidate) return p;
   usable.push_back(AV_PIX_FMT_NONE);
-  return avcodec_find_best_pix_fmt_of_list(usable.data(), without_jpeg_range(wanted), /*has_alpha=*/0, nullptr);
+  return avcodec_find_best_pix_fmt_of_list(usable.data(), without_jpeg_range(wanted), /*has_alpha=*/0,
+                                           nullptr);
 }
 
 // Note [Output colour tags]
-// The output carries the input's tags (Note [Colour]). Where the output's pixel format cannot hold them as they
-// are, the tags say what was written: an RGB input encoded as YUV gets the matrix it was converted with (and
-// limited range), a yuvj* input written as yuv* gets an explicit full range, a YUV input written as RGB is
-// tagged RGB, full range.
+// The output carries the input's tags (Note [Colour]). Where the output's pixel format cannot hold them as
+// they are, the tags say what was written: an RGB input encoded as YUV gets the matrix it was converted with
+// (and limited range), a yuvj* input written as yuv* gets an explicit full range, a YUV input written as RGB
+// is tagged RGB, full range.
 ColourTags output_tags(const VideoFormat& format, AVPixelFormat out_format) {
   ColourTags tags = format.colour;
   const bool in_rgb = is_rgb_format(format.pixel_format);
@@ -71,9 +74,13 @@ const AVOutputFormat* output_container(const std::filesystem::path& name) {
   return container;
 }
 
-VideoWriter::VideoWriter(const std::filesystem::path& path, const std::filesystem::path& name, VideoFormat format,
-                         WriterOptions options, const std::vector<AudioStream>& audio)
-    : path_(path), name_(name), format_(format), options_(std::move(options)), audio_in_(audio),
+VideoWriter::VideoWriter(const std::filesystem::path& path, const std::filesystem::path& name,
+                         VideoFormat format, WriterOptions options, const std::vector<AudioStream>& audio)
+    : path_(path),
+      name_(name),
+      format_(format),
+      options_(std::move(options)),
+      audio_in_(audio),
       packet_(make_packet()) {
   container_ = output_container(name);
   if (options_.codec.empty()) {
@@ -123,17 +130,19 @@ void VideoWriter::open(int width, int height) {
     av_dict_set(&settings, "preset", options_.preset.c_str(), 0);
   const int opened = avcodec_open2(enc, codec_, &settings);
   av_dict_free(&settings);
-  check_av(opened, "cannot open the " + codec_name_ + " encoder (" + pixel_format_name(pixel_format_) + ", " +
-                       std::to_string(width) + "x" + std::to_string(height) + ") for",
+  check_av(opened,
+           "cannot open the " + codec_name_ + " encoder (" + pixel_format_name(pixel_format_) + ", " +
+               std::to_string(width) + "x" + std::to_string(height) + ") for",
            name_);
 
   AVFormatContext* raw = nullptr;
-  check_av(avformat_alloc_output_context2(&raw, container_, nullptr, path_.c_str()), "cannot set up the muxer for",
-           name_);
+  check_av(avformat_alloc_output_context2(&raw, container_, nullptr, path_.c_str()),
+           "cannot set up the muxer for", name_);
   muxer_.reset(raw);
   video_stream_ = avformat_new_stream(raw, nullptr);
   if (!video_stream_) throw Error("cannot add a video stream to " + name_.string());
-  check_av(avcodec_parameters_from_context(video_stream_->codecpar, enc), "cannot set the video stream of", name_);
+  check_av(avcodec_parameters_from_context(video_stream_->codecpar, enc), "cannot set the video stream of",
+           name_);
   video_stream_->time_base = enc->time_base;
   video_stream_->avg_frame_rate = enc->framerate;
   video_stream_->sample_aspect_ratio = enc->sample_aspect_ratio;
@@ -146,7 +155,8 @@ void VideoWriter::open(int width, int height) {
     }
     AVStream* out = avformat_new_stream(raw, nullptr);
     if (!out) throw Error("cannot add an audio stream to " + name_.string());
-    check_av(avcodec_parameters_copy(out->codecpar, in.parameters), "cannot copy an audio stream into", name_);
+    check_av(avcodec_parameters_copy(out->codecpar, in.parameters), "cannot copy an audio stream into",
+             name_);
     out->codecpar->codec_tag = 0;  // the input container's tag may mean nothing in this one
     out->time_base = in.time_base;
     audio_map_[in.index] = {in.time_base, out};

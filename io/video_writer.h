@@ -75,8 +75,8 @@ class VideoWriter {
     AVStream* stream;
   };
   std::vector<AudioStream> audio_in_;
-  std::map<int, AudioOut> audio_map_;  // input stream index -> output stream
-  std::vector<PacketPtr> early_audio_;  // audio that arrived before the header was written
+  std::map<int, AudioOut> audio_map_;     // input stream index -> output stream
+  std::vector<PacketPtr> early_audio_;    // audio that arrived before the header was written
   std::map<int64_t, int64_t> durations_;  // pts -> duration of frames still inside the encoder
   std::optional<TensorToFrame> converter_;
   FramePtr frame_;

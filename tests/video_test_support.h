@@ -33,7 +33,9 @@ inline int shell(const std::string& command) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-inline std::string quote(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
+inline std::string quote(const std::filesystem::path& path) {
+  return "'" + path.string() + "'";
+}
 
 // Makes a clip with the ffmpeg program: `args` go between the global options and the output name.
 inline std::filesystem::path make_clip(const std::filesystem::path& path, const std::string& args) {
@@ -84,7 +86,8 @@ class ScratchDir {
   }
   ~ScratchDir() {
     std::error_code ignored;
-    for (std::filesystem::directory_iterator it(path_, ignored), end; !ignored && it != end; it.increment(ignored))
+    for (std::filesystem::directory_iterator it(path_, ignored), end; !ignored && it != end;
+         it.increment(ignored))
       ::unlink(it->path().c_str());
     ::rmdir(path_.c_str());
   }
@@ -97,7 +100,9 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
-inline std::filesystem::path tiny_weights() { return data_dir() / "wan21-tiny" / "weights.safetensors"; }
+inline std::filesystem::path tiny_weights() {
+  return data_dir() / "wan21-tiny" / "weights.safetensors";
+}
 
 // Files in a directory, by name.
 inline std::vector<std::string> list_dir(const std::filesystem::path& dir) {
@@ -129,8 +134,8 @@ inline Probe probe(const std::filesystem::path& path) {
   check_av(avformat_open_input(&raw, path.c_str(), nullptr, nullptr), "probe: cannot open", path);
   InputFormatPtr format(raw);
   check_av(avformat_find_stream_info(raw, nullptr), "probe: no stream info in", path);
-  const int index = check_av(av_find_best_stream(raw, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0), "probe: no video in",
-                             path);
+  const int index =
+      check_av(av_find_best_stream(raw, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0), "probe: no video in", path);
   AVStream* stream = raw->streams[index];
   const AVCodec* codec = avcodec_find_decoder(stream->codecpar->codec_id);
   CodecContextPtr decoder(avcodec_alloc_context3(codec));
@@ -168,8 +173,7 @@ inline Probe probe(const std::filesystem::path& path) {
       receive();
     } else if (st->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
       ++p.audio_packets;
-      p.audio_seconds =
-          std::max(p.audio_seconds, (packet->pts + packet->duration) * av_q2d(st->time_base));
+      p.audio_seconds = std::max(p.audio_seconds, (packet->pts + packet->duration) * av_q2d(st->time_base));
     }
     av_packet_unref(packet.get());
   }
@@ -217,7 +221,8 @@ class PassThroughVae : public core::VaeModel {
     if (!slot.started) {
       slot.started = true;
       const torch::Tensor first = x.narrow(2, 0, 1);
-      parts.push_back(fold(torch::cat({first, torch::zeros_like(first).expand({-1, -1, kT - 1, -1, -1})}, 2)));
+      parts.push_back(
+          fold(torch::cat({first, torch::zeros_like(first).expand({-1, -1, kT - 1, -1, -1})}, 2)));
       rest = x.narrow(2, 1, x.size(2) - 1);
     }
     for (int64_t t = 0; t + kT <= rest.size(2); t += kT) parts.push_back(fold(rest.narrow(2, t, kT)));
@@ -242,11 +247,15 @@ class PassThroughVae : public core::VaeModel {
   // [B, 3, 4, H, W] -> [B, 768, H/8, W/8]
   static torch::Tensor fold(const torch::Tensor& x) {
     const int64_t b = x.size(0), h = x.size(3) / kS, w = x.size(4) / kS;
-    return x.reshape({b, 3, kT, h, kS, w, kS}).permute({0, 1, 2, 4, 6, 3, 5}).reshape({b, 3 * kT * kS * kS, h, w});
+    return x.reshape({b, 3, kT, h, kS, w, kS})
+        .permute({0, 1, 2, 4, 6, 3, 5})
+        .reshape({b, 3 * kT * kS * kS, h, w});
   }
   static torch::Tensor unfold(const torch::Tensor& z) {
     const int64_t b = z.size(0), h = z.size(2), w = z.size(3);
-    return z.reshape({b, 3, kT, kS, kS, h, w}).permute({0, 1, 2, 5, 3, 6, 4}).reshape({b, 3, kT, h * kS, w * kS});
+    return z.reshape({b, 3, kT, kS, kS, h, w})
+        .permute({0, 1, 2, 5, 3, 6, 4})
+        .reshape({b, 3, kT, h * kS, w * kS});
   }
   core::ModelInfo info_;
   torch::Tensor anchor_;
