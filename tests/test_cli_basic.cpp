@@ -1,0 +1,72 @@
+// The first commands, run as a user runs them: --version, info, inspect.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <sys/wait.h>
+
+#include "tests/test_support.h"
+
+namespace vaecodec::test {
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run_cli(const std::string& args) {
+  Result r;
+  const std::string command = std::string(VAECODEC_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buffer{};
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.out.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("vaecodec --version names the version", "[cli][basic]") {
+  const auto r = run_cli("--version");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains(std::string("vaecodec ") + VAECODEC_VERSION));
+}
+
+TEST_CASE("vaecodec info lists the library versions and the GPUs", "[cli][basic]") {
+  const auto r = run_cli("info");
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("LibTorch    2.11.0") && Catch::Contains("CUDA") && Catch::Contains("cuDNN") &&
+                        Catch::Contains("FFmpeg      5.1"));
+  CHECK_THAT(r.out, Catch::Contains("GPU "));
+  const auto j = nlohmann::json::parse(run_cli("info --json").out);
+  CHECK(j.at("libtorch") == "2.11.0");
+  CHECK(j.at("gpus").is_array());
+  if (j.at("gpus").empty()) CHECK_THAT(r.out, Catch::Contains("no CUDA device"));
+}
+
+TEST_CASE("vaecodec inspect describes a weights file", "[cli][basic]") {
+  const auto path = (data_dir() / "wan21-tiny" / "weights.pth").string();
+  const auto r = run_cli("inspect " + path);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("pth (original layout)") && Catch::Contains("wan2.1-vae") &&
+                        Catch::Contains("\"dim\":8") && Catch::Contains("16 channels, 8x space, 4x time"));
+  const auto j = nlohmann::json::parse(run_cli("inspect --json " + path).out);
+  CHECK(j.at("model") == "wan2.1-vae");
+  CHECK(j.at("tensors") == 194);  // the tiny model has the released model's tensor names
+  int64_t params = 0;
+  for (const auto& [name, t] : read_tensors(data_dir() / "wan21-tiny" / "weights.safetensors")) params += t.numel();
+  CHECK(j.at("parameters") == params);
+  CHECK(j.at("dtypes").at("Float") == 194);
+
+  const auto bad = run_cli("inspect " + (data_dir() / "wan21-tiny" / "meta.json").string());
+  CHECK(bad.status == 1);
+  CHECK_THAT(bad.out, Catch::StartsWith("vaecodec: error: ") && Catch::Contains("meta.json: not a checkpoint"));
+}
+
+}  // namespace vaecodec::test
