@@ -17,7 +17,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER
   >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
 step build
 ninja -C "$BUILD" >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; exit 1; }
-"$BUILD/app/vaecodec" info | tee "$OUT/info.txt"
+"$BUILD/vaecodec" info | tee "$OUT/info.txt"
 
 if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   step tests
@@ -28,11 +28,11 @@ fi
 
 step benchmarks
 for spec in ${BENCH:-decode:1280x720 encode:1280x720 decode:832x480 encode:832x480}; do
-  "$BUILD/app/vaecodec" bench --random --op "${spec%%:*}" --size "${spec#*:}" --frames 81 --dtype bf16 --chunk "${BENCH_CHUNK:-1}" \
+  "$BUILD/vaecodec" bench --random --op "${spec%%:*}" --size "${spec#*:}" --frames 81 --dtype bf16 --chunk "${BENCH_CHUNK:-1}" \
     --runs 3 --json | tee -a "$OUT/bench.jsonl"
 done
-"$BUILD/app/vaecodec" bench --random --op decode --size 256x256 --frames 17 --dtype bf16 --accuracy --json | tee -a "$OUT/bench.jsonl"
-"$BUILD/app/vaecodec" bench --random --op encode --size 256x256 --frames 17 --dtype bf16 --accuracy --json | tee -a "$OUT/bench.jsonl"
+"$BUILD/vaecodec" bench --random --op decode --size 256x256 --frames 17 --dtype bf16 --accuracy --json | tee -a "$OUT/bench.jsonl"
+"$BUILD/vaecodec" bench --random --op encode --size 256x256 --frames 17 --dtype bf16 --accuracy --json | tee -a "$OUT/bench.jsonl"
 
 if [[ "${SKIP_ROUNDTRIP:-0}" != 1 ]]; then
   step "file-to-file roundtrip 1280x720x81 bf16"
@@ -56,10 +56,10 @@ PY
     -c:v libx264 -pix_fmt yuv420p /tmp/clip720.mp4
   for i in 1 2; do
     start=$(date +%s.%N)
-    "$BUILD/app/vaecodec" roundtrip /tmp/clip720.mp4 -o /tmp/rt720.mp4 --weights /tmp/wan21_random.pth \
+    "$BUILD/vaecodec" roundtrip /tmp/clip720.mp4 -o /tmp/rt720.mp4 --weights /tmp/wan21_random.pth \
       --device cuda --dtype bf16 --json --quiet | tee -a "$OUT/roundtrip.jsonl"
     python3 -c "import time; print(\"roundtrip wall %.2f s\" % (time.time() - $start))"
   done
-  "$BUILD/app/vaecodec" bench --weights /tmp/wan21_random.pth --op roundtrip --size 1280x720 --frames 81 --dtype bf16 \
+  "$BUILD/vaecodec" bench --weights /tmp/wan21_random.pth --op roundtrip --size 1280x720 --frames 81 --dtype bf16 \
     --runs 2 --json | tee -a "$OUT/bench.jsonl"
 fi
