@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cmath>
 #include <iomanip>
+#include <limits>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -13,11 +14,15 @@
 #include <torch/torch.h>
 
 #include "app/commands.h"
+#include "app/memory_options.h"
 #include "app/run_options.h"
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/flops.h"
+#include "core/stage_timer.h"
 #include "core/model_registry.h"
+#include "core/planner.h"
+#include "core/tiling.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::app {
@@ -38,22 +43,53 @@ struct BenchOptions {
   bool accuracy = false;
   bool autotune = true;
   bool json = false;
+  std::string layout = "auto";  // auto, channels-last or contiguous (Note [Channels-last])
+  bool profile = false;         // time and FLOPs per stage (Note [Stage timing])
+  bool compare_untiled = false;  // tiled plans: also run untiled and report the difference
+  MemoryOptions memory;
 };
+
+std::optional<bool> channels_last_option(const std::string& layout) {
+  if (layout == "auto") return std::nullopt;
+  if (layout == "channels-last") return true;
+  if (layout == "contiguous") return false;
+  throw Error("--layout: expected auto, channels-last or contiguous, got '" + layout + "'");
+}
 
 void synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
-// One operation over the whole clip, in chunks, as the tool runs it.
+// One operation over the whole clip, in the plan's chunks and tiles, as the tool runs it.
 torch::Tensor run_op(core::VaeModel& model, const std::string& op, const torch::Tensor& video,
-                     const torch::Tensor& latents, core::ChunkOptions chunks) {
-  if (op == "encode") return core::encode_video(model, video, chunks);
-  if (op == "decode") return core::decode_latents(model, latents, chunks);
-  return core::decode_latents(model, core::encode_video(model, video, chunks), chunks);
+                     const torch::Tensor& latents, const core::Plan& plan) {
+  const core::ChunkOptions chunks{plan.chunk};
+  if (op == "encode") return core::encode_video_tiled(model, video, chunks, plan.tiles, plan.offload);
+  if (op == "decode") return core::decode_latents_tiled(model, latents, chunks, plan.tiles, plan.offload);
+  return core::decode_latents_tiled(model, core::encode_video_tiled(model, video, chunks, plan.tiles, plan.offload),
+                                    chunks, plan.tiles, plan.offload);
+}
+
+// The same run untiled, for the tiles' accuracy.
+core::Plan untiled(core::Plan plan) {
+  plan.tiles = core::TileGrid::whole(plan.tiles.latent_height, plan.tiles.latent_width);
+  plan.offload = false;
+  return plan;
+}
+
+int64_t bytes_of(const torch::Tensor& t) {
+  return static_cast<int64_t>(t.numel() * t.element_size());
+}
+
+double psnr(const torch::Tensor& got, const torch::Tensor& reference) {
+  const double mse = (got.clamp(-1, 1) - reference.clamp(-1, 1)).div(2).pow(2).mean().item<double>();
+  return 10 * std::log10(1.0 / std::max(mse, 1e-20));
 }
 
 std::shared_ptr<core::VaeModel> make_model(const BenchOptions& o, torch::Device device, torch::ScalarType dtype) {
-  if (!o.weights.empty()) return core::build_model(core::load_checkpoint(o.weights), {o.model, device, dtype});
+  if (!o.weights.empty())
+    return core::build_model(core::load_checkpoint(o.weights),
+                             {o.model, device, dtype, nullptr, channels_last_option(o.layout)});
   const auto& family = core::find_model_family(o.model);
   auto model = family.build(family.released_config);
   core::randomize_parameters(*model, /*seed=*/0);
@@ -62,6 +98,7 @@ std::shared_ptr<core::VaeModel> make_model(const BenchOptions& o, torch::Device 
     at::globalContext().setAllowTF32CuBLAS(false);
   }
   model->to(device, dtype);
+  model->set_channels_last(channels_last_option(o.layout).value_or(device.is_cuda()));
   model->eval();
   return model;
 }
@@ -75,9 +112,8 @@ void bench(const BenchOptions& o) {
   if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
   const auto device = resolve_device(o.device);
   const auto dtype = resolve_dtype(o.dtype, device);
-  if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(o.autotune);
-
   auto model = make_model(o, device, dtype);
+  if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(o.autotune);
   const auto& info = model->info();
   const int64_t f = info.spatial_factor, tf = info.temporal_factor;
   if (width % f || height % f) throw Error("--size must be a multiple of " + std::to_string(f));
@@ -95,19 +131,38 @@ void bench(const BenchOptions& o) {
                    .clamp_(-1, 1)
                    .to(device);
   auto latents = torch::randn({1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f, width / f}).to(device);
-  const core::ChunkOptions chunks{o.chunk};
+  // Bench holds the whole clip on the device, and the whole result twice (the last run's is still in `out` while
+  // the next one is made): the plan leaves room for them.
+  const core::Op op = core::parse_op(o.op);
+  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+  int64_t resident = op == core::Op::kDecode ? bytes_of(latents) : bytes_of(video);
+  if (op != core::Op::kEncode) resident += 2 * 3 * o.frames * width * height * element;
+  if (op != core::Op::kDecode) resident += 2 * bytes_of(latents) / 4 * element;  // the latents it makes
+  core::PlannerOptions planner = o.memory.planner;
+  planner.reserved_bytes = resident;
+  const core::Plan plan = core::plan_run(
+      core::PlanRequest::of(info, model->parameter_count(), op, width, height, dtype), planner);
+  if (!o.json) std::cerr << plan.summary() << "\n";
+  const double fraction = core::cap_device_memory(device, planner.budget_bytes);
 
-  for (int i = 0; i < o.warmup; ++i) run_op(*model, o.op, video, latents, chunks);
+  for (int i = 0; i < o.warmup; ++i) run_op(*model, o.op, video, latents, plan);
   synchronize(device);
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
   core::FlopCounter::reset();
   std::vector<double> seconds;
+  std::vector<core::StageTimer::Stage> stages;
   torch::Tensor out;
   for (int i = 0; i < o.runs; ++i) {
     core::FlopCounter::enable(i == 0);
+    if (i == 0 && o.profile) core::StageTimer::start(device.is_cuda());
     const auto start = std::chrono::steady_clock::now();
-    out = run_op(*model, o.op, video, latents, chunks);
+    try {
+      out = run_op(*model, o.op, video, latents, plan);
+    } catch (const c10::OutOfMemoryError& e) {
+      throw Error("out of GPU memory under the plan (" + plan.summary() + "): " + e.what_without_backtrace());
+    }
     synchronize(device);
+    if (i == 0 && o.profile) stages = core::StageTimer::finish();
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   core::FlopCounter::enable(false);
@@ -122,22 +177,39 @@ void bench(const BenchOptions& o) {
                       {"frames", o.frames},
                       {"device", device.str()},
                       {"dtype", o.dtype},
-                      {"chunk_latent_frames", o.chunk},
+                      {"chunk_latent_frames", plan.chunk},
+                      {"preset", o.memory.chosen ? nlohmann::json(o.memory.chosen->name) : nlohmann::json()},
+                      {"budget_bytes", planner.budget_bytes},
+                      {"allocator_fraction", fraction},
+                      {"resident_bytes", resident},
+                      {"plan", plan.to_json()},
+                      {"estimate_gib", plan.estimate.total() / double(1ull << 30)},
                       {"runs", seconds},
                       {"median_s", median},
                       {"frames_per_s", o.frames / median},
                       {"model_tflop", tflop},
-                      {"tflops", tflop / median}};
+                      {"tflops", tflop / median},
+                      {"channels_last", model->channels_last()}};
+  if (o.profile) {
+    // The profiled run is the first timed one; its stages do not cover the transfers between them.
+    auto& table = j["stages"] = nlohmann::json::array();
+    for (const auto& s : stages)
+      table.push_back({{"stage", s.name}, {"ms", s.ms}, {"tflop", s.flops / 1e12}, {"calls", s.calls},
+                       {"tflops", s.ms > 0 ? s.flops / 1e12 / (s.ms / 1e3) : 0.0}});
+  }
   if (device.is_cuda()) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
     const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     j["peak_allocated_gib"] = stats.allocated_bytes[aggregate].peak / double(1ull << 30);
     j["peak_reserved_gib"] = stats.reserved_bytes[aggregate].peak / double(1ull << 30);
+    j["peak_allocated_bytes"] = stats.allocated_bytes[aggregate].peak;
+    j["peak_reserved_bytes"] = stats.reserved_bytes[aggregate].peak;
+    if (planner.budget_bytes > 0) j["within_budget"] = stats.reserved_bytes[aggregate].peak <= planner.budget_bytes;
     j["gpu"] = at::cuda::getDeviceProperties(device.index())->name;
   }
   if (o.accuracy && dtype != torch::kFloat) {
     auto reference_model = make_model(o, device, torch::kFloat);
-    const auto reference = run_op(*reference_model, o.op, video, latents, chunks).to(torch::kDouble);
+    const auto reference = run_op(*reference_model, o.op, video, latents, plan).to(torch::kDouble);
     const auto got = out.to(torch::kDouble);
     j["relative_l2_vs_fp32"] = ((got - reference).norm() / reference.norm()).item<double>();
     if (o.op != "encode") {
@@ -145,18 +217,46 @@ void bench(const BenchOptions& o) {
       j["psnr_vs_fp32_db"] = 10 * std::log10(1.0 / std::max(mse, 1e-20));
     }
   }
+  if (o.compare_untiled && plan.tiles.tiled()) {
+    // After the measurements: the untiled run may need more than the budget, so the cap is lifted.
+    core::cap_device_memory(device, std::numeric_limits<int64_t>::max());
+    const auto reference = run_op(*model, o.op, video, latents, untiled(plan)).to(torch::kDouble);
+    const auto got = out.to(torch::kDouble);
+    j["tiled_vs_untiled_relative_l2"] = ((got - reference).norm() / reference.norm()).item<double>();
+    if (op != core::Op::kEncode) j["tiled_vs_untiled_psnr_db"] = psnr(got, reference);
+  }
   if (o.json) {
     std::cout << j.dump() << "\n";
     return;
   }
   std::cout << std::fixed << std::setprecision(3) << info.family << " " << o.op << " " << o.size << " x" << o.frames
-            << " " << o.dtype << " on " << j.value("gpu", device.str()) << ", chunk " << o.chunk << " latent frames\n"
+            << " " << o.dtype << " on " << j.value("gpu", device.str()) << ", chunk " << plan.chunk << " latent frames"
+            << (plan.tiles.tiled() ? ", " + std::to_string(plan.tiles.count()) + " tiles" : "") << "\n"
             << "  median " << median << " s over " << o.runs << " runs, " << std::setprecision(1)
             << o.frames / median << " frames/s\n"
             << "  model " << tflop << " TFLOP, achieved " << tflop / median << " TFLOP/s\n";
   if (j.contains("peak_allocated_gib"))
     std::cout << std::setprecision(2) << "  peak VRAM " << j["peak_allocated_gib"].get<double>() << " GiB allocated, "
-              << j["peak_reserved_gib"].get<double>() << " GiB reserved\n";
+              << j["peak_reserved_gib"].get<double>() << " GiB reserved; plan estimated "
+              << j["estimate_gib"].get<double>() << " GiB\n";
+  if (j.contains("tiled_vs_untiled_relative_l2")) {
+    std::cout << std::scientific << std::setprecision(2) << "  tiled vs untiled: relative L2 "
+              << j["tiled_vs_untiled_relative_l2"].get<double>();
+    if (j.contains("tiled_vs_untiled_psnr_db"))
+      std::cout << std::fixed << std::setprecision(1) << ", PSNR " << j["tiled_vs_untiled_psnr_db"].get<double>()
+                << " dB";
+    std::cout << "\n";
+  }
+  if (o.profile) {
+    std::cout << "  stage                        ms    share   TFLOP  TFLOP/s\n";
+    double total_ms = 0;
+    for (const auto& s : stages) total_ms += s.ms;
+    for (const auto& s : stages)
+      std::cout << "  " << std::left << std::setw(24) << s.name << std::right << std::fixed << std::setprecision(1)
+                << std::setw(9) << s.ms << std::setw(8) << 100 * s.ms / std::max(total_ms, 1e-9) << "%"
+                << std::setw(8) << std::setprecision(2) << s.flops / 1e12 << std::setw(9) << std::setprecision(0)
+                << (s.ms > 0 ? s.flops / 1e12 / (s.ms / 1e3) : 0.0) << "\n";
+  }
   if (j.contains("relative_l2_vs_fp32")) {
     std::cout << std::scientific << std::setprecision(2) << "  vs fp32: relative L2 "
               << j["relative_l2_vs_fp32"].get<double>();
@@ -185,6 +285,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--accuracy", o->accuracy, "Also run in fp32 and report the difference");
   cmd->add_flag("!--no-autotune", o->autotune, "Do not let cuDNN time its algorithms");
   cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->add_option("--layout", o->layout, "Activation layout: auto, channels-last or contiguous")->capture_default_str();
+  cmd->add_flag("--profile", o->profile, "Time and FLOPs per model stage (first timed run)");
+  cmd->add_flag("--compare-untiled", o->compare_untiled,
+                "When the plan tiles, also run untiled (no budget) and report the difference");
+  add_memory_options(*cmd, o->memory, o->device, o->dtype, o->chunk);
   cmd->callback([o] { bench(*o); });
 }
 

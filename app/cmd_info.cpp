@@ -20,6 +20,7 @@ extern "C" {
 #include "app/commands.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/presets.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::app {
@@ -69,6 +70,8 @@ nlohmann::json collect_info() {
                            {"memory_bytes", static_cast<int64_t>(p->totalGlobalMem)},
                            {"free_bytes", static_cast<int64_t>(free_bytes)},
                            {"compute_capability", std::to_string(p->major) + "." + std::to_string(p->minor)}});
+      const auto preset = core::suggest_preset(static_cast<int64_t>(p->totalGlobalMem), p->name);
+      j["gpus"].back()["suggested_preset"] = preset ? nlohmann::json(*preset) : nlohmann::json();
     }
   }
   return j;
@@ -90,7 +93,9 @@ void print_info(const nlohmann::json& j) {
   for (const auto& g : j["gpus"]) {
     std::cout << "GPU " << g["index"].get<int64_t>() << "       " << g["name"].get<std::string>() << ", " << std::fixed
               << std::setprecision(1) << g["memory_bytes"].get<int64_t>() / double(1ull << 30) << " GiB, compute "
-              << g["compute_capability"].get<std::string>() << "\n";
+              << g["compute_capability"].get<std::string>();
+    if (g["suggested_preset"].is_string()) std::cout << ", preset " << g["suggested_preset"].get<std::string>();
+    std::cout << "\n";
   }
 }
 

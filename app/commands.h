@@ -12,5 +12,7 @@ void add_roundtrip_command(CLI::App& app);
 void add_encode_command(CLI::App& app);
 void add_decode_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_plan_command(CLI::App& app);     // app/cmd_plan.cpp
+void add_presets_command(CLI::App& app);  // app/cmd_plan.cpp
 
 }  // namespace vaecodec::app

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   vaecodec::app::add_encode_command(app);
   vaecodec::app::add_decode_command(app);
   vaecodec::app::add_bench_command(app);
+  vaecodec::app::add_plan_command(app);
+  vaecodec::app::add_presets_command(app);
 
   try {
     app.parse(argc, argv);

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 
 extern "C" {
 #include <libavutil/parseutils.h>
@@ -14,6 +15,7 @@ extern "C" {
 #include "io/device_transfer.h"
 #include "io/ffmpeg_common.h"
 #include "io/interrupt.h"
+#include "io/latent_file.h"
 #include "io/output_file.h"
 
 namespace vaecodec::app {
@@ -69,7 +71,7 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
     sub.add_option("--codec", options.codec, "video encoder, e.g. libx264 (default), libx265, ffv1");
     sub.add_option("--crf", options.crf, "quality for x264/x265/VP9/AV1 (lower is better; default 17)")
         ->check(CLI::Range(0, 63));
-    sub.add_option("--preset", options.preset, "encoder preset (x264/x265), e.g. slow");
+    sub.add_option("--encoder-preset", options.encoder_preset, "video encoder preset (x264/x265), e.g. slow");
     sub.add_option("--pix-fmt", options.pixel_format, "output pixel format (default: the input's)");
   }
   if (command == RunCommand::kDecode)
@@ -79,6 +81,7 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   sub.add_flag("-q,--quiet", options.quiet, "no progress line");
   sub.add_flag("--json", options.json, "print a JSON summary on stdout");
   sub.add_flag("--strict", options.strict, "fail on damaged input instead of decoding what can be decoded");
+  add_memory_options(sub, options.memory, options.device, options.dtype, options.chunk);
 }
 
 fs::path resolve_weights(const RunOptions& options) {
@@ -127,13 +130,14 @@ io::PipelineOptions pipeline_options(const RunOptions& options) {
   p.chunks.latent_frames = options.chunk;
   p.writer.codec = options.codec;
   p.writer.crf = options.crf;
-  p.writer.preset = options.preset;
+  p.writer.preset = options.encoder_preset;
   if (!options.pixel_format.empty()) {
     p.writer.pixel_format = av_get_pix_fmt(options.pixel_format.c_str());
     if (p.writer.pixel_format == AV_PIX_FMT_NONE)
       throw Error("--pix-fmt " + options.pixel_format + " is not a pixel format FFmpeg knows");
   }
   p.strict = options.strict;
+  p.memory = options.memory.planner;
   p.quiet = options.quiet || options.json;
   p.metrics = options.metrics;
   p.fps = parse_fps(options.fps);
@@ -162,6 +166,7 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
   }
   j["peak_device_bytes"] = io::device_peak_bytes(device);
   j["peak_host_rss_bytes"] = peak_host_rss_bytes();
+  if (s.plan) j["plan"] = s.plan->to_json();
   j["damaged"] = s.damage.any();
   if (s.damage.any() || s.damage.fixed_timestamps)
     j["damage"] = {{"bad_packets", s.damage.bad_packets},
@@ -196,10 +201,16 @@ void run_command(RunCommand command, const RunOptions& options) {
         break;
       case RunCommand::kEncode:
         summary = io::encode(*model, options.input, options.output, pipeline);
+        if (options.latent_scale) io::apply_latent_scale(options.output);
         break;
-      case RunCommand::kDecode:
-        summary = io::decode(*model, options.input, options.output, pipeline);
+      case RunCommand::kDecode: {
+        std::optional<io::ScaledLatentInput> scaled;
+        if (options.latent_scale) scaled.emplace(options.input, model->info().latent_scale);
+        const fs::path latents = scaled ? scaled->path() : fs::path(options.input);
+        summary = io::decode(*model, latents, options.output, pipeline);
+        summary.input = options.input;
         break;
+      }
     }
     if (options.json) std::cout << summary_json(summary, options, *model).dump() << std::endl;
   } catch (const io::Interrupted&) {

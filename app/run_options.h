@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "app/memory_options.h"
 #include "core/vae_model.h"
 #include "io/pipeline.h"
 
@@ -27,13 +28,17 @@ struct RunOptions {
   int64_t chunk = core::ChunkOptions{}.latent_frames;  // latent frames per chunk
   std::string codec;  // empty: libx264 for .mp4/.mkv/.mov, else the container's default
   int crf = 17;
-  std::string preset;
+  std::string encoder_preset;  // --encoder-preset (x264/x265 "slow", ...); empty: the encoder's default
   std::string pixel_format;  // empty: follow the input
   std::string fps;           // decode: "24" or "30000/1001", when the latent file has no frame rate
   std::string metrics;       // roundtrip: per-frame PSNR/SSIM (.json or .csv)
   bool quiet = false;
   bool json = false;
   bool strict = false;
+  // encode: write latents times the model's latent scale; decode: the input's are so scaled (--latent-scale,
+  // Note [latent scale] in io/latent_file.h).
+  bool latent_scale = false;
+  MemoryOptions memory;  // --preset, --preset-file, --vram, --tile (app/memory_options.h)
 };
 
 // Adds the options of `command` to its subcommand.

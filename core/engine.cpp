@@ -31,7 +31,7 @@ EncodeRun::EncodeRun(VaeModel& model, ChunkOptions chunks) : model_(model), chun
 torch::Tensor EncodeRun::run_chunk(const torch::Tensor& frames) {
   torch::InferenceMode guard;
   const auto device = model_.device();
-  auto x = frames.to(device, model_.dtype(), /*non_blocking=*/frames.is_pinned());
+  auto x = frames.to(device, model_.dtype(), /*non_blocking=*/frames.is_pinned()).contiguous(model_.memory_format());
   return model_.encode(x, cache_);
 }
 
@@ -74,7 +74,7 @@ DecodeRun::DecodeRun(VaeModel& model, ChunkOptions chunks) : model_(model), chun
 
 torch::Tensor DecodeRun::run_chunk(const torch::Tensor& latents) {
   torch::InferenceMode guard;
-  auto z = latents.to(model_.device(), /*non_blocking=*/latents.is_pinned());
+  auto z = latents.to(model_.device(), /*non_blocking=*/latents.is_pinned()).contiguous(model_.memory_format());
   return model_.decode(z, cache_);
 }
 

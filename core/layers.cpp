@@ -39,8 +39,10 @@ torch::Tensor CausalConv3d::forward_with(const torch::Tensor& x, CausalCache::Sl
   if (!past.defined() && pad_front_ > 0) {
     auto sizes = x.sizes().vec();
     sizes[2] = pad_front_;
-    past = pad_ == CausalPad::kZeros ? torch::zeros(sizes, x.options())
-                                     : x.narrow(2, 0, 1).expand(sizes);
+    // In x's layout, so that the concatenation below keeps it (Note [Channels-last]).
+    const auto format = x.suggest_memory_format();
+    past = pad_ == CausalPad::kZeros ? torch::zeros(sizes, x.options().memory_format(format))
+                                     : x.narrow(2, 0, 1).expand(sizes).contiguous(format);
   }
   torch::Tensor input = past.defined() ? torch::cat({past, x}, 2) : x;
   if (history_ > 0) {
@@ -49,6 +51,42 @@ torch::Tensor CausalConv3d::forward_with(const torch::Tensor& x, CausalCache::Sl
   }
   slot.started = true;
   return convolve(input);
+}
+
+CausalConv3d::Buffer CausalConv3d::prepare(const torch::Tensor& like, CausalCache& cache) {
+  Buffer b;
+  if (!looks_back()) {
+    b.whole = b.fill = torch::empty_like(like);
+    return b;
+  }
+  b.slot = &cache.next();
+  const int64_t past = b.slot->history.defined() ? b.slot->history.size(2) : pad_front_;
+  auto sizes = like.sizes().vec();
+  sizes[2] += past;
+  b.whole = torch::empty(sizes, like.options().memory_format(like.suggest_memory_format()));
+  b.fill = b.whole.narrow(2, past, like.size(2));
+  if (past > 0) {
+    auto head = b.whole.narrow(2, 0, past);
+    if (b.slot->history.defined())
+      head.copy_(b.slot->history);
+    else if (pad_ == CausalPad::kZeros)
+      head.zero_();
+    else
+      b.replicate_pending = true;
+  }
+  return b;
+}
+
+torch::Tensor CausalConv3d::run(Buffer& b) {
+  if (!b.slot) return convolve(b.whole);
+  const int64_t past = b.whole.size(2) - b.fill.size(2);
+  if (b.replicate_pending) b.whole.narrow(2, 0, past).copy_(b.fill.narrow(2, 0, 1).expand_as(b.whole.narrow(2, 0, past)));
+  if (history_ > 0) {
+    const int64_t keep = std::min(history_, b.whole.size(2));
+    b.slot->history = b.whole.narrow(2, b.whole.size(2) - keep, keep).clone();
+  }
+  b.slot->started = true;
+  return convolve(b.whole);
 }
 
 RMSNorm::RMSNorm(int64_t channels, int gamma_rank) : channels_(channels) {
@@ -69,6 +107,11 @@ torch::Tensor RMSNorm::forward(const torch::Tensor& x) const {
 torch::Tensor RMSNorm::forward_silu(const torch::Tensor& x) const {
   if (auto fused = kernels::rms_norm_silu(x, gamma_)) return *fused;
   return torch::silu(forward(x));
+}
+
+void RMSNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out) const {
+  if (kernels::rms_norm_silu_into(x, gamma_, out)) return;
+  out.copy_(torch::silu(forward(x)));
 }
 
 }  // namespace vaecodec::core

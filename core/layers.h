@@ -46,6 +46,7 @@ class CausalSequence : public CausalModule {
     return h;
   }
   size_t size() const { return blocks_.size(); }
+  CausalModule& block(size_t i) { return *blocks_[i]; }
 
  private:
   std::vector<std::shared_ptr<CausalModule>> blocks_;
@@ -75,6 +76,21 @@ class CausalConv3d : public CausalModule {
   // Plain convolution over x, no temporal padding or history.
   torch::Tensor convolve(const torch::Tensor& x) const;
 
+  // Note [Causal buffer]
+  // forward() concatenates the history and the chunk: a copy of the whole chunk per convolution. A producer that
+  // can write its output anywhere (the fused norm) writes it instead into the tail of a buffer whose head already
+  // holds the history: prepare() returns the buffer and the view to fill, run() convolves it and keeps the new
+  // history. The result is forward()'s.
+  struct Buffer {
+    torch::Tensor whole;  // [B, C, past + t, H, W]
+    torch::Tensor fill;   // the last t frames of whole, for the caller to write
+    CausalCache::Slot* slot = nullptr;
+    bool replicate_pending = false;  // the head copies frame 0, which is known only once fill is written
+  };
+  // like: shaped and laid out as the chunk that will be written. Takes the cache slot, as forward() would.
+  Buffer prepare(const torch::Tensor& like, CausalCache& cache);
+  torch::Tensor run(Buffer& buffer);
+
   bool looks_back() const { return history_ > 0 || pad_front_ > 0; }
   int64_t in_channels() const { return weight_.size(1); }
   int64_t out_channels() const { return weight_.size(0); }
@@ -101,6 +117,8 @@ class RMSNorm : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x) const;
   // SiLU(RMSNorm(x)), fused on the GPU.
   torch::Tensor forward_silu(const torch::Tensor& x) const;
+  // The same written into out (shaped like x; on the GPU laid out like x, then written in place).
+  void forward_silu_into(const torch::Tensor& x, const torch::Tensor& out) const;
 
  private:
   torch::Tensor gamma_;

@@ -20,8 +20,9 @@ std::pair<torch::Tensor, torch::Tensor> register_linear(torch::nn::Module& paren
 }  // namespace
 
 std::shared_ptr<CausalConv3d> seedvr2_conv3(int64_t in, int64_t out) {
-  return std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{3, 3, 3}, std::array<int64_t, 3>{1, 1, 1},
-                                        std::array<int64_t, 3>{1, 1, 1}, CausalPad::kReplicate);
+  return std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{3, 3, 3},
+                                        std::array<int64_t, 3>{1, 1, 1}, std::array<int64_t, 3>{1, 1, 1},
+                                        CausalPad::kReplicate);
 }
 
 FrameGroupNorm::FrameGroupNorm(int64_t channels, int64_t groups) : groups_(groups) {
@@ -35,11 +36,12 @@ FrameGroupNorm::FrameGroupNorm(int64_t channels, int64_t groups) : groups_(group
 torch::Tensor FrameGroupNorm::forward(const torch::Tensor& x, bool silu) const {
   const int64_t b = x.size(0), c = x.size(1), t = x.size(2);
   const int64_t per_group = c / groups_;
+  const auto compute = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   // Statistics per (batch, group, frame): [B, G, C/G, T, H*W] reduced over dims 2 and 4.
-  auto xf = x.to(torch::kFloat).reshape({b, groups_, per_group, t, -1});
+  auto xf = x.to(compute).reshape({b, groups_, per_group, t, -1});
   auto [var, mean] = at::var_mean(xf, {2, 4}, /*unbiased=*/false, /*keepdim=*/true);  // [B, G, 1, T, 1]
-  auto weight = weight_.to(torch::kFloat).reshape({1, groups_, per_group, 1, 1});
-  auto bias = bias_.to(torch::kFloat).reshape({1, groups_, per_group, 1, 1});
+  auto weight = weight_.to(compute).reshape({1, groups_, per_group, 1, 1});
+  auto bias = bias_.to(compute).reshape({1, groups_, per_group, 1, 1});
   // y = (x - mean) * rstd * weight + bias, as one scale and shift per (batch, channel, frame).
   auto scale = torch::rsqrt(var + kNormEps) * weight;  // [B, G, C/G, T, 1]
   auto shift = bias - mean * scale;
@@ -105,14 +107,14 @@ torch::Tensor SeedVR2MidBlock::forward(const torch::Tensor& x, CausalCache& cach
 
 SeedVR2Downsample::SeedVR2Downsample(int64_t channels, bool temporal) {
   if (temporal) {
-    conv_ = register_module("conv", std::make_shared<CausalConv3d>(
-                                        channels, channels, std::array<int64_t, 3>{3, 3, 3},
-                                        std::array<int64_t, 3>{2, 2, 2}, std::array<int64_t, 3>{1, 0, 0},
-                                        CausalPad::kReplicate));
+    conv_ = register_module(
+        "conv", std::make_shared<CausalConv3d>(channels, channels, std::array<int64_t, 3>{3, 3, 3},
+                                               std::array<int64_t, 3>{2, 2, 2},
+                                               std::array<int64_t, 3>{1, 0, 0}, CausalPad::kReplicate));
   } else {
-    conv_ = register_module("conv", std::make_shared<CausalConv3d>(channels, channels,
-                                                                   std::array<int64_t, 3>{1, 3, 3},
-                                                                   std::array<int64_t, 3>{1, 2, 2}));
+    conv_ = register_module(
+        "conv", std::make_shared<CausalConv3d>(channels, channels, std::array<int64_t, 3>{1, 3, 3},
+                                               std::array<int64_t, 3>{1, 2, 2}));
   }
 }
 
@@ -122,9 +124,9 @@ torch::Tensor SeedVR2Downsample::forward(const torch::Tensor& x, CausalCache& ca
 }
 
 SeedVR2Upsample::SeedVR2Upsample(int64_t channels, bool temporal) : time_factor_(temporal ? 2 : 1) {
-  upscale_conv_ = register_module("upscale_conv",
-                                  std::make_shared<CausalConv3d>(channels, channels * 4 * time_factor_,
-                                                                 std::array<int64_t, 3>{1, 1, 1}));
+  upscale_conv_ = register_module(
+      "upscale_conv",
+      std::make_shared<CausalConv3d>(channels, channels * 4 * time_factor_, std::array<int64_t, 3>{1, 1, 1}));
   conv_ = register_module("conv", seedvr2_conv3(channels, channels));
 }
 
@@ -141,8 +143,8 @@ torch::Tensor SeedVR2Upsample::forward(const torch::Tensor& x, CausalCache& cach
   return conv_->forward_with(y, slot);
 }
 
-SeedVR2Stage::SeedVR2Stage(int64_t in, int64_t out, int64_t layers, int64_t groups, const std::string& sampler_key,
-                           std::shared_ptr<CausalModule> sampler) {
+SeedVR2Stage::SeedVR2Stage(int64_t in, int64_t out, int64_t layers, int64_t groups,
+                           const std::string& sampler_key, std::shared_ptr<CausalModule> sampler) {
   resnets_ = register_module("resnets", std::make_shared<CausalSequence>());
   for (int64_t i = 0; i < layers; ++i)
     resnets_->append(std::make_shared<SeedVR2ResnetBlock>(i == 0 ? in : out, out, groups));

@@ -10,14 +10,14 @@
 
 namespace vaecodec::core {
 
-// The building blocks of SeedVR2's VAE (an SD3-style image VAE inflated to causal 3-D), named as the reference's
-// state dict. Every temporal convolution pads frame 0 by replication (CausalPad::kReplicate).
+// The building blocks of SeedVR2's VAE (an SD3-style image VAE inflated to causal 3-D), named as the
+// reference's state dict. Every temporal convolution pads frame 0 by replication (CausalPad::kReplicate).
 
 // Note [SeedVR2 GroupNorm per frame]
 // The reference folds time into the batch before its GroupNorms ([B, C, T, H, W] -> [B*T, C, H, W]), so the
-// statistics of a group are taken over one frame's pixels only. That is what makes the model chunkable: a norm
-// over the chunk's frames would make every frame depend on its chunk. eps 1e-6, affine; the statistics are
-// computed in float32 whatever the storage dtype. Keys: weight, bias ([C]).
+// statistics of a group are taken over one frame's pixels only. That is what makes the model chunkable: a
+// norm over the chunk's frames would make every frame depend on its chunk. eps 1e-6, affine; the statistics
+// are computed in float32 for 16-bit storage (float64 stays float64). Keys: weight, bias ([C]).
 class FrameGroupNorm : public torch::nn::Module {
  public:
   FrameGroupNorm(int64_t channels, int64_t groups);
@@ -64,9 +64,9 @@ class SeedVR2MidBlock : public CausalModule {
   std::shared_ptr<SeedVR2Attention> attention_;
 };
 
-// Halves space, and time when `temporal` (T = 1 + 2m frames -> 1 + m; the two replicated frames before frame 0
-// make output frame 0 depend on frame 0 alone). Zero-pads right and bottom by one, then a stride-2 causal conv:
-// kernel (3, 3, 3) with temporal padding 1, or (1, 3, 3) for space alone. Keys: conv.*
+// Halves space, and time when `temporal` (T = 1 + 2m frames -> 1 + m; the two replicated frames before frame
+// 0 make output frame 0 depend on frame 0 alone). Zero-pads right and bottom by one, then a stride-2 causal
+// conv: kernel (3, 3, 3) with temporal padding 1, or (1, 3, 3) for space alone. Keys: conv.*
 class SeedVR2Downsample : public CausalModule {
  public:
   SeedVR2Downsample(int64_t channels, bool temporal);
@@ -78,11 +78,11 @@ class SeedVR2Downsample : public CausalModule {
 
 // Note [SeedVR2 upsampling and frame 0]
 // upscale_conv (1x1x1, C -> C * 4 or C * 8) makes the new pixels as channels, read as `(x y z c)`: channel
-// ((x * 2 + y) * z_factor + z) * C + c becomes pixel (2h + x, 2w + y) of frame f * z_factor + z. When time doubles,
-// latent frame 0 yields one frame, not two (1 + k frames become 1 + 2k): the golden data shows that the kept one
-// is its z = 0 copy and the z = 1 copy is dropped (output frames 0, 2, 3, ...; dropping frame 0 instead is off by
-// 87% relative). Only the chunk that holds frame 0 drops it; the conv's slot tells which chunk that is
-// (`started`). Then a causal 3x3x3 conv. Keys: upscale_conv.*, conv.*
+// ((x * 2 + y) * z_factor + z) * C + c becomes pixel (2h + x, 2w + y) of frame f * z_factor + z. When time
+// doubles, latent frame 0 yields one frame, not two (1 + k frames become 1 + 2k): the golden data shows that
+// the kept one is its z = 0 copy and the z = 1 copy is dropped (output frames 0, 2, 3, ...; dropping frame 0
+// instead is off by 87% relative). Only the chunk that holds frame 0 drops it; the conv's slot tells which
+// chunk that is (`started`). Then a causal 3x3x3 conv. Keys: upscale_conv.*, conv.*
 class SeedVR2Upsample : public CausalModule {
  public:
   SeedVR2Upsample(int64_t channels, bool temporal);
@@ -93,8 +93,8 @@ class SeedVR2Upsample : public CausalModule {
   int64_t time_factor_;
 };
 
-// A down or up block: `resnets.N` (the first one in -> out, the others out -> out), then an optional resampler
-// registered as `<sampler_key>.0` ("downsamplers.0", "upsamplers.0").
+// A down or up block: `resnets.N` (the first one in -> out, the others out -> out), then an optional
+// resampler registered as `<sampler_key>.0` ("downsamplers.0", "upsamplers.0").
 class SeedVR2Stage : public CausalModule {
  public:
   SeedVR2Stage(int64_t in, int64_t out, int64_t layers, int64_t groups, const std::string& sampler_key = {},

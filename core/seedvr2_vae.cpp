@@ -9,8 +9,10 @@ namespace {
 
 // The reference's switches that vaecodec implements in one position only.
 const nlohmann::json& fixed_settings() {
-  static const nlohmann::json settings = {
-      {"inflation_mode", "pad"}, {"use_quant_conv", false}, {"use_post_quant_conv", false}, {"attention", true}};
+  static const nlohmann::json settings = {{"inflation_mode", "pad"},
+                                          {"use_quant_conv", false},
+                                          {"use_post_quant_conv", false},
+                                          {"attention", true}};
   return settings;
 }
 
@@ -56,9 +58,10 @@ SeedVR2Encoder::SeedVR2Encoder(const SeedVR2Config& config) {
     // Every block but the last halves space; the last temporal_scale_num of those also halve time.
     std::shared_ptr<CausalModule> down;
     if (i != blocks - 1)
-      down = std::make_shared<SeedVR2Downsample>(ch[i], /*temporal=*/i >= blocks - 1 - config.temporal_scale_num);
-    down_blocks_->append(std::make_shared<SeedVR2Stage>(ch[i == 0 ? 0 : i - 1], ch[i], config.layers_per_block,
-                                                        groups, "downsamplers", down));
+      down = std::make_shared<SeedVR2Downsample>(ch[i],
+                                                 /*temporal=*/i >= blocks - 1 - config.temporal_scale_num);
+    down_blocks_->append(std::make_shared<SeedVR2Stage>(
+        ch[i == 0 ? 0 : i - 1], ch[i], config.layers_per_block, groups, "downsamplers", down));
   }
   mid_block_ = register_module("mid_block", std::make_shared<SeedVR2MidBlock>(ch.back(), groups));
   conv_norm_out_ = register_module("conv_norm_out", std::make_shared<FrameGroupNorm>(ch.back(), groups));
@@ -82,9 +85,10 @@ SeedVR2Decoder::SeedVR2Decoder(const SeedVR2Config& config) {
   for (int64_t i = 0; i < blocks; ++i) {
     // Every block but the last doubles space; the first temporal_scale_num also double time.
     std::shared_ptr<CausalModule> up;
-    if (i != blocks - 1) up = std::make_shared<SeedVR2Upsample>(ch[i], /*temporal=*/i < config.temporal_scale_num);
-    up_blocks_->append(std::make_shared<SeedVR2Stage>(ch[i == 0 ? 0 : i - 1], ch[i], config.layers_per_block + 1,
-                                                      groups, "upsamplers", up));
+    if (i != blocks - 1)
+      up = std::make_shared<SeedVR2Upsample>(ch[i], /*temporal=*/i < config.temporal_scale_num);
+    up_blocks_->append(std::make_shared<SeedVR2Stage>(ch[i == 0 ? 0 : i - 1], ch[i],
+                                                      config.layers_per_block + 1, groups, "upsamplers", up));
   }
   conv_norm_out_ = register_module("conv_norm_out", std::make_shared<FrameGroupNorm>(ch.back(), groups));
   conv_out_ = register_module("conv_out", seedvr2_conv3(ch.back(), 3));
@@ -112,7 +116,8 @@ SeedVR2Vae::SeedVR2Vae(const SeedVR2Config& config) : config_(config) {
 torch::Tensor SeedVR2Vae::encode(const torch::Tensor& x, CausalCache& cache) {
   cache.rewind();
   auto moments = encoder_->forward(x, cache);  // [B, 2z, t', h, w]: mean, then log-variance
-  return moments.narrow(1, 0, config_.latent_channels).to(torch::kFloat).contiguous();
+  const auto out_type = moments.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  return moments.narrow(1, 0, config_.latent_channels).to(out_type).contiguous();
 }
 
 torch::Tensor SeedVR2Vae::decode(const torch::Tensor& z, CausalCache& cache) {
@@ -127,7 +132,8 @@ std::optional<SeedVR2Config> SeedVR2Vae::detect(const StateDict& tensors) {
   };
   const auto* enc_in = find("encoder.conv_in.weight");
   const auto* dec_in = find("decoder.conv_in.weight");
-  if (!enc_in || !dec_in || enc_in->dim() != 5 || enc_in->size(1) != 3 || dec_in->dim() != 5) return std::nullopt;
+  if (!enc_in || !dec_in || enc_in->dim() != 5 || enc_in->size(1) != 3 || dec_in->dim() != 5)
+    return std::nullopt;
   // The upscale conv is SeedVR2's own; image VAEs and the Wan family have none.
   if (!find("decoder.up_blocks.0.upsamplers.0.upscale_conv.weight")) return std::nullopt;
 

@@ -4,8 +4,8 @@
 #include <optional>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "core/layers.h"
 #include "core/seedvr2_blocks.h"
@@ -57,9 +57,9 @@ class SeedVR2Decoder : public CausalModule {
 };
 
 // Note [SeedVR2 latents]
-// encode() returns the posterior mean (the first half of the encoder's channels) unscaled, in float32, and
-// decode() takes such raw latents. SeedVR2's diffusion model works on raw * 0.9152 (ModelInfo::latent_scale);
-// the scaling belongs to whoever exchanges latents with it.
+// encode() returns the posterior mean (the first half of the encoder's channels) unscaled, in float32
+// (float64 for a float64 model), and decode() takes such raw latents. SeedVR2's diffusion model works on raw
+// * 0.9152 (ModelInfo::latent_scale); the scaling belongs to whoever exchanges latents with it.
 class SeedVR2Vae : public VaeModel {
  public:
   explicit SeedVR2Vae(const SeedVR2Config& config);

@@ -21,7 +21,27 @@ std::string shape_str(c10::IntArrayRef shape) {
   return s.str();
 }
 
-nlohmann::json with_overrides(nlohmann::json detected, const ModelOptions& options) {
+// Note [Config in the weights file]
+// What the tensor shapes cannot tell (SeedVR2's norm_num_groups) may be written into a safetensors file's
+// __metadata__ under "vaecodec_config", a JSON object of config keys (the CLI tests give the tiny SeedVR2
+// model its 8 norm groups that way). Released files have none and get the released values.
+constexpr const char* kConfigMetadataKey = "vaecodec_config";
+
+nlohmann::json file_config(const Checkpoint& checkpoint) {
+  const auto it = checkpoint.metadata.find(kConfigMetadataKey);
+  if (it == checkpoint.metadata.end()) return nullptr;
+  nlohmann::json config = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object())
+    throw Error(checkpoint.path.string() + ": __metadata__[\"" + kConfigMetadataKey +
+                "\"] is not a JSON object: " + it->second);
+  return config;
+}
+
+// The detected config, then the file's own keys, then the caller's.
+nlohmann::json with_overrides(nlohmann::json detected, const Checkpoint& checkpoint,
+                              const ModelOptions& options = {}) {
+  const nlohmann::json from_file = file_config(checkpoint);
+  if (from_file.is_object()) detected.update(from_file);
   if (options.config.is_object()) detected.update(options.config);
   return detected;
 }
@@ -71,6 +91,17 @@ void VaeModel::load(const Checkpoint& checkpoint) {
                   " " + info().config.dump());
 }
 
+void VaeModel::set_channels_last(bool on) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : parameters()) {
+    if (p.dim() == 5)
+      p.set_data(p.contiguous(on ? torch::MemoryFormat::ChannelsLast3d : torch::MemoryFormat::Contiguous));
+    else if (p.dim() == 4)
+      p.set_data(p.contiguous(on ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous));
+  }
+  channels_last_ = on;
+}
+
 void randomize_parameters(VaeModel& model, uint64_t seed) {
   torch::NoGradGuard no_grad;
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
@@ -94,7 +125,8 @@ void randomize_parameters(VaeModel& model, uint64_t seed) {
 
 ModelInfo recognise_model(const Checkpoint& checkpoint) {
   for (const auto& family : model_families()) {
-    if (auto config = family.detect(checkpoint.tensors)) return family.build(*config)->info();
+    if (auto config = family.detect(checkpoint.tensors))
+      return family.build(with_overrides(*config, checkpoint))->info();
   }
   throw Error(checkpoint.path.string() + ": not a known VAE (" + std::to_string(checkpoint.tensors.size()) +
               " tensors match none of: " + model_family_names() + ")");
@@ -111,11 +143,11 @@ std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelO
     auto config = family.detect(checkpoint.tensors);
     if (!config)
       throw Error(checkpoint.path.string() + ": the tensors do not form a " + options.family + " checkpoint");
-    model = family.build(with_overrides(*config, options));
+    model = family.build(with_overrides(*config, checkpoint, options));
   } else {
     for (const auto& family : model_families()) {
       if (auto config = family.detect(checkpoint.tensors)) {
-        model = family.build(with_overrides(*config, options));
+        model = family.build(with_overrides(*config, checkpoint, options));
         break;
       }
     }
@@ -127,7 +159,11 @@ std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelO
     at::globalContext().setAllowTF32CuDNN(false);
     at::globalContext().setAllowTF32CuBLAS(false);
   }
+  // A run calls the convolutions with a few fixed chunk shapes: letting cuDNN time its algorithms once per
+  // shape pays for itself within the first chunks.
+  if (options.device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
   model->to(options.device, options.dtype);
+  model->set_channels_last(options.channels_last.value_or(options.device.is_cuda()));
   model->eval();
   return model;
 }

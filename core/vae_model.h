@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,19 @@ class VaeModel : public torch::nn::Module {
   void load(const Checkpoint& checkpoint);
   // Names and shapes the model expects, in registration order.
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected_tensors() const;
+
+  // Note [Channels-last]
+  // On the GPU, cuDNN's fastest convolutions read and write channels-last tensors (NDHWC in memory). With this on,
+  // the convolution weights are stored channels-last and the runs hand the model channels-last activations; every
+  // layer keeps that layout, so no convolution pays for a transpose. The function computed is the same either way.
+  void set_channels_last(bool on);
+  bool channels_last() const { return channels_last_; }
+  torch::MemoryFormat memory_format() const {
+    return channels_last_ ? torch::MemoryFormat::ChannelsLast3d : torch::MemoryFormat::Contiguous;
+  }
+
+ private:
+  bool channels_last_ = false;
 };
 
 // Options for building a model from a checkpoint.
@@ -58,8 +72,11 @@ struct ModelOptions {
   torch::Device device = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat;
   // Config keys set over the ones read off the tensors, for what the shapes cannot tell (SeedVR2's
-  // norm_num_groups); null: the detected config as it is.
+  // norm_num_groups); null: the detected config, with the file's own keys (Note [Config in the weights file]
+  // in vae_model.cpp).
   nlohmann::json config = nullptr;
+  // Activation layout (Note [Channels-last]); unset: channels-last on CUDA, the plain layout elsewhere.
+  std::optional<bool> channels_last;
 };
 
 // Fills the parameters with deterministic random values of a sensible scale (unit-variance activations): for

@@ -1,6 +1,7 @@
 #include "core/wan21_vae.h"
 
 #include "core/error.h"
+#include "core/stage_timer.h"
 
 namespace vaecodec::core {
 namespace {
@@ -56,9 +57,20 @@ Wan21Encoder::Wan21Encoder(const Wan21Config& config, int64_t out_channels) {
 }
 
 torch::Tensor Wan21Encoder::forward(const torch::Tensor& x, CausalCache& cache) {
-  auto h = conv1_->forward(x, cache);
-  h = downsamples_->forward(h, cache);
-  h = middle_->forward(h, cache);
+  torch::Tensor h;
+  {
+    StageScope stage("encoder.conv1");
+    h = conv1_->forward(x, cache);
+  }
+  for (size_t i = 0; i < downsamples_->size(); ++i) {
+    StageScope stage("encoder.downsamples", static_cast<int64_t>(i));
+    h = downsamples_->block(i).forward(h, cache);
+  }
+  {
+    StageScope stage("encoder.middle");
+    h = middle_->forward(h, cache);
+  }
+  StageScope stage("encoder.head");
   return head_->forward(h, cache);
 }
 
@@ -92,9 +104,20 @@ Wan21Decoder::Wan21Decoder(const Wan21Config& config) {
 }
 
 torch::Tensor Wan21Decoder::forward(const torch::Tensor& x, CausalCache& cache) {
-  auto h = conv1_->forward(x, cache);
-  h = middle_->forward(h, cache);
-  h = upsamples_->forward(h, cache);
+  torch::Tensor h;
+  {
+    StageScope stage("decoder.conv1");
+    h = conv1_->forward(x, cache);
+  }
+  {
+    StageScope stage("decoder.middle");
+    h = middle_->forward(h, cache);
+  }
+  for (size_t i = 0; i < upsamples_->size(); ++i) {
+    StageScope stage("decoder.upsamples", static_cast<int64_t>(i));
+    h = upsamples_->block(i).forward(h, cache);
+  }
+  StageScope stage("decoder.head");
   return head_->forward(h, cache);
 }
 

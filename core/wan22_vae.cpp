@@ -228,13 +228,14 @@ Wan22Vae::Wan22Vae(const Wan22Config& config) : config_(config) {
 torch::Tensor Wan22Vae::encode(const torch::Tensor& x, CausalCache& cache) {
   cache.rewind();
   auto h = conv1_->forward(encoder_->forward(patchify(x, config_.patch_size), cache), cache);
-  auto mu = h.narrow(1, 0, config_.z_dim).to(torch::kFloat);
+  // float32 latents, or float64 when the model runs in float64 (chunk-invariance tests).
+  auto mu = h.narrow(1, 0, config_.z_dim).to(torch::promote_types(h.scalar_type(), torch::kFloat));
   return (mu - mean_.to(mu.device())) / std_.to(mu.device());  // Note [Latent normalization] (wan21_vae.cpp)
 }
 
 torch::Tensor Wan22Vae::decode(const torch::Tensor& z, CausalCache& cache) {
   cache.rewind();
-  auto zf = z.to(torch::kFloat);
+  auto zf = z.to(torch::promote_types(dtype(), torch::kFloat));
   auto raw = (zf * std_.to(zf.device()) + mean_.to(zf.device())).to(dtype());
   return unpatchify(decoder_->forward(conv2_->forward(raw, cache), cache), config_.patch_size);
 }

@@ -24,9 +24,15 @@ WanResidualBlock::WanResidualBlock(int64_t in, int64_t out) {
   if (in != out) shortcut_ = register_module("shortcut", wan_conv1(in, out));
 }
 
+torch::Tensor norm_silu_conv(const RMSNorm& norm, CausalConv3d& conv, const torch::Tensor& x, CausalCache& cache) {
+  auto buffer = conv.prepare(x, cache);  // Note [Causal buffer]
+  norm.forward_silu_into(x, buffer.fill);
+  return conv.run(buffer);
+}
+
 torch::Tensor WanResidualBlock::forward(const torch::Tensor& x, CausalCache& cache) {
-  torch::Tensor h = conv1_->forward(norm1_->forward_silu(x), cache);
-  h = conv2_->forward(norm2_->forward_silu(h), cache);  // dropout is inactive at inference
+  torch::Tensor h = norm_silu_conv(*norm1_, *conv1_, x, cache);
+  h = norm_silu_conv(*norm2_, *conv2_, h, cache);  // dropout is inactive at inference
   return shortcut_ ? h + shortcut_->forward(x, cache) : h + x;
 }
 
@@ -69,7 +75,26 @@ WanHead::WanHead(int64_t in, int64_t out) {
 }
 
 torch::Tensor WanHead::forward(const torch::Tensor& x, CausalCache& cache) {
-  return conv_->forward(norm_->forward_silu(x), cache);
+  return norm_silu_conv(*norm_, *conv_, x, cache);
+}
+
+torch::Tensor nearest_2x(const torch::Tensor& x) {
+  const int64_t b = x.size(0), c = x.size(1), t = x.size(2), h = x.size(3), w = x.size(4);
+  if (x.suggest_memory_format() == torch::MemoryFormat::ChannelsLast3d) {
+    // [B, T, H, W, C] in memory: each pixel's channel vector repeated into a 2x2 block, result channels-last.
+    auto up = x.permute({0, 2, 3, 4, 1}).unsqueeze(3).unsqueeze(5).expand({b, t, h, 2, w, 2, c});
+    return up.reshape({b, t, 2 * h, 2 * w, c}).permute({0, 4, 1, 2, 3});
+  }
+  return x.unsqueeze(4).unsqueeze(6).expand({b, c, t, h, 2, w, 2}).reshape({b, c, t, 2 * h, 2 * w});
+}
+
+torch::Tensor interleave_frames(const torch::Tensor& y) {
+  const int64_t b = y.size(0), c = y.size(1) / 2, t = y.size(2), h = y.size(3), w = y.size(4);
+  if (y.suggest_memory_format() == torch::MemoryFormat::ChannelsLast3d) {
+    auto v = y.permute({0, 2, 3, 4, 1}).reshape({b, t, h, w, 2, c}).permute({0, 1, 4, 2, 3, 5});
+    return v.reshape({b, 2 * t, h, w, c}).permute({0, 4, 1, 2, 3});
+  }
+  return y.view({b, 2, c, t, h, w}).permute({0, 2, 3, 1, 4, 5}).reshape({b, c, 2 * t, h, w});
 }
 
 WanResample::WanResample(int64_t channels, ResampleMode mode, int64_t spatial_out) : mode_(mode) {
@@ -93,15 +118,12 @@ torch::Tensor WanResample::spatial(const torch::Tensor& x) const {
   const auto w = weight_.unsqueeze(2);  // [out, C, 1, 3, 3]
   if (mode_ == ResampleMode::kDownsample2d || mode_ == ResampleMode::kDownsample3d) {
     // Zero-pad right and bottom by one, then a stride-2 3x3 conv.
-    auto padded = torch::constant_pad_nd(x, {0, 1, 0, 1});
+    auto padded = torch::constant_pad_nd(x, {0, 1, 0, 1}).contiguous(x.suggest_memory_format());
     auto out = at::conv3d(padded, w, bias_, {1, 2, 2});
     count_conv_flops(out, w);
     return out;
   }
-  // Nearest 2x: every pixel repeated into a 2x2 block (exact in any dtype).
-  const int64_t b = x.size(0), c = x.size(1), t = x.size(2), h = x.size(3), wd = x.size(4);
-  auto up = x.unsqueeze(4).unsqueeze(6).expand({b, c, t, h, 2, wd, 2}).reshape({b, c, t, 2 * h, 2 * wd});
-  auto out = at::conv3d(up, w, bias_, {1, 1, 1}, {0, 1, 1});
+  auto out = at::conv3d(nearest_2x(x), w, bias_, {1, 1, 1}, {0, 1, 1});
   count_conv_flops(out, w);
   return out;
 }
@@ -120,11 +142,7 @@ torch::Tensor WanResample::forward(const torch::Tensor& x, CausalCache& cache) {
         rest = x.narrow(2, 1, x.size(2) - 1);
       }
       torch::Tensor doubled;
-      if (rest.size(2) > 0) {
-        const int64_t b = rest.size(0), c = rest.size(1), t = rest.size(2), h = rest.size(3), w = rest.size(4);
-        auto y = time_conv_->forward_with(rest, slot);  // [B, 2C, t, H, W]
-        doubled = y.view({b, 2, c, t, h, w}).permute({0, 2, 3, 1, 4, 5}).reshape({b, c, 2 * t, h, w});
-      }
+      if (rest.size(2) > 0) doubled = interleave_frames(time_conv_->forward_with(rest, slot));
       torch::Tensor frames = !head.defined() ? doubled : !doubled.defined() ? head : torch::cat({head, doubled}, 2);
       return spatial(frames);
     }

@@ -18,6 +18,9 @@ std::shared_ptr<CausalConv3d> wan_conv1(int64_t in, int64_t out);
 
 // RMSNorm -> SiLU -> conv(3) -> RMSNorm -> SiLU -> conv(3), plus a 1x1x1 shortcut conv when the width changes.
 // Keys: residual.{0.gamma, 2.*, 3.gamma, 6.*}, shortcut.*
+// conv(SiLU(norm(x))), the norm written straight into the convolution's causal buffer (Note [Causal buffer]).
+torch::Tensor norm_silu_conv(const RMSNorm& norm, CausalConv3d& conv, const torch::Tensor& x, CausalCache& cache);
+
 class WanResidualBlock : public CausalModule {
  public:
   WanResidualBlock(int64_t in, int64_t out);
@@ -54,6 +57,12 @@ class WanHead : public CausalModule {
 };
 
 enum class ResampleMode { kUpsample2d, kUpsample3d, kDownsample2d, kDownsample3d };
+
+// Nearest-neighbour 2x in H and W: every pixel repeated into a 2x2 block (exact in any dtype). Keeps x's layout.
+torch::Tensor nearest_2x(const torch::Tensor& x);
+// [B, 2C, t, H, W] -> [B, C, 2t, H, W]: output frame i's channels [0, C) become frame 2i, [C, 2C) frame 2i + 1.
+// Keeps the layout.
+torch::Tensor interleave_frames(const torch::Tensor& y);
 
 // Note [Wan resampling and frame 0]
 // downsample3d: after the spatial stride-2 conv, a temporal conv (kernel 3, stride 2, no padding) over input

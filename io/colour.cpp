@@ -3,15 +3,19 @@
 #include <cmath>
 #include <optional>
 
+extern "C" {
+#include <libavutil/avconfig.h>
+}
+
 #include "core/error.h"
+#include "io/chroma.h"
 
 namespace vaecodec::io {
 namespace {
 
-// swscale only resamples chroma and packs planes (Note [Colour]). Chroma is upsampled bicubically (what
-// players and the usual training pipelines do) and downsampled by area averaging, the better inverse of the
-// two: a 4:2:0 clip that goes through an exact model loses 39 dB PSNR-worth of chroma that way, against 36 dB
-// with bicubic both ways (testsrc2 at 70x42, the worst case; 46 and 43 dB at 640x360).
+// What swscale still resamples (Note [Colour]): a frame of another size than the stream's first, and chroma
+// subsampled by more than 2 (4:1:1, 4:1:0). Chroma is upsampled bicubically and downsampled by area
+// averaging.
 constexpr int kUpsample = SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT;
 constexpr int kDownsample = SWS_AREA | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INP;
 
@@ -124,12 +128,48 @@ SwsContextPtr make_sws(int src_w, int src_h, AVPixelFormat src, int dst_w, int d
   return sws;
 }
 
-// Plane `plane` of a planar frame as a [H, W] tensor over its memory (uint8 up to 8 bits, uint16 above).
-torch::Tensor plane_view(AVFrame* frame, int plane) {
-  const bool wide = depth_of(static_cast<AVPixelFormat>(frame->format)) > 8;
-  return torch::from_blob(frame->data[plane], {frame->height, frame->width},
-                          {frame->linesize[plane] / (wide ? 2 : 1), 1},
+// Plane `plane` of a planar frame as a [H, W] tensor over its memory (uint8 up to 8 bits, uint16 above);
+// chroma planes of a subsampled format with their own size.
+torch::Tensor plane_view(const AVFrame* frame, int plane) {
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(frame->format));
+  const bool wide = desc->comp[0].depth > 8;
+  const bool chroma = plane == 1 || plane == 2;
+  const int64_t height = chroma ? AV_CEIL_RSHIFT(frame->height, desc->log2_chroma_h) : frame->height;
+  const int64_t width = chroma ? AV_CEIL_RSHIFT(frame->width, desc->log2_chroma_w) : frame->width;
+  return torch::from_blob(frame->data[plane], {height, width}, {frame->linesize[plane] / (wide ? 2 : 1), 1},
                           wide ? torch::kUInt16 : torch::kUInt8);
+}
+
+// Planar Y'CbCr with one sample per element in planes 0, 1, 2, in this machine's byte order, chroma
+// subsampled by at most 2: the layouts read and written in place (yuv420p, yuvj422p, yuv444p10le, yuva420p,
+// ...).
+bool in_place_yuv(const AVPixFmtDescriptor* desc) {
+  constexpr uint64_t kOther = AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL |
+                              AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_FLOAT | AV_PIX_FMT_FLAG_BAYER;
+  if (!desc || !(desc->flags & AV_PIX_FMT_FLAG_PLANAR) || (desc->flags & kOther) || desc->nb_components < 3)
+    return false;
+  if (desc->log2_chroma_w > 1 || desc->log2_chroma_h > 1) return false;
+  const int depth = desc->comp[0].depth;
+  const bool big_endian = (desc->flags & AV_PIX_FMT_FLAG_BE) != 0;
+  if (depth > 8 && big_endian != (AV_HAVE_BIGENDIAN != 0)) return false;
+  for (int i = 0; i < 3; ++i) {
+    const AVComponentDescriptor& c = desc->comp[i];
+    if (c.plane != i || c.step != (depth > 8 ? 2 : 1) || c.offset != 0 || c.shift != 0 || c.depth != depth)
+      return false;
+  }
+  return true;
+}
+
+// The in-place layout (without alpha, not yuvj) of `bits` bits and the given subsampling; NONE if there is
+// none (16-bit 4:4:0, say).
+AVPixelFormat in_place_yuv_format(int bits, int log2_w, int log2_h) {
+  for (const AVPixFmtDescriptor* d = av_pix_fmt_desc_next(nullptr); d; d = av_pix_fmt_desc_next(d)) {
+    const AVPixelFormat id = av_pix_fmt_desc_get_id(d);
+    if (in_place_yuv(d) && d->nb_components == 3 && d->comp[0].depth == bits && d->log2_chroma_w == log2_w &&
+        d->log2_chroma_h == log2_h && without_jpeg_range(id) == id)
+      return id;
+  }
+  return AV_PIX_FMT_NONE;
 }
 
 // GBR planar formats store G, B, R in planes 0, 1, 2; tensors are R, G, B.
@@ -207,17 +247,29 @@ ColourDetails resolve_colour(AVPixelFormat format, const ColourTags& tags, int w
 
 void FrameToTensor::convert(const AVFrame* frame, torch::Tensor& out) {
   const auto format = static_cast<AVPixelFormat>(frame->format);
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(format);
+  if (!desc) throw Error("frame of unknown pixel format " + std::to_string(frame->format));
   const bool rgb = carries_rgb(format);
-  const int bits = depth_of(format);
-  if (!sws_ || format != format_ || frame->width != source_width_ || frame->height != source_height_) {
-    const AVPixelFormat planar = rgb ? planar_rgb(bits) : AV_PIX_FMT_YUV444P16;
+  const int bits = desc->comp[0].depth;
+  const bool same_size = frame->width == width_ && frame->height == height_;
+  // The planes to read: the frame's own where it allows, else a planar copy made by swscale.
+  const bool in_place = !rgb && same_size && in_place_yuv(desc);
+  if (!in_place &&
+      (!sws_ || format != format_ || frame->width != source_width_ || frame->height != source_height_)) {
+    AVPixelFormat planar = planar_rgb(bits);
+    if (!rgb) {
+      const bool ours = same_size && desc->log2_chroma_w <= 1 && desc->log2_chroma_h <= 1;
+      planar = ours ? in_place_yuv_format(16, desc->log2_chroma_w, desc->log2_chroma_h) : AV_PIX_FMT_NONE;
+      if (planar == AV_PIX_FMT_NONE) planar = AV_PIX_FMT_YUV444P16;
+    }
     sws_ = make_sws(frame->width, frame->height, format, width_, height_, planar, kUpsample);
-    if (!planar_ || planar_->format != planar) planar_ = make_planar(planar, width_, height_);
+    planar_ = make_planar(planar, width_, height_);
     format_ = format;
     source_width_ = frame->width;
     source_height_ = frame->height;
   }
-  sws_scale(sws_.get(), frame->data, frame->linesize, 0, frame->height, planar_->data, planar_->linesize);
+  if (!in_place)
+    sws_scale(sws_.get(), frame->data, frame->linesize, 0, frame->height, planar_->data, planar_->linesize);
 
   if (rgb) {
     const double max = std::ldexp(1.0, storage_depth(bits)) - 1.0;
@@ -225,28 +277,47 @@ void FrameToTensor::convert(const AVFrame* frame, torch::Tensor& out) {
     out.mul_(2.0 / max).sub_(1.0);
     return;
   }
-  // 16-bit samples hold the source's n-bit code values shifted left by 16 - n.
+  // A 16-bit copy holds the source's n-bit code values shifted left by 16 - n.
+  const AVFrame* planes = in_place ? frame : planar_.get();
+  const double unshift = in_place ? 1.0 : std::ldexp(1.0, bits - 16);
   const ColourDetails colour = resolve_colour(format, colour_tags_of(frame), frame->width, frame->height);
   const auto [kr, kb] = *luma_weights(colour.matrix);
   const Levels l = levels(bits, colour.range == AVCOL_RANGE_JPEG);
-  const double unshift = std::ldexp(1.0, bits - 16);
   auto component = [&](int plane, double offset, double scale) {
-    return plane_view(planar_.get(), plane).to(torch::kFloat).mul_(unshift / scale).sub_(offset / scale);
+    return plane_view(planes, plane).to(torch::kFloat).mul_(unshift / scale).sub_(offset / scale);
   };
   const torch::Tensor y = component(0, l.y_offset, l.y_scale);
-  const torch::Tensor pb = component(1, l.c_offset, l.c_scale);
-  const torch::Tensor pr = component(2, l.c_offset, l.c_scale);
+  torch::Tensor chroma =
+      torch::stack({component(1, l.c_offset, l.c_scale), component(2, l.c_offset, l.c_scale)});
+  const AVPixFmtDescriptor* layout = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(planes->format));
+  if (layout->log2_chroma_w || layout->log2_chroma_h)
+    chroma = upsample_chroma(chroma, height_, width_, layout->log2_chroma_w, layout->log2_chroma_h,
+                             chroma_siting(frame->chroma_location));
+  const torch::Tensor pb = chroma[0], pr = chroma[1];
   torch::Tensor r = out[0], g = out[1], b = out[2];
   torch::add_out(r, y, pr, 2.0 * (1.0 - kr));
   torch::add_out(b, y, pb, 2.0 * (1.0 - kb));
   g.copy_((y - kr * r - kb * b) / (1.0 - kr - kb));
-  out.clamp_(0.0, 1.0).mul_(2.0).sub_(1.0);
+  out.mul_(2.0).sub_(1.0);  // not clamped (Note [Colour])
 }
 
-TensorToFrame::TensorToFrame(AVPixelFormat format, int width, int height, ColourDetails colour)
-    : format_(format), width_(width), height_(height), colour_(colour) {
-  const int bits = depth_of(format);
-  const AVPixelFormat planar = carries_rgb(format) ? planar_rgb(bits) : planar_yuv(bits);
+TensorToFrame::TensorToFrame(AVPixelFormat format, int width, int height, ColourDetails colour,
+                             AVChromaLocation chroma_location)
+    : format_(format), width_(width), height_(height), colour_(colour), chroma_location_(chroma_location) {
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(format);
+  if (!desc) throw Error("unknown output pixel format " + std::to_string(format));
+  const int bits = desc->comp[0].depth;
+  AVPixelFormat planar = planar_rgb(bits);
+  if (!carries_rgb(format)) {
+    const bool ours = desc->nb_components >= 3 && desc->log2_chroma_w <= 1 && desc->log2_chroma_h <= 1;
+    planar = ours ? in_place_yuv_format(storage_depth(bits), desc->log2_chroma_w, desc->log2_chroma_h)
+                  : AV_PIX_FMT_NONE;
+    if (planar == AV_PIX_FMT_NONE) planar = planar_yuv(bits);
+    if (in_place_yuv(desc)) planar = format;
+    const AVPixFmtDescriptor* layout = av_pix_fmt_desc_get(planar);
+    log2_w_ = layout->log2_chroma_w;
+    log2_h_ = layout->log2_chroma_h;
+  }
   if (planar != format) {
     sws_ = make_sws(width, height, planar, width, height, format, kDownsample);
     planar_ = make_planar(planar, width, height);
@@ -259,22 +330,24 @@ void TensorToFrame::convert(const torch::Tensor& rgb, AVFrame* out) {
   AVFrame* planar = planar_ ? planar_.get() : out;
   const auto planar_format = static_cast<AVPixelFormat>(planar->format);
   const int bits = storage_depth(depth_of(planar_format));
-  const torch::Tensor x = rgb.to(torch::kFloat).clamp(-1.0, 1.0).add(1.0).mul_(0.5);  // [0, 1]
+  const torch::Tensor x = rgb.to(torch::kFloat).add(1.0).mul_(0.5);  // [0, 1] inside the gamut
   if (carries_rgb(format_)) {
     const double max = std::ldexp(1.0, bits) - 1.0;
-    for (int c = 0; c < 3; ++c) plane_view(planar, kGbrPlane[c]).copy_(x[c].mul(max).round_());
+    for (int c = 0; c < 3; ++c)
+      plane_view(planar, kGbrPlane[c]).copy_(x[c].clamp(0.0, 1.0).mul_(max).round_());
   } else {
     const auto [kr, kb] = *luma_weights(colour_.matrix);
     const Levels l = levels(bits, colour_.range == AVCOL_RANGE_JPEG);
     const torch::Tensor y = x[0] * kr + x[1] * (1.0 - kr - kb) + x[2] * kb;
-    const torch::Tensor pb = (x[2] - y) / (2.0 * (1.0 - kb));
-    const torch::Tensor pr = (x[0] - y) / (2.0 * (1.0 - kr));
+    torch::Tensor chroma = torch::stack({(x[2] - y) / (2.0 * (1.0 - kb)), (x[0] - y) / (2.0 * (1.0 - kr))});
+    if (log2_w_ || log2_h_)
+      chroma = downsample_chroma(chroma, log2_w_, log2_h_, chroma_siting(chroma_location_));
     auto store = [&](int plane, const torch::Tensor& e, double offset, double scale) {
       plane_view(planar, plane).copy_(e.mul(scale).add_(offset).round_().clamp_(0.0, l.max));
     };
     store(0, y, l.y_offset, l.y_scale);
-    store(1, pb, l.c_offset, l.c_scale);
-    store(2, pr, l.c_offset, l.c_scale);
+    store(1, chroma[0], l.c_offset, l.c_scale);
+    store(2, chroma[1], l.c_offset, l.c_scale);
   }
   if (planar_) sws_scale(sws_.get(), planar_->data, planar_->linesize, 0, height_, out->data, out->linesize);
 }

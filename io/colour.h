@@ -24,12 +24,17 @@ namespace vaecodec::io {
 //   tagged with them, so a limited-range BT.709 clip comes back limited-range BT.709.
 // The arithmetic is done here, on tensors, from the definitions (BT.601/709/2020: E'y = Kr R + Kg G + Kb B,
 // limited range Y = 16 + 219 E'y and C = 128 + 224 E'c in 8-bit units, times 2^(n-8) for n bits; full range
-// Y = (2^n - 1) E'y, C = 2^(n-1) + (2^n - 1) E'c). swscale only moves samples: to 16-bit planar 4:4:4 on the
-// way in (chroma upsampled, bit depth widened by a shift, range untouched) and from 4:4:4 at the encoder's
-// bit depth to its layout on the way out (chroma downsampled). swscale's own YUV <-> RGB path was not used
-// because its fixed-point coefficients are off by up to 0.8 code values (a bias, measured against these
-// formulas). RGB sources go to planar RGB at their own bit depth, which swscale does exactly.
-// One SwsContext per converter, re-made only when the source format or size changes.
+// Y = (2^n - 1) E'y, C = 2^(n-1) + (2^n - 1) E'c), and so is the chroma resampling (Note [Chroma resampling]
+// in chroma.h). Planar YUV frames are read and written in place; swscale only repacks other layouts (NV12,
+// P010, YUYV, big-endian) into the planar one of the same subsampling, widening the bit depth by a shift and
+// leaving the range alone. swscale's own YUV <-> RGB path was not used because its fixed-point coefficients
+// are off by up to 0.8 code values (a bias, measured against these formulas). RGB sources go to planar RGB at
+// their own bit depth, which swscale does exactly. One SwsContext per converter, re-made only when the source
+// format or size changes.
+// - Out of gamut: Y'CbCr can hold colours outside the RGB cube (upsampled chroma overshoots at sharp colour
+//   edges). They are kept, not clamped: the model gets RGB slightly beyond [-1, 1] there, and the way back
+//   lands on the same code values, so that a pass-through loses nothing. Only the code values written are
+//   clamped (to what the bit depth holds), and RGB outputs to [0, 1].
 struct ColourTags {
   AVColorPrimaries primaries = AVCOL_PRI_UNSPECIFIED;
   AVColorTransferCharacteristic transfer = AVCOL_TRC_UNSPECIFIED;
@@ -60,8 +65,9 @@ ColourDetails resolve_colour(AVPixelFormat format, const ColourTags& tags, int w
 AVPixelFormat without_jpeg_range(AVPixelFormat format);
 bool is_rgb_format(AVPixelFormat format);
 
-// Decoded frames -> RGB tensors [3, H, W], float32 in [-1, 1], at a fixed output size (a frame of another
-// size, as in a stream that changes resolution, is scaled to it).
+// Decoded frames -> RGB tensors [3, H, W], float32, [-1, 1] (beyond it where Y'CbCr is out of gamut: Note
+// [Colour]), at a fixed output size (a frame of another size, as in a stream that changes resolution, is
+// scaled to it). Each frame is converted with its own matrix, range and chroma location.
 class FrameToTensor {
  public:
   FrameToTensor(int width, int height) : width_(width), height_(height) {}
@@ -72,14 +78,16 @@ class FrameToTensor {
   int width_, height_;
   AVPixelFormat format_ = AV_PIX_FMT_NONE;  // source format and size the context was made for
   int source_width_ = 0, source_height_ = 0;
-  SwsContextPtr sws_;
-  FramePtr planar_;  // YUV444P16 or planar RGB staging frame
+  SwsContextPtr sws_;  // null when the frame is read in place
+  FramePtr planar_;    // planar YUV (16-bit) or RGB staging frame
 };
 
-// RGB tensors [3, H, W] (float, clamped to [-1, 1]) -> frames of an encoder's pixel format.
+// RGB tensors [3, H, W] (float, [-1, 1]; Note [Colour] for what lies beyond) -> frames of an encoder's pixel
+// format, chroma subsampled for `chroma_location` (Note [Chroma resampling]).
 class TensorToFrame {
  public:
-  TensorToFrame(AVPixelFormat format, int width, int height, ColourDetails colour);
+  TensorToFrame(AVPixelFormat format, int width, int height, ColourDetails colour,
+                AVChromaLocation chroma_location = AVCHROMA_LOC_UNSPECIFIED);
   // Writes `rgb` (CPU, [3, H, W]) into `out`, which must be a writable frame of the format and size above.
   void convert(const torch::Tensor& rgb, AVFrame* out);
 
@@ -87,8 +95,10 @@ class TensorToFrame {
   AVPixelFormat format_;
   int width_, height_;
   ColourDetails colour_;
-  SwsContextPtr sws_;  // planar 4:4:4 -> format_; null when format_ is that layout already
-  FramePtr planar_;    // YUV444P / GBRP at the output's bit depth
+  AVChromaLocation chroma_location_;
+  int log2_w_ = 0, log2_h_ = 0;  // chroma subsampling done here (Note [Chroma resampling])
+  SwsContextPtr sws_;            // planar staging -> format_; null when format_ is written in place
+  FramePtr planar_;              // planar YUV / GBRP staging frame at the output's bit depth
 };
 
 }  // namespace vaecodec::io

@@ -1,9 +1,14 @@
 #include "io/latent_file.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <sstream>
 
@@ -192,7 +197,8 @@ nlohmann::json to_json(const LatentMeta& meta) {
        {{"primaries", string_or_null(meta.colour_primaries)},
         {"transfer", string_or_null(meta.colour_transfer)},
         {"matrix", string_or_null(meta.colour_matrix)},
-        {"range", string_or_null(meta.colour_range)}}},
+        {"range", string_or_null(meta.colour_range)},
+        {"chroma_location", string_or_null(meta.chroma_location)}}},
       {"pixel_format", string_or_null(meta.pixel_format)},
       {"has_audio", or_null(meta.has_audio)},
       {"source", string_or_null(meta.source)},
@@ -256,6 +262,7 @@ LatentMeta latent_meta_from_json(const nlohmann::json& json) {
     meta.colour_transfer = optional_string(*colour, "transfer", "colour.transfer");
     meta.colour_matrix = optional_string(*colour, "matrix", "colour.matrix");
     meta.colour_range = optional_string(*colour, "range", "colour.range");
+    meta.chroma_location = optional_string(*colour, "chroma_location", "colour.chroma_location");
   }
   meta.pixel_format = optional_string(json, "pixel_format", "pixel_format");
   if (const nlohmann::json* audio = find_key(json, "has_audio")) {
@@ -372,6 +379,58 @@ LatentFile read_latents(const std::filesystem::path& path, const LatentNormaliza
   result.latents = values.to(torch::kFloat);
   result.meta.latent_channels = entry.shape[1];
   return result;
+}
+
+void apply_latent_scale(const std::filesystem::path& path) {
+  // No normalization either way: a .latent's raw latents come back raw and go out raw (Note [latent files]).
+  LatentFile file = read_latents(path);
+  if (!file.has_meta)
+    throw Error(path.string() + ": no vaecodec record, so no latent scale to apply to its latents");
+  if (file.meta.scale_applied) return;
+  file.meta.scale_applied = true;
+  write_latents(path, file.latents, file.meta);
+}
+
+ScaledLatentInput::ScaledLatentInput(const std::filesystem::path& path, double scale) : path_(path) {
+  const std::string where = path.string();
+  const core::SafetensorsFile file(path);
+  if (const auto it = file.metadata().find(kMetaKey); it != file.metadata().end()) {
+    LatentMeta meta;
+    try {
+      meta = parse_latent_meta(it->second);
+    } catch (const Error& e) {
+      throw Error(where + ": " + e.what());
+    }
+    if (!meta.scale_applied)
+      throw Error(where +
+                  ": its record says the latents are stored unscaled; decode it without --latent-scale");
+    return;
+  }
+  if (scale == 1.0) return;
+
+  LatentMeta meta;
+  meta.vaecodec_version.clear();  // vaecodec did not make these latents
+  meta.scale = scale;
+  meta.scale_applied = true;
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& [name, entry] : file.entries()) tensors[name] = file.load(name);
+  std::string pattern = (std::filesystem::temp_directory_path() / "vaecodec-latents-XXXXXX").string();
+  const std::string extension = path.extension().string();
+  pattern += extension;
+  const int fd = ::mkstemps(pattern.data(), static_cast<int>(extension.size()));
+  if (fd < 0) throw Error(where + ": cannot make a temporary copy: " + std::strerror(errno));
+  ::close(fd);
+  try {
+    core::write_safetensors(pattern, tensors, {{kMetaKey, to_json(meta).dump()}});
+  } catch (...) {
+    ::unlink(pattern.c_str());
+    throw;
+  }
+  copy_ = pattern;
+}
+
+ScaledLatentInput::~ScaledLatentInput() {
+  if (!copy_.empty()) ::unlink(copy_.c_str());
 }
 
 void check_latents_match(const LatentMeta& meta, const std::string& family, int64_t latent_channels,

@@ -56,6 +56,8 @@ struct LatentMeta {
   // raw latents by default and records the factor with scale_applied = false; with scale_applied = true,
   // write_latents stores latents * scale. read_latents divides by the scale when the file says it was
   // applied, so callers always hand over and get back the model's own latents. Wan: scale 1.
+  // On the command line `encode --latent-scale` writes scaled latents (apply_latent_scale) and
+  // `decode --latent-scale` says the input's latents are scaled (ScaledLatentInput).
   double scale = 1.0;
   bool scale_applied = false;
 
@@ -79,6 +81,7 @@ struct LatentMeta {
   std::string colour_transfer;
   std::string colour_matrix;
   std::string colour_range;
+  std::string chroma_location;  // "left", "center", ... (av_chroma_location_name); empty: unspecified
   std::string pixel_format;
 
   std::optional<bool> has_audio;  // whether the source had an audio stream
@@ -125,6 +128,30 @@ void write_latents(const std::filesystem::path& path, const torch::Tensor& laten
 // 5-D tensor. A .latent's raw latents are normalized with `normalization` (empty: taken as they are). Throws
 // vaecodec::Error for a file without a 5-D latent tensor, NaN/Inf values, or a record that does not parse.
 LatentFile read_latents(const std::filesystem::path& path, const LatentNormalization& normalization = {});
+
+// Rewrites a latent file vaecodec wrote, in place and atomically, so that it stores its latents times the
+// scale its record gives (`vaecodec encode --latent-scale`, Note [latent scale]). Reading it back still gives
+// the model's own latents. Throws vaecodec::Error for a file without vaecodec's record.
+void apply_latent_scale(const std::filesystem::path& path);
+
+// A latent file whose latents the caller says are stored times `scale` (`vaecodec decode --latent-scale`,
+// Note [latent scale]), made readable as such. A file whose record says so is used as it is; one whose
+// record says the latents are stored unscaled is an error; a file without a record (latents a diffusion
+// pipeline saved scaled) is copied bit for bit, with a record that says they are scaled, into a temporary
+// file that lives as long as this object.
+class ScaledLatentInput {
+ public:
+  ScaledLatentInput(const std::filesystem::path& path, double scale);
+  ~ScaledLatentInput();
+  ScaledLatentInput(const ScaledLatentInput&) = delete;
+  ScaledLatentInput& operator=(const ScaledLatentInput&) = delete;
+  // The file to read: the original, or the recorded copy.
+  const std::filesystem::path& path() const { return copy_.empty() ? path_ : copy_; }
+
+ private:
+  std::filesystem::path path_;
+  std::filesystem::path copy_;  // empty: none made
+};
 
 // Throws vaecodec::Error when latents do not fit a model: made by another family (when the record knows it)
 // or with another channel count (when known). `path` names the latent file in the message.

@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/presets.h"
+#include "core/tiling.h"
 #include "io/chunking.h"
 #include "io/interrupt.h"
 #include "io/log.h"
@@ -75,6 +77,37 @@ AVRational rational(LatentMeta::Rational q) {
   return {q.num, q.den};
 }
 
+// The chunk and tiles of a run (core/planner.h): planned when the options ask, else options.chunks untiled.
+// Planning happens here because the frame size is known only once the input is open.
+core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geometry,
+                       const PipelineOptions& options) {
+  if (!options.memory) {
+    core::Plan plan;
+    plan.op = op;
+    plan.chunk = options.chunks.latent_frames;
+    const int64_t f = model.info().spatial_factor;
+    plan.tiles = core::TileGrid::whole(geometry.padded_height / f, geometry.padded_width / f);
+    return plan;
+  }
+  const core::Plan plan =
+      core::plan_run(core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
+                                           geometry.padded_height, model.dtype()),
+                     *options.memory);
+  core::cap_device_memory(model.device(), options.memory->budget_bytes);
+  if (!options.quiet) std::cerr << "vaecodec: " << plan.summary() << std::endl;
+  return plan;
+}
+
+// Puts the plan into the summary and, on a GPU, tells how the measured peak compares with the estimate.
+void report_memory(core::VaeModel& model, const core::Plan& plan, const PipelineOptions& options,
+                   RunSummary& summary) {
+  if (!options.memory) return;
+  summary.plan = plan;
+  if (options.quiet || !model.device().is_cuda()) return;
+  std::cerr << "vaecodec: peak VRAM " << core::format_size(device_peak_bytes(model.device()))
+            << " (estimated " << core::format_size(plan.estimate.total()) << ")" << std::endl;
+}
+
 }  // namespace
 
 LatentNormalization latent_normalization(const core::ModelInfo& info) {
@@ -93,9 +126,11 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
   DeviceTransfer transfer(model.device());
-  VideoReader reader(input, {transfer.wants_pinned(), options.strict});
+  VideoReader reader(input, {transfer.wants_pinned(), options.strict, /*keep_audio=*/true});
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
+  const core::Plan memory_plan = plan_memory(model, core::Op::kRoundtrip, geometry, options);
+  const core::ChunkOptions chunking{memory_plan.chunk};
 
   TempOutput temp(output);
   VideoWriter writer(temp.path(), output, format, options.writer, reader.audio_streams());
@@ -103,11 +138,11 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   if (!options.metrics.empty()) meter.emplace();
   Progress progress("roundtrip", reader.frame_count_hint(), quiet_if(options.quiet));
   PacketQueue audio(kUnbounded);
-  const size_t capacity = frame_queue_capacity(info, options.chunks);
+  const size_t capacity = frame_queue_capacity(info, chunking);
   WriterStage writing(writer, capacity, &audio, meter ? &*meter : nullptr, &progress);
   DecodedFrameSink sink(geometry, transfer, writing);
-  EncodeFeeder feeder(model, options.chunks, geometry, transfer);
-  core::DecodeRun decoder(model, options.chunks);
+  EncodeFeeder feeder(model, chunking, geometry, transfer, memory_plan.tiles, memory_plan.offload);
+  core::TiledDecodeRun decoder(model, chunking, memory_plan.tiles, memory_plan.offload);
   int64_t latent_frames = 0;
   auto decode = [&](const torch::Tensor& latents) {
     if (!has_frames(latents)) return;
@@ -147,6 +182,7 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   summary.audio_streams = writer.audio_streams_copied();
   summary.damage = reader.damage();
   if (meter) summary.quality = meter->summary();
+  report_memory(model, memory_plan, options, summary);
   summary.seconds = seconds_since(start);
   return summary;
 }
@@ -162,16 +198,18 @@ RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& 
   VideoReader reader(input, {transfer.wants_pinned(), options.strict});
   const VideoFormat format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
+  const core::Plan memory_plan = plan_memory(model, core::Op::kEncode, geometry, options);
+  const core::ChunkOptions chunking{memory_plan.chunk};
 
   TempOutput temp(output);
   Progress progress("encode", reader.frame_count_hint(), quiet_if(options.quiet));
-  EncodeFeeder feeder(model, options.chunks, geometry, transfer);
+  EncodeFeeder feeder(model, chunking, geometry, transfer, memory_plan.tiles, memory_plan.offload);
   std::vector<HostTensor> chunks;
   std::vector<int64_t> pts;
   auto keep = [&](const torch::Tensor& latents) {
     if (has_frames(latents)) chunks.push_back(transfer.download(latents));
   };
-  ReaderStage reading(reader, frame_queue_capacity(info, options.chunks), nullptr);
+  ReaderStage reading(reader, frame_queue_capacity(info, chunking), nullptr);
   while (std::optional<VideoFrame> frame = reading.next()) {
     throw_if_interrupted();
     pts.push_back(frame->pts);
@@ -203,6 +241,8 @@ RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& 
   meta.colour_transfer = name_of(av_color_transfer_name(format.colour.transfer));
   meta.colour_matrix = name_of(av_color_space_name(format.colour.matrix));
   meta.colour_range = name_of(av_color_range_name(format.colour.range));
+  if (format.chroma_location != AVCHROMA_LOC_UNSPECIFIED)
+    meta.chroma_location = name_of(av_chroma_location_name(format.chroma_location));
   meta.pixel_format = pixel_format_name(format.pixel_format);
   meta.has_audio = !reader.audio_streams().empty();
   meta.source = input.filename().string();
@@ -220,6 +260,7 @@ RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& 
   summary.height = format.height;
   summary.latent_shape = latents.sizes().vec();
   summary.damage = reader.damage();
+  report_memory(model, memory_plan, options, summary);
   summary.seconds = seconds_since(start);
   return summary;
 }
@@ -279,6 +320,8 @@ DecodePlan plan_decode(const LatentFile& file, const core::ModelInfo& info, cons
   f.pixel_format = pix != AV_PIX_FMT_NONE ? pix : AV_PIX_FMT_YUV420P;
   f.colour = colour_tags_from_names(meta.colour_primaries, meta.colour_transfer, meta.colour_matrix,
                                     meta.colour_range);
+  const int location = av_chroma_location_from_name(meta.chroma_location.c_str());
+  if (location > 0) f.chroma_location = static_cast<AVChromaLocation>(location);
   return plan;
 }
 
@@ -298,17 +341,19 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
                 info.family + " model takes " + std::to_string(info.latent_channels));
   const DecodePlan plan = plan_decode(file, info, input, options);
   const Geometry geometry = Geometry::of(info, plan.format.width, plan.format.height);
+  const core::Plan memory_plan = plan_memory(model, core::Op::kDecode, geometry, options);
+  const core::ChunkOptions chunking{memory_plan.chunk};
 
   DeviceTransfer transfer(model.device());
   TempOutput temp(output);
   VideoWriter writer(temp.path(), output, plan.format, options.writer);
   Progress progress("decode", plan.frames, quiet_if(options.quiet));
-  const size_t capacity = frame_queue_capacity(info, options.chunks);
+  const size_t capacity = frame_queue_capacity(info, chunking);
   WriterStage writing(writer, capacity, nullptr, nullptr, &progress);
   DecodedFrameSink sink(geometry, transfer, writing);
   for (int64_t i = 0; i < plan.frames; ++i) sink.add_timing(plan.pts[i], plan.durations[i]);
-  core::DecodeRun decoder(model, options.chunks);
-  const int64_t step = std::max<int64_t>(options.chunks.latent_frames, 1);
+  core::TiledDecodeRun decoder(model, chunking, memory_plan.tiles, memory_plan.offload);
+  const int64_t step = std::max<int64_t>(chunking.latent_frames, 1);
   for (int64_t t = 0; t < file.latents.size(2); t += step) {
     throw_if_interrupted();
     const int64_t n = std::min<int64_t>(step, file.latents.size(2) - t);
@@ -332,6 +377,7 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
   summary.latent_shape = file.latents.sizes().vec();
   summary.codec = writer.codec_name();
   summary.pixel_format = pixel_format_name(writer.pixel_format());
+  report_memory(model, memory_plan, options, summary);
   summary.seconds = seconds_since(start);
   return summary;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/engine.h"
+#include "core/planner.h"
 #include "core/vae_model.h"
 #include "io/latent_file.h"
 #include "io/metrics.h"
@@ -18,6 +19,9 @@ namespace vaecodec::io {
 // How the three runs below work. Defaults suit the CLI.
 struct PipelineOptions {
   core::ChunkOptions chunks;      // latent frames per chunk: memory and speed, not the result
+  // With a value the run is planned (core/planner.h): the plan's chunk and tiles replace `chunks`, the
+  // allocator is capped at the budget, and the plan and the measured peak go to stderr unless quiet.
+  std::optional<core::PlannerOptions> memory;
   WriterOptions writer;           // output codec, crf, pixel format
   bool strict = false;            // damaged input is an error, not a warning (Note [Damaged input])
   bool quiet = false;             // no progress line
@@ -40,6 +44,7 @@ struct RunSummary {
   int audio_streams = 0;                  // copied into the output
   DecodeDamage damage;                    // what the input lost (roundtrip, encode)
   std::optional<QualitySummary> quality;  // with PipelineOptions::metrics
+  std::optional<core::Plan> plan;         // with PipelineOptions::memory
 };
 
 // Decodes `input`, runs every frame through the model's encoder and decoder, and writes `output` with the

@@ -58,7 +58,8 @@ void WriterStage::run() {
       frame->chunk.wait();
       writer_.write(frame->rgb, frame->pts, frame->duration);
       if (meter_ && frame->reference.defined())
-        meter_->add(frame->reference.add(1.0).mul_(0.5), frame->rgb.clamp(-1.0, 1.0).add_(1.0).mul_(0.5));
+        meter_->add(frame->reference.clamp(-1.0, 1.0).add_(1.0).mul_(0.5),
+                    frame->rgb.clamp(-1.0, 1.0).add_(1.0).mul_(0.5));
       if (progress_) progress_->update(writer_.frames_written());
     }
     if (!finishing_) return;  // cancelled: the file is abandoned

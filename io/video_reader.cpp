@@ -64,9 +64,17 @@ VideoReader::VideoReader(const std::filesystem::path& path, ReaderOptions option
   format_.height = frame_->height;
   format_.pixel_format = static_cast<AVPixelFormat>(frame_->format);
   format_.colour = colour_tags_of(frame_.get());
+  format_.chroma_location = frame_->chroma_location;
   format_.sample_aspect_ratio =
       av_guess_sample_aspect_ratio(raw, const_cast<AVStream*>(stream_), frame_.get());
   converter_.emplace(format_.width, format_.height);
+}
+
+void VideoReader::set_audio_sink(AudioSink sink) {
+  audio_sink_ = std::move(sink);
+  if (!audio_sink_) return;
+  for (PacketPtr& packet : held_audio_) audio_sink_(std::move(packet));
+  held_audio_.clear();
 }
 
 int64_t VideoReader::frame_count_hint() const {
@@ -156,11 +164,14 @@ bool VideoReader::feed_decoder() {
       }
       return true;
     }
-    if (audio_sink_ &&
+    if (options_.keep_audio &&
         format_ctx_->streams[packet_->stream_index]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
       PacketPtr copy = make_packet();
       av_packet_move_ref(copy.get(), packet_.get());
-      audio_sink_(std::move(copy));
+      if (audio_sink_)
+        audio_sink_(std::move(copy));
+      else
+        held_audio_.push_back(std::move(copy));
     }
     av_packet_unref(packet_.get());
   }

@@ -24,6 +24,7 @@ struct VideoFormat {
   AVRational frame_rate{0, 1};  // average frame rate; 0/1 when the file does not say
   AVRational sample_aspect_ratio{0, 1};
   ColourTags colour;
+  AVChromaLocation chroma_location = AVCHROMA_LOC_UNSPECIFIED;  // Note [Chroma resampling]
 };
 
 // One decoded frame, ready for the model.
@@ -41,8 +42,9 @@ struct AudioStream {
 };
 
 struct ReaderOptions {
-  bool pinned = false;  // host tensors in pinned memory (for asynchronous copies to a CUDA device)
-  bool strict = false;  // the first undecodable packet or damaged frame is an error instead of a warning
+  bool pinned = false;      // host tensors in pinned memory (for asynchronous copies to a CUDA device)
+  bool strict = false;      // the first undecodable packet or damaged frame is an error instead of a warning
+  bool keep_audio = false;  // keep the audio packets for set_audio_sink; otherwise they are dropped
 };
 
 // What the reader could not decode (Note [Damaged input]).
@@ -63,8 +65,9 @@ struct DecodeDamage {
 // With ReaderOptions::strict the first such event throws instead.
 
 // Demuxes and decodes the best video stream of a file into RGB tensors. Opening decodes the first frame, so a
-// file that opens is known to hold at least one frame. Audio packets go to the sink set by
-// set_audio_sink (packet copied, timestamps in the input stream's time base).
+// file that opens is known to hold at least one frame. With ReaderOptions::keep_audio, audio packets go to
+// the sink set by set_audio_sink (timestamps in the input stream's time base); those read before it was set
+// (while opening, say) are held and handed over when it is.
 class VideoReader {
  public:
   explicit VideoReader(const std::filesystem::path& path, ReaderOptions options = {});
@@ -79,7 +82,7 @@ class VideoReader {
   int64_t frame_count_hint() const;
 
   using AudioSink = std::function<void(PacketPtr packet)>;
-  void set_audio_sink(AudioSink sink) { audio_sink_ = std::move(sink); }
+  void set_audio_sink(AudioSink sink);
 
   // The next frame; false at the end of the stream.
   bool next(VideoFrame& out);
@@ -98,6 +101,7 @@ class VideoReader {
   VideoFormat format_;
   std::vector<AudioStream> audio_;
   AudioSink audio_sink_;
+  std::vector<PacketPtr> held_audio_;  // read before there was a sink
   PacketPtr packet_;
   FramePtr frame_;
   bool first_pending_ = false;  // frame_ holds the first frame, decoded while opening

@@ -1,5 +1,7 @@
 #include "io/video_writer.h"
 
+#include <algorithm>
+
 extern "C" {
 #include <libavutil/opt.h>
 }
@@ -64,6 +66,28 @@ ColourTags output_tags(const VideoFormat& format, AVPixelFormat out_format) {
   return tags;
 }
 
+// The chroma location the output is subsampled for, and tagged with: the input's; where the input did not
+// say, centred, as the reader assumed (Note [Chroma resampling]), and said explicitly, since H.264 and HEVC
+// decoders take an untagged stream to be LEFT. Formats without subsampled chroma get no tag.
+AVChromaLocation chroma_location_for(AVChromaLocation input, AVPixelFormat out_format) {
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(out_format);
+  if (!desc || is_rgb_format(out_format) || (!desc->log2_chroma_w && !desc->log2_chroma_h))
+    return AVCHROMA_LOC_UNSPECIFIED;
+  return input == AVCHROMA_LOC_UNSPECIFIED ? AVCHROMA_LOC_CENTER : input;
+}
+
+// x264 and x265 name their presets alike and print their own complaint about an unknown one (past FFmpeg's
+// log level), so the name is checked here, before any work, to fail with one line of ours.
+void check_preset(const std::string& codec, const std::string& preset) {
+  if (preset.empty() || (codec != "libx264" && codec != "libx265")) return;
+  const std::vector<std::string> names = {"ultrafast", "superfast", "veryfast", "faster",   "fast",
+                                          "medium",    "slow",      "slower",   "veryslow", "placebo"};
+  if (std::find(names.begin(), names.end(), preset) != names.end()) return;
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  throw Error("unknown --encoder-preset '" + preset + "' for " + codec + " (one of " + list + ")");
+}
+
 }  // namespace
 
 const AVOutputFormat* output_container(const std::filesystem::path& name) {
@@ -101,6 +125,7 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const std::filesyste
   if (avformat_query_codec(container_, codec_->id, FF_COMPLIANCE_NORMAL) == 0)
     throw Error("the " + std::string(container_->name) + " container of " + name.string() + " cannot hold " +
                 codec_name_ + " video (try .mkv)");
+  check_preset(codec_name_, options_.preset);
   const AVPixelFormat wanted =
       options_.pixel_format != AV_PIX_FMT_NONE ? options_.pixel_format : format_.pixel_format;
   pixel_format_ = choose_pixel_format(codec_, wanted, name.string());
@@ -121,6 +146,7 @@ void VideoWriter::open(int width, int height) {
   enc->color_trc = tags.transfer;
   enc->colorspace = tags.matrix;
   enc->color_range = tags.range;
+  enc->chroma_sample_location = chroma_location_for(format_.chroma_location, pixel_format_);
   enc->thread_count = options_.threads;
   if (container_->flags & AVFMT_GLOBALHEADER) enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
 
@@ -173,7 +199,8 @@ void VideoWriter::open(int width, int height) {
   frame_->width = width;
   frame_->height = height;
   check_av(av_frame_get_buffer(frame_.get(), 0), "cannot allocate a frame for", name_);
-  converter_.emplace(pixel_format_, width, height, resolve_colour(pixel_format_, tags, width, height));
+  converter_.emplace(pixel_format_, width, height, resolve_colour(pixel_format_, tags, width, height),
+                     enc->chroma_sample_location);
 
   for (PacketPtr& packet : early_audio_) mux_audio(packet.get());
   early_audio_.clear();
@@ -189,6 +216,7 @@ void VideoWriter::write(const torch::Tensor& rgb, int64_t pts, int64_t duration)
   frame_->color_trc = encoder_->color_trc;
   frame_->colorspace = encoder_->colorspace;
   frame_->color_range = encoder_->color_range;
+  frame_->chroma_location = encoder_->chroma_sample_location;
   frame_->sample_aspect_ratio = encoder_->sample_aspect_ratio;
   if (duration > 0) durations_[pts] = duration;
   check_av(avcodec_send_frame(encoder_.get(), frame_.get()), "cannot encode a frame for", name_);
@@ -204,9 +232,20 @@ void VideoWriter::write_audio(PacketPtr packet) {
   mux_audio(packet.get());
 }
 
+// Note [Audio before time 0]
+// Audio often starts before the first frame: AAC's priming packet lies at [-1024, 0) samples, to be decoded
+// and skipped. MP4 and MOV keep such negative timestamps (edit lists); Matroska and most others cannot, and
+// their muxers would shift every stream to make them non-negative, moving the video's pts too. So for those
+// containers an audio packet that ends at or before 0 is left out (counted, and reported by finish()); the
+// video keeps its pts exactly and the audio is in sync, minus its priming.
 void VideoWriter::mux_audio(AVPacket* packet) {
   const auto it = audio_map_.find(packet->stream_index);
   if (it == audio_map_.end()) return;
+  if (!(container_->flags & AVFMT_TS_NEGATIVE) && packet->pts != AV_NOPTS_VALUE &&
+      packet->pts + packet->duration <= 0) {
+    ++audio_dropped_;
+    return;
+  }
   av_packet_rescale_ts(packet, it->second.in_time_base, it->second.stream->time_base);
   packet->stream_index = it->second.stream->index;
   packet->pos = -1;
@@ -239,6 +278,9 @@ void VideoWriter::finish() {
   check_av(av_write_trailer(muxer_.get()), "cannot finish", name_);
   check_av(avio_closep(&muxer_->pb), "cannot close", name_);
   finished_ = true;
+  if (audio_dropped_)
+    warn(std::to_string(audio_dropped_) + " audio packets before time 0 (encoder priming) were left out of " +
+         name_.string() + ": the " + container_->name + " container cannot hold negative timestamps");
 }
 
 }  // namespace vaecodec::io

@@ -40,7 +40,8 @@ class VideoWriter {
   VideoWriter(const VideoWriter&) = delete;
   VideoWriter& operator=(const VideoWriter&) = delete;
 
-  // rgb: [3, H, W] float on the CPU, [-1, 1] (clamped); pts and duration in the format's time base.
+  // rgb: [3, H, W] float on the CPU, [-1, 1] (Note [Colour] for values beyond); pts and duration in the
+  // format's time base.
   void write(const torch::Tensor& rgb, int64_t pts, int64_t duration);
   // A packet of one of the audio streams given at construction, timestamps in the input's time base.
   // Packets of streams the container cannot take are dropped.
@@ -84,6 +85,7 @@ class VideoWriter {
   bool header_written_ = false;
   bool finished_ = false;
   int64_t frames_ = 0;
+  int64_t audio_dropped_ = 0;  // Note [Audio before time 0]
 };
 
 // The output format the writer would use for the container `name`, or throws naming the extension.

@@ -1,15 +1,32 @@
 #!/usr/bin/env bash
-# On a GPU machine: build vaecodec against the machine's LibTorch, run every test (the GPU ones included) and
-# the standard benchmarks. Logs and JSON results go to $OUT (default out/gpu).
+# On a GPU machine: build vaecodec against the machine's LibTorch, run the GPU tests, the benchmark matrix of the
+# speed, models and memory work, and a file-to-file round trip. Logs and JSON results go to $OUT (default
+# out/gpu); every step has a time limit, so a slow one costs its own results only.
 # Expects the FFmpeg/Catch2/CLI11 kit unpacked and its env.sh sourced (see docs/benchmarks.md), and
 # nlohmann-json headers under .devkit/include when the machine lacks them.
+#   PHASES="speed models tests memory roundtrip"   which parts run, in this order
+#   RUNS=3                                           timed runs per benchmark (the median is reported)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
 BUILD=${BUILD_DIR:-build-gpu}
 ARCH=${CUDA_ARCHS:-90}
+RUNS=${RUNS:-3}
+PHASES=${PHASES:-speed models tests memory roundtrip}
 mkdir -p "$OUT"
 step() { echo "== $* ($(date +%T))"; }
+bench() {  # bench ARGS...: one JSON line to bench.jsonl, a short line to the log
+  timeout 150 "$BUILD/vaecodec" bench --frames 81 --dtype bf16 --runs "$RUNS" --json "$@" >"$OUT/last.json" \
+    2>>"$OUT/bench.err"
+  local rc=$?
+  if ((rc == 0)); then
+    cat "$OUT/last.json" >>"$OUT/bench.jsonl"
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('  %s %s %s chunk %s %s: %.3f s, %.0f TFLOP, %.0f TFLOP/s, %.2f GiB' % (j['model'], j['op'], j['size'], j['chunk_latent_frames'], 'cl' if j.get('channels_last') else 'ncdhw', j['median_s'], j['model_tflop'], j['tflops'], j.get('peak_allocated_gib', 0)))" "$OUT/last.json"
+  else
+    echo "  FAILED ($rc): bench $*"; tail -2 "$OUT/bench.err"
+  fi
+}
+has() { [[ " $PHASES " == *" $1 "* ]]; }
 
 step configure
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
@@ -19,22 +36,47 @@ step build
 ninja -C "$BUILD" >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; exit 1; }
 "$BUILD/vaecodec" info | tee "$OUT/info.txt"
 
-if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
-  step tests
-  ctest --test-dir "$BUILD" --output-on-failure ${CTEST_ARGS:-} >"$OUT/ctest.log" 2>&1
-  echo "ctest exit $?"; grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | head -20
-  "$BUILD/tests/vaecodec_tests" "[golden]" -s 2>/dev/null | grep "^golden" | tee "$OUT/golden.txt"
+if has speed; then
+  step "speed: Wan2.1, released architecture, random weights, 81 frames, bf16"
+  bench --random --op decode --size 1280x720 --profile
+  bench --random --op encode --size 1280x720 --profile
+  bench --random --op decode --size 832x480
+  bench --random --op encode --size 832x480
+  bench --random --op decode --size 1280x720 --layout contiguous
+  bench --random --op decode --size 1280x720 --chunk 2
+  bench --random --op encode --size 1280x720 --chunk 2
+  for op in decode encode; do
+    timeout 120 "$BUILD/vaecodec" bench --random --op $op --size 256x256 --frames 17 --dtype bf16 --accuracy --json \
+      | tee -a "$OUT/bench.jsonl"
+  done
 fi
 
-step benchmarks
-for spec in ${BENCH:-decode:1280x720 encode:1280x720 decode:832x480 encode:832x480}; do
-  "$BUILD/vaecodec" bench --random --op "${spec%%:*}" --size "${spec#*:}" --frames 81 --dtype bf16 --chunk "${BENCH_CHUNK:-1}" \
-    --runs 3 --json | tee -a "$OUT/bench.jsonl"
-done
-"$BUILD/vaecodec" bench --random --op decode --size 256x256 --frames 17 --dtype bf16 --accuracy --json | tee -a "$OUT/bench.jsonl"
-"$BUILD/vaecodec" bench --random --op encode --size 256x256 --frames 17 --dtype bf16 --accuracy --json | tee -a "$OUT/bench.jsonl"
+if has models; then
+  step "models: SeedVR2 and Wan2.2, released configs, random weights, 81 frames, bf16"
+  bench --random --model seedvr2-vae --op decode --size 1280x720
+  bench --random --model seedvr2-vae --op encode --size 1280x720
+  bench --random --model wan2.2-vae --op decode --size 1280x704
+  bench --random --model wan2.2-vae --op encode --size 1280x704
+fi
 
-if [[ "${SKIP_ROUNDTRIP:-0}" != 1 ]]; then
+if has tests; then
+  step "GPU tests"
+  timeout 240 "$BUILD/tests/vaecodec_tests" "[gpu]" >"$OUT/gpu_tests.log" 2>&1
+  echo "gpu tests exit $?"; tail -4 "$OUT/gpu_tests.log"
+  grep -E "FAILED|failed" -A8 "$OUT/gpu_tests.log" | head -40
+  timeout 120 "$BUILD/tests/vaecodec_tests" "[golden]" -s 2>/dev/null | grep "^golden" | tee "$OUT/golden.txt"
+fi
+
+if has memory; then
+  step "memory: GPU tiers emulated by capping the allocator at the preset's budget"
+  for row in rtx4060-8g:decode:1280x720 rtx4060-8g:encode:1280x720 rtx3060-12g:decode:1920x1080 \
+             rtx4090-24g:decode:1920x1080 rtx4090-24g:decode:3840x2160; do
+    IFS=: read -r preset op size <<<"$row"
+    RUNS=1 bench --random --op "$op" --size "$size" --preset "$preset" --warmup 0
+  done
+fi
+
+if has roundtrip; then
   step "file-to-file roundtrip 1280x720x81 bf16"
   # Random weights of the released architecture, written as a .pth by the machine's PyTorch.
   python3 - <<'PY'
@@ -56,10 +98,10 @@ PY
     -c:v libx264 -pix_fmt yuv420p /tmp/clip720.mp4
   for i in 1 2; do
     start=$(date +%s.%N)
-    "$BUILD/vaecodec" roundtrip /tmp/clip720.mp4 -o /tmp/rt720.mp4 --weights /tmp/wan21_random.pth \
+    timeout 120 "$BUILD/vaecodec" roundtrip /tmp/clip720.mp4 -o /tmp/rt720.mp4 --weights /tmp/wan21_random.pth \
       --device cuda --dtype bf16 --json --quiet | tee -a "$OUT/roundtrip.jsonl"
     python3 -c "import time; print(\"roundtrip wall %.2f s\" % (time.time() - $start))"
   done
-  "$BUILD/vaecodec" bench --weights /tmp/wan21_random.pth --op roundtrip --size 1280x720 --frames 81 --dtype bf16 \
-    --runs 2 --json | tee -a "$OUT/bench.jsonl"
+  bench --weights /tmp/wan21_random.pth --op roundtrip --size 1280x720
 fi
+step done

@@ -16,7 +16,7 @@ namespace {
 
 std::vector<std::filesystem::path> golden_dirs() {
   if (const char* dir = std::getenv("VAECODEC_GOLDEN_DIR"); dir && *dir) return {dir};
-  return {data_dir() / "wan21-tiny", data_dir() / "wan22-tiny"};
+  return {data_dir() / "wan21-tiny", data_dir() / "wan22-tiny", data_dir() / "seedvr2-tiny"};
 }
 
 struct GoldenModel {

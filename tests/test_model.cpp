@@ -1,6 +1,7 @@
 // The Wan2.1 model: chunk invariance, the released architecture's tensors, loading from every layout, and the
 // errors of a checkpoint that does not fit.
 #include <catch2/catch.hpp>
+#include <torch/cuda.h>
 
 #include "core/engine.h"
 #include "core/error.h"
@@ -101,6 +102,39 @@ TEST_CASE("frames pushed in arbitrary pieces give the same latents", "[model][ch
   }
   if (auto z = run.finish(); z.defined()) parts.push_back(z);
   CHECK(relative_error(torch::cat(parts, 2), reference) <= 1e-12);
+}
+
+TEST_CASE("the channels-last layout computes the same function", "[model][layout]") {
+  // The GPU runs channels-last (Note [Channels-last]); every layout-aware step (padding frames, the 2x
+  // upsampler, the temporal frame doubling, the attention's token view) is checked here on the CPU, in float64.
+  auto plain = tiny_wan21_f64();
+  auto last = tiny_wan21_f64();
+  last->set_channels_last(true);
+  REQUIRE(last->channels_last());
+  const auto cases = read_tensors(wan21_dir() / "cases.safetensors");
+  const auto latent = cases.at("latent").to(torch::kDouble);
+  const auto video = cases.at("video").to(torch::kDouble);
+  for (int64_t chunk : {1, 2}) {
+    INFO("chunk " << chunk);
+    const auto decoded = core::decode_latents(*last, latent, {chunk});
+    CHECK(relative_error(decoded, core::decode_latents(*plain, latent, {chunk})) <= 1e-12);
+    const auto encoded = core::encode_video(*last, video, {chunk});
+    CHECK(relative_error(encoded, core::encode_video(*plain, video, {chunk})) <= 1e-12);
+  }
+}
+
+TEST_CASE("on CUDA the layers keep the channels-last layout", "[model][layout][gpu]") {
+  // CPU convolutions may answer in the plain layout; cuDNN keeps channels-last, and so must every other step,
+  // or a transpose would hide in the run.
+  REQUIRE(torch::cuda::is_available());
+  auto checkpoint = core::load_checkpoint(wan21_dir() / "weights.safetensors");
+  auto last = core::build_model(checkpoint, {"", torch::kCUDA, torch::kFloat});
+  auto plain = core::build_model(checkpoint, {"", torch::kCUDA, torch::kFloat, nullptr, false});
+  REQUIRE(last->channels_last());
+  const auto latent = read_tensors(wan21_dir() / "cases.safetensors").at("latent");
+  const auto decoded = core::decode_latents(*last, latent, {1});
+  CHECK(decoded.is_contiguous(torch::MemoryFormat::ChannelsLast3d));
+  CHECK(relative_error(decoded.cpu(), core::decode_latents(*plain, latent, {1}).cpu()) <= 1e-5);
 }
 
 TEST_CASE("a run rejects frame counts other than 1 + 4k", "[model][chunks]") {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -31,32 +32,89 @@ io::PipelineOptions quiet_options(const std::string& codec = "ffv1") {
 
 // Kr, Kb of a matrix.
 std::pair<double, double> luma_weights(AVColorSpace matrix) {
-  return matrix == AVCOL_SPC_BT709 ? std::make_pair(0.2126, 0.0722) : std::make_pair(0.299, 0.114);
+  switch (matrix) {
+    case AVCOL_SPC_BT709:
+      return {0.2126, 0.0722};
+    case AVCOL_SPC_BT2020_NCL:
+      return {0.2627, 0.0593};
+    default:
+      return {0.299, 0.114};
+  }
 }
 
-// RGB in [0, 1] of one 8-bit Y'CbCr triple, from the definitions (not from swscale).
-std::array<double, 3> rgb_of(double y, double cb, double cr, AVColorSpace matrix, bool full) {
+// RGB in [0, 1] of one n-bit Y'CbCr triple, from the definitions (not from swscale).
+std::array<double, 3> rgb_of(double y, double cb, double cr, AVColorSpace matrix, bool full, int bits = 8) {
   const auto [kr, kb] = luma_weights(matrix);
-  const double yn = full ? y / 255.0 : (y - 16.0) / 219.0;
-  const double pb = full ? (cb - 128.0) / 255.0 : (cb - 128.0) / 224.0;
-  const double pr = full ? (cr - 128.0) / 255.0 : (cr - 128.0) / 224.0;
+  const double max = std::ldexp(1.0, bits) - 1.0, unit = std::ldexp(1.0, bits - 8);
+  const double half = std::ldexp(1.0, bits - 1);
+  const double yn = full ? y / max : (y - 16.0 * unit) / (219.0 * unit);
+  const double pb = full ? (cb - half) / max : (cb - half) / (224.0 * unit);
+  const double pr = full ? (cr - half) / max : (cr - half) / (224.0 * unit);
   const double r = yn + 2.0 * (1.0 - kr) * pr;
   const double b = yn + 2.0 * (1.0 - kb) * pb;
   const double g = (yn - kr * r - kb * b) / (1.0 - kr - kb);
   return {r, g, b};
 }
 
-// A 16x16 yuv444p clip of one colour, made from raw planes so that nothing but the tags says how to read it.
+// A 16x16 clip of one colour (n-bit code values, 8 or 10 bits), made from raw planes so that nothing but the
+// tags says how to read it.
 std::filesystem::path solid_yuv_clip(const ScratchDir& dir, int y, int cb, int cr, const std::string& matrix,
-                                     const std::string& range) {
+                                     const std::string& range, const std::string& pix_fmt = "yuv444p") {
+  const bool wide = pix_fmt.find("10le") != std::string::npos;
+  const int chroma = pix_fmt.rfind("yuv420p", 0) == 0 ? 8 * 8 : 16 * 16;
   const auto raw = dir / "solid.yuv";
   {
     std::ofstream out(raw, std::ios::binary);
-    for (int value : {y, cb, cr}) out << std::string(16 * 16, static_cast<char>(value));
+    auto write = [&](int value, int count) {
+      for (int i = 0; i < count; ++i) {
+        out.put(static_cast<char>(value & 0xff));
+        if (wide) out.put(static_cast<char>(value >> 8));
+      }
+    };
+    write(y, 16 * 16);
+    write(cb, chroma);
+    write(cr, chroma);
   }
-  return make_clip(dir / ("solid-" + matrix + "-" + range + ".mkv"),
-                   "-f rawvideo -pix_fmt yuv444p -s 16x16 -r 24 -i " + quote(raw) +
+  return make_clip(dir / ("solid-" + matrix + "-" + range + "-" + pix_fmt + ".mkv"),
+                   "-f rawvideo -pix_fmt " + pix_fmt + " -s 16x16 -r 24 -i " + quote(raw) +
                        " -c:v ffv1 -colorspace " + matrix + " -color_range " + range);
+}
+
+// A frame of `format` filled with random code values (within the range's legal codes).
+io::FramePtr random_frame(AVPixelFormat format, int width, int height, bool full, AVChromaLocation location) {
+  io::FramePtr frame = io::make_frame();
+  frame->format = format;
+  frame->width = width;
+  frame->height = height;
+  frame->color_range = full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG;
+  frame->colorspace = AVCOL_SPC_BT709;
+  frame->chroma_location = location;
+  REQUIRE(av_frame_get_buffer(frame.get(), 0) == 0);
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(format);
+  const int bits = desc->comp[0].depth;
+  const int unit = 1 << (bits - 8);
+  for (int plane = 0; plane < 3; ++plane) {
+    const int h = plane ? AV_CEIL_RSHIFT(height, desc->log2_chroma_h) : height;
+    const int w = plane ? AV_CEIL_RSHIFT(width, desc->log2_chroma_w) : width;
+    const int low = full ? 0 : 16 * unit, high = full ? (1 << bits) - 1 : (plane ? 240 : 235) * unit;
+    const torch::Tensor values = torch::randint(low, high + 1, {h, w}, torch::kInt);
+    const bool wide = bits > 8;
+    torch::from_blob(frame->data[plane], {h, w}, {frame->linesize[plane] / (wide ? 2 : 1), 1},
+                     wide ? torch::kUInt16 : torch::kUInt8)
+        .copy_(values);
+  }
+  return frame;
+}
+
+// Plane `plane` of a planar frame as int32 [h, w].
+torch::Tensor plane_of(const AVFrame* frame, int plane) {
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(frame->format));
+  const int h = plane ? AV_CEIL_RSHIFT(frame->height, desc->log2_chroma_h) : frame->height;
+  const int w = plane ? AV_CEIL_RSHIFT(frame->width, desc->log2_chroma_w) : frame->width;
+  const bool wide = desc->comp[0].depth > 8;
+  return torch::from_blob(frame->data[plane], {h, w}, {frame->linesize[plane] / (wide ? 2 : 1), 1},
+                          wide ? torch::kUInt16 : torch::kUInt8)
+      .to(torch::kInt);
 }
 
 }  // namespace
@@ -75,8 +133,8 @@ TEST_CASE("reader: odd size, frame count, pts and format of a clip", "[video]") 
   std::vector<double> pts;
   while (reader.next(frame)) {
     CHECK(frame.rgb.sizes() == torch::IntArrayRef({3, 42, 70}));
-    CHECK(frame.rgb.min().item<float>() >= -1.0f);
-    CHECK(frame.rgb.max().item<float>() <= 1.0f);
+    // [-1, 1], but for colours outside the RGB cube (Note [Colour]; testsrc2's saturated edges have many).
+    CHECK(frame.rgb.abs().max().item<float>() < 2.0f);
     pts.push_back(frame.pts * av_q2d(reader.format().time_base));
   }
   CHECK(pts == p.pts_seconds);
@@ -84,24 +142,101 @@ TEST_CASE("reader: odd size, frame count, pts and format of a clip", "[video]") 
   CHECK_FALSE(reader.damage().any());
 }
 
-// [.][wip]: what this checks does not work yet (see README, "Known gaps"); not run by default.
-TEST_CASE("colour: the reader converts with the frame's matrix and range", "[video][.][wip]") {
+TEST_CASE("colour: the reader converts with the frame's matrix and range", "[video]") {
   ScratchDir dir;
-  const int y = 120, cb = 100, cr = 170;
-  for (const auto& [matrix, av_matrix] : {std::make_pair(std::string("bt470bg"), AVCOL_SPC_BT470BG),
-                                          std::make_pair(std::string("bt709"), AVCOL_SPC_BT709)}) {
+  struct Case {
+    std::string matrix;
+    AVColorSpace av_matrix;
+    std::string pix_fmt;
+    int bits;
+  };
+  const std::vector<Case> cases = {{"bt470bg", AVCOL_SPC_BT470BG, "yuv444p", 8},
+                                   {"bt709", AVCOL_SPC_BT709, "yuv444p", 8},
+                                   {"bt709", AVCOL_SPC_BT709, "yuv420p", 8},
+                                   {"bt2020nc", AVCOL_SPC_BT2020_NCL, "yuv420p10le", 10},
+                                   {"bt709", AVCOL_SPC_BT709, "yuv444p10le", 10}};
+  for (const Case& c : cases) {
     for (const std::string range : {"tv", "pc"}) {
-      SECTION(matrix + " " + range) {
-        const auto clip = solid_yuv_clip(dir, y, cb, cr, matrix, range);
+      SECTION(c.matrix + " " + c.pix_fmt + " " + range) {
+        const int unit = 1 << (c.bits - 8);
+        const int y = 120 * unit + (unit - 1), cb = 100 * unit, cr = 170 * unit + unit / 2;
+        const auto clip = solid_yuv_clip(dir, y, cb, cr, c.matrix, range, c.pix_fmt);
         io::VideoReader reader(clip);
-        CHECK(reader.format().colour.matrix == av_matrix);
+        CHECK(reader.format().colour.matrix == c.av_matrix);
+        CHECK(io::pixel_format_name(reader.format().pixel_format) == c.pix_fmt);
         io::VideoFrame frame;
         REQUIRE(reader.next(frame));
-        const auto expected = rgb_of(y, cb, cr, av_matrix, range == "pc");
-        for (int c = 0; c < 3; ++c) {
-          const double got = (frame.rgb[c].mean().item<double>() + 1.0) / 2.0;
-          INFO("channel " << c << ": got " << got << ", expected " << expected[c]);
-          CHECK(std::abs(got - expected[c]) < 1e-5);
+        const auto expected = rgb_of(y, cb, cr, c.av_matrix, range == "pc", c.bits);
+        for (int ch = 0; ch < 3; ++ch) {
+          const torch::Tensor got = frame.rgb[ch].to(torch::kDouble).add(1.0).div(2.0);
+          INFO("channel " << ch << ": got " << got.mean().item<double>() << ", expected " << expected[ch]);
+          CHECK((got - expected[ch]).abs().max().item<double>() < 1e-5);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("colour: Y'CbCr -> RGB -> Y'CbCr gives back every code value", "[video]") {
+  torch::manual_seed(3);
+  struct Case {
+    AVPixelFormat format;
+    bool full;
+    AVChromaLocation location;
+  };
+  const std::vector<Case> cases = {
+      {AV_PIX_FMT_YUV420P, false, AVCHROMA_LOC_UNSPECIFIED},
+      {AV_PIX_FMT_YUV420P, false, AVCHROMA_LOC_LEFT},
+      {AV_PIX_FMT_YUV420P, false, AVCHROMA_LOC_TOPLEFT},
+      {AV_PIX_FMT_YUVJ420P, true, AVCHROMA_LOC_CENTER},
+      {AV_PIX_FMT_YUV422P, false, AVCHROMA_LOC_LEFT},
+      {AV_PIX_FMT_YUV444P, true, AVCHROMA_LOC_UNSPECIFIED},
+      {AV_PIX_FMT_YUV420P10LE, false, AVCHROMA_LOC_LEFT},
+      {AV_PIX_FMT_YUV422P10LE, true, AVCHROMA_LOC_TOP},
+      {AV_PIX_FMT_NV12, false, AVCHROMA_LOC_LEFT},
+  };
+  for (const Case& c : cases) {
+    for (const auto& [width, height] : {std::make_pair(70, 42), std::make_pair(33, 17)}) {
+      SECTION(io::pixel_format_name(c.format) + " " + av_chroma_location_name(c.location) + " " +
+              std::to_string(width) + "x" + std::to_string(height)) {
+        const AVPixelFormat planar = c.format == AV_PIX_FMT_NV12 ? AV_PIX_FMT_YUV420P : c.format;
+        io::FramePtr in = random_frame(planar, width, height, c.full, c.location);
+        if (c.format == AV_PIX_FMT_NV12) {  // the same samples, interleaved by swscale (exactly)
+          io::FramePtr nv12 = io::make_frame();
+          nv12->format = AV_PIX_FMT_NV12;
+          nv12->width = width;
+          nv12->height = height;
+          REQUIRE(av_frame_get_buffer(nv12.get(), 0) == 0);
+          REQUIRE(av_frame_copy_props(nv12.get(), in.get()) == 0);
+          SwsContext* sws = sws_getContext(width, height, planar, width, height, AV_PIX_FMT_NV12, SWS_POINT,
+                                           nullptr, nullptr, nullptr);
+          sws_scale(sws, in->data, in->linesize, 0, height, nv12->data, nv12->linesize);
+          sws_freeContext(sws);
+          in = std::move(nv12);
+        }
+        torch::Tensor rgb = torch::empty({3, height, width});
+        io::FrameToTensor(width, height).convert(in.get(), rgb);
+        io::FramePtr out = io::make_frame();
+        out->format = c.format;
+        out->width = width;
+        out->height = height;
+        REQUIRE(av_frame_get_buffer(out.get(), 0) == 0);
+        const io::ColourDetails details{AVCOL_SPC_BT709, c.full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG};
+        io::TensorToFrame(c.format, width, height, details, c.location).convert(rgb, out.get());
+        if (c.format == AV_PIX_FMT_NV12) {
+          for (int row = 0; row < height; ++row)
+            CHECK(std::memcmp(out->data[0] + row * out->linesize[0], in->data[0] + row * in->linesize[0],
+                              width) == 0);
+          for (int row = 0; row < (height + 1) / 2; ++row)
+            CHECK(std::memcmp(out->data[1] + row * out->linesize[1], in->data[1] + row * in->linesize[1],
+                              2 * ((width + 1) / 2)) == 0);
+        } else {
+          for (int plane = 0; plane < 3; ++plane) {
+            const int64_t differ =
+                (plane_of(out.get(), plane) != plane_of(in.get(), plane)).sum().item<int64_t>();
+            INFO("plane " << plane);
+            CHECK(differ == 0);
+          }
         }
       }
     }
@@ -110,22 +245,32 @@ TEST_CASE("colour: the reader converts with the frame's matrix and range", "[vid
 
 TEST_CASE("colour: the writer encodes with the input's matrix and range and tags them", "[video]") {
   ScratchDir dir;
-  const int y = 120, cb = 100, cr = 170;
-  for (const auto& [av_matrix, full] :
-       {std::make_pair(AVCOL_SPC_SMPTE170M, false), std::make_pair(AVCOL_SPC_BT709, false),
-        std::make_pair(AVCOL_SPC_BT709, true)}) {
-    SECTION(std::string(av_color_space_name(av_matrix)) + (full ? " pc" : " tv")) {
+  struct Case {
+    AVColorSpace matrix;
+    bool full;
+    AVPixelFormat format;
+  };
+  const std::vector<Case> cases = {{AVCOL_SPC_SMPTE170M, false, AV_PIX_FMT_YUV444P},
+                                   {AVCOL_SPC_BT709, false, AV_PIX_FMT_YUV444P},
+                                   {AVCOL_SPC_BT709, true, AV_PIX_FMT_YUV444P},
+                                   {AVCOL_SPC_BT2020_NCL, false, AV_PIX_FMT_YUV420P10LE},
+                                   {AVCOL_SPC_BT709, true, AV_PIX_FMT_YUV422P10LE}};
+  for (const Case& c : cases) {
+    SECTION(std::string(av_color_space_name(c.matrix)) + (c.full ? " pc " : " tv ") +
+            io::pixel_format_name(c.format)) {
+      const int bits = av_pix_fmt_desc_get(c.format)->comp[0].depth, unit = 1 << (bits - 8);
+      const int y = 120 * unit + unit / 2, cb = 100 * unit, cr = 170 * unit + unit - 1;
       io::VideoFormat format;
       format.width = 16;
       format.height = 16;
-      format.pixel_format = AV_PIX_FMT_YUV444P;
+      format.pixel_format = c.format;
       format.time_base = {1, 24};
       format.frame_rate = {24, 1};
-      format.colour = {AVCOL_PRI_BT709, AVCOL_TRC_BT709, av_matrix,
-                       full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG};
-      const auto rgb = rgb_of(y, cb, cr, av_matrix, full);
+      format.colour = {AVCOL_PRI_BT709, AVCOL_TRC_BT709, c.matrix,
+                       c.full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG};
+      const auto rgb = rgb_of(y, cb, cr, c.matrix, c.full, bits);
       torch::Tensor frame = torch::empty({3, 16, 16});
-      for (int c = 0; c < 3; ++c) frame[c].fill_(rgb[c] * 2.0 - 1.0);
+      for (int ch = 0; ch < 3; ++ch) frame[ch].fill_(rgb[ch] * 2.0 - 1.0);
       io::WriterOptions options;
       options.codec = "ffv1";
       const auto path = dir / "solid.mkv";
@@ -134,7 +279,7 @@ TEST_CASE("colour: the writer encodes with the input's matrix and range and tags
       writer.finish();
 
       const Probe p = probe(path);
-      CHECK(p.pixel_format == AV_PIX_FMT_YUV444P);
+      CHECK(p.pixel_format == c.format);
       CHECK(p.colour == format.colour);
       // The planes as stored, without any conversion.
       AVFormatContext* raw = nullptr;
@@ -153,8 +298,10 @@ TEST_CASE("colour: the writer encodes with the input's matrix and range and tags
       REQUIRE(avcodec_receive_frame(decoder.get(), decoded.get()) == 0);
       const int expected[3] = {y, cb, cr};
       for (int plane = 0; plane < 3; ++plane) {
-        INFO("plane " << plane << " = " << int(decoded->data[plane][0]) << ", expected " << expected[plane]);
-        CHECK(std::abs(int(decoded->data[plane][5 * decoded->linesize[plane] + 5]) - expected[plane]) <= 1);
+        const torch::Tensor got = plane_of(decoded.get(), plane);
+        INFO("plane " << plane << ": " << got.min().item<int>() << " to " << got.max().item<int>()
+                      << ", expected " << expected[plane]);
+        CHECK((got - expected[plane]).abs().max().item<int>() == 0);
       }
     }
   }
@@ -169,9 +316,10 @@ TEST_CASE("colour: unspecified matrix is BT.601 below HD and BT.709 from HD on",
   CHECK(io::resolve_colour(AV_PIX_FMT_RGB24, none, 640, 480).range == AVCOL_RANGE_JPEG);
 }
 
-// Note: the PSNR values below are what the I/O path costs on its own; the test prints them.
-// [.][wip]: what this checks does not work yet (see README, "Known gaps"); not run by default.
-TEST_CASE("pass-through model: the I/O path alone loses almost nothing", "[video][.][wip]") {
+// Note: the PSNR values below are what the I/O path costs on its own; the test prints them. Lossless codecs
+// give the input back exactly (Note [Chroma resampling]: inf dB); with x264 at crf 17 all that is lost is what
+// x264 loses. (Before the chroma fix, 4:2:0 through x264 measured 30 dB: bicubic up, area down, clamping.)
+TEST_CASE("pass-through model: the I/O path alone loses almost nothing", "[video]") {
   ScratchDir dir;
   PassThroughVae model;
   struct Case {
@@ -180,10 +328,11 @@ TEST_CASE("pass-through model: the I/O path alone loses almost nothing", "[video
   };
   const std::vector<Case> cases = {
       {"gbrp ffv1", "gbrp", "ffv1", 80.0},
-      {"yuv444p ffv1", "yuv444p", "ffv1", 50.0},
-      {"yuv444p10le ffv1", "yuv444p10le", "ffv1", 60.0},
-      {"yuv420p ffv1", "yuv420p", "ffv1", 25.0},
-      {"yuv420p libx264 crf 17", "yuv420p", "libx264", 25.0},
+      {"yuv444p ffv1", "yuv444p", "ffv1", 80.0},
+      {"yuv444p10le ffv1", "yuv444p10le", "ffv1", 80.0},
+      {"yuv420p ffv1", "yuv420p", "ffv1", 80.0},
+      {"yuv422p10le ffv1", "yuv422p10le", "ffv1", 80.0},
+      {"yuv420p libx264 crf 17", "yuv420p", "libx264", 38.0},  // x264's own loss: 40.8 dB here
   };
   for (const Case& c : cases) {
     SECTION(c.name) {
@@ -232,8 +381,7 @@ TEST_CASE("pass-through model: variable frame rate keeps every pts", "[video]") 
   for (size_t i = 0; i < in.pts_seconds.size(); ++i) CHECK(got.pts_seconds[i] == Approx(in.pts_seconds[i]));
 }
 
-// [.][wip]: what this checks does not work yet (see README, "Known gaps"); not run by default.
-TEST_CASE("reader: a truncated file decodes what it can and says how much was lost", "[video][.][wip]") {
+TEST_CASE("reader: a truncated file decodes what it can and says how much was lost", "[video]") {
   ScratchDir dir;
   const auto whole = make_clip(dir / "whole.mp4", kTestsrc +
                                                       "64x48:rate=24 -frames:v 18 -pix_fmt yuv420p "

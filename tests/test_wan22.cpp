@@ -1,8 +1,6 @@
-// The Wan2.2 (48-channel) model: the released architecture's tensors, recognition before Wan2.1, chunk
-// invariance, and the golden cases of the tiny model.
+// The Wan2.2 (48-channel) model: the released architecture's tensors, recognition before Wan2.1 and chunk
+// invariance. Its golden cases run in test_golden.cpp.
 #include <catch2/catch.hpp>
-
-#include <iostream>
 
 #include "core/engine.h"
 #include "core/error.h"
@@ -19,8 +17,12 @@ std::filesystem::path wan22_dir() {
   return data_dir() / "wan22-tiny";
 }
 
-std::shared_ptr<core::VaeModel> tiny_wan22() {
-  return core::build_model(core::load_checkpoint(wan22_dir() / "weights.safetensors"));
+// Chunk invariance is a property of the algorithm: checked in float64, where what is left is rounding at
+// 1e-15, not float32's summation order (which varies with a convolution's input length).
+std::shared_ptr<core::VaeModel> tiny_wan22(torch::ScalarType dtype = torch::kFloat) {
+  core::ModelOptions options;
+  options.dtype = dtype;
+  return core::build_model(core::load_checkpoint(wan22_dir() / "weights.safetensors"), options);
 }
 
 const std::map<std::string, torch::Tensor>& wan22_cases() {
@@ -61,47 +63,29 @@ TEST_CASE("a Wan2.2 checkpoint is recognised as Wan2.2, with its config", "[wan2
   CHECK_FALSE(core::Wan22Vae::detect(wan21.tensors).has_value());
 }
 
-TEST_CASE("Wan2.2 golden cases match the reference on the CPU in float32", "[wan22][golden]") {
-  auto model = tiny_wan22();
-  const auto& cases = wan22_cases();
-  const auto mu = core::encode_video(*model, cases.at("video"));
-  const std::vector<std::pair<std::string, torch::Tensor>> outputs = {
-      {"video_mu", mu},
-      {"latent_decoded", core::decode_latents(*model, cases.at("latent"))},
-      {"video_roundtrip", core::decode_latents(*model, mu)}};
-  for (const auto& [name, out] : outputs) {
-    const auto& ref = cases.at(name);
-    REQUIRE(out.sizes() == ref.sizes());
-    const double err = relative_error(out, ref);
-    std::cout << "golden wan22-tiny " << name << " Float on cpu: relative error " << err << "\n";
-    INFO(name << " relative error " << err);
-    CHECK(err <= 1e-4);
-  }
-}
-
 TEST_CASE("Wan2.2 decode does not depend on the chunk length", "[wan22][chunks]") {
-  auto model = tiny_wan22();
-  const auto& latent = wan22_cases().at("latent");
+  auto model = tiny_wan22(torch::kDouble);
+  const auto latent = wan22_cases().at("latent").to(torch::kDouble);
   const auto reference = core::decode_latents(*model, latent, {1});
   REQUIRE(reference.size(2) == 17);
   for (int64_t chunk : {2, 3, 1000}) {
     const auto out = core::decode_latents(*model, latent, {chunk});
     REQUIRE(out.sizes() == reference.sizes());
     INFO("chunk " << chunk);
-    CHECK(relative_error(out, reference) <= 1e-6);
+    CHECK(relative_error(out, reference) <= 1e-12);
   }
 }
 
 TEST_CASE("Wan2.2 encode does not depend on the chunk length", "[wan22][chunks]") {
-  auto model = tiny_wan22();
-  const auto& video = wan22_cases().at("video");
+  auto model = tiny_wan22(torch::kDouble);
+  const auto video = wan22_cases().at("video").to(torch::kDouble);
   const auto reference = core::encode_video(*model, video, {1});  // frame 0, then 4 frames at a time
   REQUIRE(reference.size(2) == 5);
   for (int64_t chunk : {2, 1000}) {  // frame 0 + 4 then 8 at a time; everything in one call
     const auto out = core::encode_video(*model, video, {chunk});
     REQUIRE(out.sizes() == reference.sizes());
     INFO("chunk " << chunk * 4 << " frames");
-    CHECK(relative_error(out, reference) <= 1e-6);
+    CHECK(relative_error(out, reference) <= 1e-12);
   }
 }
 

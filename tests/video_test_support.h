@@ -121,6 +121,7 @@ struct Probe {
   AVRational frame_rate{0, 1};
   std::vector<double> pts_seconds;  // of every decoded frame, in presentation order
   io::ColourTags colour;            // of the first decoded frame
+  AVChromaLocation chroma_location = AVCHROMA_LOC_UNSPECIFIED;  // of the first decoded frame
   int audio_streams = 0;
   std::string audio_codec;
   int64_t audio_packets = 0;
@@ -161,6 +162,7 @@ inline Probe probe(const std::filesystem::path& path) {
         p.height = frame->height;
         p.pixel_format = static_cast<AVPixelFormat>(frame->format);
         p.colour = colour_tags_of(frame.get());
+        p.chroma_location = frame->chroma_location;
       }
       p.pts_seconds.push_back(frame->best_effort_timestamp * av_q2d(stream->time_base));
       av_frame_unref(frame.get());

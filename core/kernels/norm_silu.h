@@ -10,5 +10,8 @@ namespace vaecodec::core::kernels {
 // kernel does not apply (CPU tensors, unsupported dtype or layout), and the caller takes the composite path.
 // x: [B, C, T, H, W], contiguous or channels-last-3d; gamma: [C, ...].
 std::optional<torch::Tensor> rms_norm_silu(const torch::Tensor& x, const torch::Tensor& gamma);
+// The same written into `out` (shaped like x, laid out like x in memory, possibly a view into a larger buffer);
+// false when the kernel does not apply and nothing was written.
+bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out);
 
 }  // namespace vaecodec::core::kernels

@@ -1,0 +1,88 @@
+#include "app/memory_options.h"
+
+#include <iomanip>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace vaecodec::app {
+
+void add_memory_options(CLI::App& sub, MemoryOptions& memory, std::string& device, std::string& dtype,
+                        int64_t& chunk) {
+  sub.add_option("--preset", memory.preset,
+                 "GPU tier: budget, dtype and engine options (vaecodec presets lists them), e.g. rtx4090-24g");
+  sub.add_option("--preset-file", memory.preset_file, "a preset in a JSON file (format: see presets/*.json)");
+  sub.add_option("--vram", memory.vram, "peak GPU memory budget, e.g. 8G, 7.5GiB, 512M (over the preset's)");
+  sub.add_option("--tile", memory.tile,
+                 "fixed spatial tiles in latent pixels, 64 or WIDTHxHEIGHT (default: the planner's, only when "
+                 "needed)");
+  CLI::Option* device_option = sub.get_option_no_throw("--device");
+  CLI::Option* dtype_option = sub.get_option_no_throw("--dtype");
+  CLI::Option* chunk_option = sub.get_option_no_throw("--chunk");
+  sub.parse_complete_callback([&memory, &device, &dtype, &chunk, device_option, dtype_option, chunk_option] {
+    auto given = [](const CLI::Option* o) { return o != nullptr && o->count() > 0; };
+    resolve_memory_options(memory, device, dtype, given(device_option), given(dtype_option), chunk,
+                           given(chunk_option));
+  });
+}
+
+void resolve_memory_options(MemoryOptions& memory, std::string& device, std::string& dtype, bool device_given,
+                            bool dtype_given, int64_t chunk, bool chunk_given) {
+  if (!memory.preset.empty() && !memory.preset_file.empty())
+    throw Error("--preset and --preset-file both name a preset; give one");
+  memory.chosen.reset();
+  if (!memory.preset.empty()) memory.chosen = core::find_preset(memory.preset);
+  if (!memory.preset_file.empty()) memory.chosen = core::load_preset_file(memory.preset_file);
+
+  core::PlannerOptions planner;
+  // Without a preset the run keeps its --chunk (default 1) and plans only for a budget.
+  planner.max_chunk = chunk;
+  if (memory.chosen) {
+    planner = memory.chosen->planner;
+    if (!device_given) device = memory.chosen->device;
+    if (!dtype_given) dtype = memory.chosen->dtype;
+  }
+  if (chunk_given) planner.chunk = chunk;
+  if (!memory.vram.empty()) {
+    try {
+      planner.budget_bytes = core::parse_size(memory.vram);
+    } catch (const Error& e) {
+      throw Error(std::string("--vram: ") + e.what());
+    }
+  }
+  if (!memory.tile.empty()) planner.tile = core::parse_tile(memory.tile);
+  memory.planner = planner;
+}
+
+std::string describe_presets(bool json) {
+  const auto& presets = core::builtin_presets();
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& p : presets)
+      out.push_back({{"name", p.name},
+                     {"description", p.description},
+                     {"gpu", p.gpu},
+                     {"device", p.device},
+                     {"budget_bytes", p.planner.budget_bytes},
+                     {"dtype", p.dtype},
+                     {"max_chunk", p.planner.max_chunk},
+                     {"tiling", p.planner.tiling},
+                     {"tile_overlap", p.planner.tile_overlap}});
+    return out.dump() + "\n";
+  }
+  std::ostringstream s;
+  s << std::left << std::setw(15) << "name" << std::setw(11) << "budget" << std::setw(6) << "dtype"
+    << std::setw(7) << "chunk" << std::setw(7) << "tiles"
+    << "description\n";
+  for (const auto& p : presets) {
+    const std::string budget = p.planner.budget_bytes > 0 ? core::format_size(p.planner.budget_bytes) : "none";
+    s << std::setw(15) << p.name << std::setw(11) << budget << std::setw(6) << p.dtype << std::setw(7)
+      << ("<= " + std::to_string(p.planner.max_chunk)) << std::setw(7) << (p.planner.tiling ? "yes" : "no")
+      << p.description << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace vaecodec::app

@@ -1,0 +1,392 @@
+#include "core/planner.h"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include "core/error.h"
+#include "core/presets.h"
+
+namespace vaecodec::core {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kFragmentationMargin = 0.08;
+
+// Note [Memory model]
+// The peak device memory of a run, in parts (MemoryEstimate):
+//   weights     = parameters x dtype size (the whole model: encoder and decoder are loaded together)
+//   cache       = cache_elements x dtype size x the pixels of every tile (each carries its own causal cache;
+//                 offloaded, the two tiles being swapped), summed over encoder and decoder for a round trip
+//   activations = a x (pixels of one tile) x (frames in flight: temporal_factor x chunk), the largest model
+//                 call's working set (the larger of encoder and decoder for a round trip)
+//   io          = the chunk's input and output in the model dtype, and a float32 accumulator when tiled
+//   reserved    = what the caller holds on the device besides the run (bench keeps the whole clip there)
+// cache_elements is structural: the channels x history frames of every causal layer, per output pixel. It
+// does not depend on the GPU and is checked against the model's real cache on the CPU (tests/test_planner.cpp).
+// `a` is calibrated from one measured peak per (family, op, dtype): the measurement's other parts are
+// subtracted and the rest divided by its pixels and frames in flight. Everything scales linearly in pixels and
+// chunk length; that is the assumption the GPU runs check (docs/memory.md).
+struct Calibration {
+  const char* family;
+  Op op;
+  torch::ScalarType dtype;
+  double cache_elements;  // per pixel of the frame (output pixels for decode, input pixels for encode)
+  // The measured run: `vaecodec bench --op OP --size WxH --frames F --chunk C`, its peak allocated bytes and the
+  // bytes bench held on the device besides the run (its input and output clip).
+  int64_t parameters;  // of the model measured
+  int64_t width, height, frames, chunk;
+  double peak_gib;
+  double resident_gib;
+  const char* source;
+};
+
+// Wan2.1 cache_elements: measured from CausalCache::bytes() of the released architecture on the CPU (the test
+// "the cache coefficients match the model's cache" recomputes them). Peaks: docs/benchmarks.md, H100, bf16,
+// bench --chunk 1 (vaecodec 0.1.0, contiguous layout). fp32 has no GPU measurement yet: its rows scale the bf16
+// ones by the element size (marked "derived").
+const std::vector<Calibration>& calibrations() {
+  static const std::vector<Calibration> table = {
+      {"wan2.1-vae", Op::kDecode, torch::kBFloat16, 2364.5, 126892531, 1280, 720, 81, 1, 11.6, 0.86,
+       "H100 bench decode 1280x720x81 chunk 1: 11.6 GiB peak allocated"},
+      {"wan2.1-vae", Op::kEncode, torch::kBFloat16, 1404.0, 126892531, 1280, 720, 81, 1, 9.9, 0.84,
+       "H100 bench encode 1280x720x81 chunk 1: 9.9 GiB peak allocated"},
+  };
+  return table;
+}
+
+int64_t element_size(torch::ScalarType dtype) {
+  return static_cast<int64_t>(c10::elementSize(dtype));
+}
+
+// The calibration row for a single op (encode or decode), with a note on how it applies.
+struct Coefficients {
+  double cache_elements = 0;   // per pixel
+  double activation_bytes = 0;  // per pixel and frame in flight, in the request's dtype
+  std::string note;
+};
+
+Coefficients coefficients(const PlanRequest& request, Op op) {
+  const Calibration* row = nullptr;
+  std::string note;
+  auto find = [&](const std::string& family, torch::ScalarType dtype) -> const Calibration* {
+    for (const auto& c : calibrations())
+      if (c.family == family && c.op == op && c.dtype == dtype) return &c;
+    return nullptr;
+  };
+  row = find(request.family, request.dtype);
+  if (row) note = row->source;
+  if (!row) {
+    row = find(request.family, torch::kBFloat16);
+    if (row) note = std::string("derived from bf16 (") + row->source + ")";
+  }
+  if (!row) {
+    row = find("wan2.1-vae", torch::kBFloat16);
+    note = "not calibrated for " + request.family + ": Wan2.1's bf16 coefficients";
+  }
+  Coefficients k;
+  k.cache_elements = row->cache_elements;
+  k.note = note;
+  // Split the measured peak of the calibration run into its parts and keep what is left for activations.
+  const double size = static_cast<double>(element_size(row->dtype));
+  const double pixels = static_cast<double>(row->width * row->height);
+  const double weights = static_cast<double>(row->parameters) * size;
+  const double cache = row->cache_elements * size * pixels;
+  const double frames = static_cast<double>(request.temporal_factor * row->chunk);
+  const double io = (3.0 + 3.0) * frames * pixels * size;  // the chunk in and out, one frame set each
+  const double rest = row->peak_gib * kGiB - row->resident_gib * kGiB - weights - cache - io;
+  k.activation_bytes = std::max(rest, 0.0) / (pixels * frames) *
+                       (static_cast<double>(element_size(request.dtype)) / size);
+  return k;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+int64_t tiles_along(int64_t extent, int64_t tile, int64_t overlap) {
+  if (tile >= extent) return 1;
+  return 1 + ceil_div(extent - tile, tile - overlap);
+}
+
+int64_t origin(int64_t index, int64_t count, int64_t extent, int64_t tile) {
+  if (count <= 1) return 0;
+  // Evenly spread, first at 0, last flush with the far edge.
+  return (index * (extent - tile) + (count - 1) / 2) / (count - 1);
+}
+
+// Sum of the tiles' pixels (with overlaps), in latent pixels.
+int64_t tiled_area(const TileGrid& g) {
+  return g.count() * g.tile_height * g.tile_width;
+}
+
+struct Candidate {
+  int64_t chunk;
+  TileGrid tiles;
+  bool offload;
+};
+
+
+}  // namespace
+
+Op parse_op(const std::string& name) {
+  if (name == "encode") return Op::kEncode;
+  if (name == "decode") return Op::kDecode;
+  if (name == "roundtrip") return Op::kRoundtrip;
+  throw Error("unknown operation '" + name + "': expected encode, decode or roundtrip");
+}
+
+std::string op_name(Op op) {
+  switch (op) {
+    case Op::kEncode:
+      return "encode";
+    case Op::kDecode:
+      return "decode";
+    case Op::kRoundtrip:
+      return "roundtrip";
+  }
+  return "?";
+}
+
+TileSize parse_tile(const std::string& text) {
+  long long w = 0, h = 0;
+  char x = 0, extra = 0;
+  TileSize t;
+  if (std::sscanf(text.c_str(), "%lld%c%lld%c", &w, &x, &h, &extra) == 3 && x == 'x' && w > 0 && h > 0) {
+    t.width = w;
+    t.height = h;
+    return t;
+  }
+  if (std::sscanf(text.c_str(), "%lld%c", &w, &extra) == 1 && w > 0) {
+    t.width = t.height = w;
+    return t;
+  }
+  throw Error("--tile " + text + " is not a tile size: write 64 or WIDTHxHEIGHT, e.g. 80x48 (latent pixels)");
+}
+
+int64_t TileGrid::row_origin(int64_t r) const {
+  return origin(r, rows, latent_height, tile_height);
+}
+
+int64_t TileGrid::col_origin(int64_t c) const {
+  return origin(c, cols, latent_width, tile_width);
+}
+
+TileGrid TileGrid::whole(int64_t latent_height, int64_t latent_width) {
+  TileGrid g;
+  g.latent_height = g.tile_height = latent_height;
+  g.latent_width = g.tile_width = latent_width;
+  return g;
+}
+
+TileGrid TileGrid::cover(int64_t latent_height, int64_t latent_width, TileSize tile, int64_t overlap) {
+  if (tile.height <= 0 || tile.width <= 0) throw Error("a tile needs a positive size");
+  TileGrid g = whole(latent_height, latent_width);
+  g.tile_height = std::min(tile.height, latent_height);
+  g.tile_width = std::min(tile.width, latent_width);
+  const bool cut = g.tile_height < latent_height || g.tile_width < latent_width;
+  if (!cut) return g;
+  if ((g.tile_height < latent_height && g.tile_height <= overlap) ||
+      (g.tile_width < latent_width && g.tile_width <= overlap))
+    throw Error("a tile of " + std::to_string(tile.width) + "x" + std::to_string(tile.height) +
+                " latent pixels is not larger than its overlap of " + std::to_string(overlap));
+  g.overlap = overlap;
+  g.rows = tiles_along(latent_height, g.tile_height, overlap);
+  g.cols = tiles_along(latent_width, g.tile_width, overlap);
+  return g;
+}
+
+PlanRequest PlanRequest::of(const ModelInfo& info, int64_t parameter_count, Op op, int64_t width, int64_t height,
+                            torch::ScalarType dtype) {
+  PlanRequest r;
+  r.family = info.family;
+  r.spatial_factor = info.spatial_factor;
+  r.temporal_factor = info.temporal_factor;
+  r.latent_channels = info.latent_channels;
+  r.parameter_count = parameter_count;
+  r.op = op;
+  r.width = width;
+  r.height = height;
+  r.dtype = dtype;
+  return r;
+}
+
+MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const TileGrid& tiles, bool offload,
+                               int64_t reserved_bytes) {
+  const double size = static_cast<double>(element_size(request.dtype));
+  const double f2 = static_cast<double>(request.spatial_factor * request.spatial_factor);
+  const double frame_pixels = static_cast<double>(request.width * request.height);
+  const double tile_pixels = static_cast<double>(tiles.tile_height * tiles.tile_width) * f2;
+  // Every tile's cache on the device, or (offloaded) the tile running and the one being swapped.
+  const double cache_pixels = static_cast<double>(tiled_area(tiles)) * f2;
+  const double device_cache_pixels = offload ? std::min<int64_t>(2, tiles.count()) * tile_pixels : cache_pixels;
+  const double frames = static_cast<double>(request.temporal_factor * chunk);
+
+  MemoryEstimate e;
+  e.weights = request.parameter_count * element_size(request.dtype);
+  e.reserved = reserved_bytes;
+  std::vector<Op> ops;
+  if (request.op == Op::kRoundtrip)
+    ops = {Op::kEncode, Op::kDecode};
+  else
+    ops = {request.op};
+  double activations = 0;
+  for (Op op : ops) {
+    const Coefficients k = coefficients(request, op);
+    e.cache += static_cast<int64_t>(k.cache_elements * size * device_cache_pixels);
+    e.host_cache += offload ? static_cast<int64_t>(k.cache_elements * size * cache_pixels) : 0;
+    activations = std::max(activations, k.activation_bytes * tile_pixels * frames);
+  }
+  e.activations = static_cast<int64_t>(activations);
+  // The chunk in and out (3 channels each side; latents are small next to them), and when tiled the float32
+  // accumulator of the blended output and one tile's output.
+  double io = 6.0 * frames * frame_pixels * size * static_cast<double>(ops.size());
+  if (tiles.tiled()) io += 3.0 * frames * (frame_pixels * 4.0 + tile_pixels * size);
+  e.io = static_cast<int64_t>(io);
+  return e;
+}
+
+// Note [Planner]
+// Faster plans first, the first whose estimate fits the budget wins:
+//   1. the whole frame, the longest chunk (up to max_chunk): no tiles, no overlap computed twice;
+//   2. tiles, fewest first (for one count, the squarest), each with the longest chunk that fits: overlap
+//      costs compute, and small tiles lose context;
+//   3. the same with the tile caches waiting in host memory between visits (costs PCIe traffic every chunk).
+// Temporal chunks never cut the causal cache, so none of this changes the result except the spatial tiles'
+// blend (Note [Tile blending]).
+Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
+  if (request.width <= 0 || request.height <= 0 || request.width % request.spatial_factor ||
+      request.height % request.spatial_factor)
+    throw Error("cannot plan for a " + std::to_string(request.width) + "x" + std::to_string(request.height) +
+                " frame: the size must be a positive multiple of " + std::to_string(request.spatial_factor));
+  const int64_t lh = request.height / request.spatial_factor, lw = request.width / request.spatial_factor;
+  const int64_t max_chunk = options.chunk > 0 ? options.chunk : std::max<int64_t>(options.max_chunk, 1);
+  const int64_t min_chunk = options.chunk > 0 ? options.chunk : 1;
+  const int64_t budget = options.budget_bytes;
+  // The allocator caps reserved memory, which exceeds the allocated peak the model estimates by the
+  // fragmentation of its cached blocks: plan to a little below the cap.
+  const auto usable = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - kFragmentationMargin));
+
+  std::vector<TileGrid> grids;
+  if (options.tile) {
+    grids.push_back(TileGrid::cover(lh, lw, *options.tile, options.tile_overlap));
+  } else {
+    grids.push_back(TileGrid::whole(lh, lw));
+    if (options.tiling) {
+      // Every rows x cols split whose tiles are at least min_tile (or the frame) on each side.
+      const int64_t o = options.tile_overlap;
+      std::vector<TileGrid> cut;
+      for (int64_t rows = 1; rows <= lh; ++rows) {
+        const int64_t th = rows == 1 ? lh : ceil_div(lh + (rows - 1) * o, rows);
+        if (rows > 1 && (th < std::min(options.min_tile, lh) || th <= o)) break;
+        for (int64_t cols = 1; cols <= lw; ++cols) {
+          if (rows * cols == 1) continue;
+          const int64_t tw = cols == 1 ? lw : ceil_div(lw + (cols - 1) * o, cols);
+          if (cols > 1 && (tw < std::min(options.min_tile, lw) || tw <= o)) break;
+          TileGrid g = TileGrid::cover(lh, lw, {th, tw}, o);
+          if (g.rows == rows && g.cols == cols) cut.push_back(g);
+        }
+      }
+      auto squareness = [](const TileGrid& g) {
+        return std::abs(std::log(static_cast<double>(g.tile_width) / static_cast<double>(g.tile_height)));
+      };
+      std::stable_sort(cut.begin(), cut.end(), [&](const TileGrid& a, const TileGrid& b) {
+        if (a.count() != b.count()) return a.count() < b.count();
+        return squareness(a) < squareness(b);
+      });
+      grids.insert(grids.end(), cut.begin(), cut.end());
+    }
+  }
+
+  auto plan_of = [&](const Candidate& c) {
+    Plan p;
+    p.op = request.op;
+    p.chunk = c.chunk;
+    p.tiles = c.tiles;
+    p.offload = c.offload;
+    p.budget_bytes = budget;
+    p.estimate = estimate_memory(request, c.chunk, c.tiles, c.offload, options.reserved_bytes);
+    p.calibration = coefficients(request, request.op == Op::kRoundtrip ? Op::kDecode : request.op).note;
+    return p;
+  };
+
+  std::optional<Plan> smallest;
+  for (bool offload : {false, true}) {
+    if (offload && !options.offload) break;
+    for (const TileGrid& g : grids) {
+      if (offload && !g.tiled()) continue;  // one tile: its cache is always in use
+      for (int64_t n = max_chunk; n >= min_chunk; --n) {
+        Plan p = plan_of({n, g, offload});
+        if (budget <= 0 || p.estimate.total() <= usable) return p;
+        if (!smallest || p.estimate.total() < smallest->estimate.total()) smallest = p;
+      }
+    }
+  }
+  std::ostringstream s;
+  s << op_name(request.op) << " of " << request.width << "x" << request.height << " does not fit in "
+    << format_size(budget);
+  if (smallest)
+    s << ": the smallest plan (chunk " << smallest->chunk << ", "
+      << (smallest->tiles.tiled() ? std::to_string(smallest->tiles.count()) + " tiles" : "untiled")
+      << (smallest->offload ? ", caches offloaded" : "") << ") needs " << format_size(smallest->estimate.total())
+      << "; give --vram " << std::ceil(smallest->estimate.total() / (1.0 - kFragmentationMargin) / kGiB * 10) / 10
+      << "G or more";
+  if (!options.tiling && !options.tile) s << ", or allow tiling";
+  throw Error(s.str());
+}
+
+std::string Plan::summary() const {
+  std::ostringstream s;
+  s << "plan: " << op_name(op) << " chunk " << chunk << " latent frame" << (chunk == 1 ? "" : "s") << ", ";
+  if (tiles.tiled())
+    s << tiles.rows << "x" << tiles.cols << " tiles of " << tiles.tile_width << "x" << tiles.tile_height
+      << " latent px (overlap " << tiles.overlap << ")" << (offload ? ", caches offloaded to host" : "");
+  else
+    s << "untiled " << tiles.latent_width << "x" << tiles.latent_height << " latent px";
+  s << "; estimated peak " << format_size(estimate.total());
+  if (budget_bytes > 0) s << " of " << format_size(budget_bytes) << " budget";
+  return s.str();
+}
+
+nlohmann::json Plan::to_json() const {
+  nlohmann::json tile_json = {{"rows", tiles.rows},
+                              {"cols", tiles.cols},
+                              {"tile_width", tiles.tile_width},
+                              {"tile_height", tiles.tile_height},
+                              {"overlap", tiles.overlap},
+                              {"latent_width", tiles.latent_width},
+                              {"latent_height", tiles.latent_height}};
+  return {{"op", op_name(op)},
+          {"chunk", chunk},
+          {"tiled", tiles.tiled()},
+          {"tiles", tile_json},
+          {"offload", offload},
+          {"budget_bytes", budget_bytes},
+          {"estimate_bytes", estimate.total()},
+          {"estimate",
+           {{"weights", estimate.weights},
+            {"cache", estimate.cache},
+            {"activations", estimate.activations},
+            {"io", estimate.io},
+            {"reserved", estimate.reserved},
+            {"host_cache", estimate.host_cache}}},
+          {"calibration", calibration}};
+}
+
+double cap_device_memory(torch::Device device, int64_t budget_bytes) {
+  if (!device.is_cuda() || budget_bytes <= 0) return 0;
+  const int index = device.has_index() ? device.index() : 0;
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, index) != cudaSuccess)
+    throw Error("cannot read the memory size of CUDA device " + std::to_string(index));
+  const double fraction =
+      std::min(1.0, static_cast<double>(budget_bytes) / static_cast<double>(props.totalGlobalMem));
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, static_cast<c10::DeviceIndex>(index));
+  return fraction;
+}
+
+}  // namespace vaecodec::core

@@ -1,0 +1,106 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/vae_model.h"
+
+namespace vaecodec::core {
+
+// What a run does with the model.
+enum class Op { kEncode, kDecode, kRoundtrip };
+Op parse_op(const std::string& name);  // "encode", "decode", "roundtrip"; throws otherwise
+std::string op_name(Op op);
+
+// A spatial tile size in latent pixels.
+struct TileSize {
+  int64_t height = 0, width = 0;
+};
+TileSize parse_tile(const std::string& text);  // "64" (square) or "48x80" (WIDTHxHEIGHT), latent pixels
+
+// What the planner may choose from. Presets and the command line fill it; the defaults plan for no budget.
+struct PlannerOptions {
+  int64_t budget_bytes = 0;  // peak device memory the run must stay under; 0: no budget
+  int64_t max_chunk = 1;     // the largest number of latent frames per model call the planner may pick
+  int64_t chunk = 0;         // a fixed chunk length (--chunk); 0: the planner picks
+  bool tiling = true;        // spatial tiles are allowed when nothing untiled fits
+  int64_t tile_overlap = 8;  // latent pixels shared by neighbouring tiles (Note [Tile blending])
+  int64_t min_tile = 32;     // the smallest tile side the planner tries, latent pixels
+  bool offload = true;       // tile caches may wait in host memory between visits when they do not fit
+  std::optional<TileSize> tile;  // a fixed tile size (--tile), overriding the planner's
+  int64_t reserved_bytes = 0;    // device memory held outside the run, e.g. bench's resident clip
+};
+
+// How a frame is cut into tiles, in latent pixels. Tiles have one size; their origins spread evenly so that
+// neighbours share at least `overlap` pixels. 1 x 1 covers the frame: no tiling.
+struct TileGrid {
+  int64_t latent_height = 0, latent_width = 0;  // the whole frame
+  int64_t tile_height = 0, tile_width = 0;
+  int64_t overlap = 0;
+  int64_t rows = 1, cols = 1;
+  bool tiled() const { return rows * cols > 1; }
+  int64_t count() const { return rows * cols; }
+  // Origin of row r / column c.
+  int64_t row_origin(int64_t r) const;
+  int64_t col_origin(int64_t c) const;
+  // The whole frame as one tile.
+  static TileGrid whole(int64_t latent_height, int64_t latent_width);
+  // Tiles of (at most) `tile` with `overlap`; a side at least as large as the frame is not cut.
+  static TileGrid cover(int64_t latent_height, int64_t latent_width, TileSize tile, int64_t overlap);
+};
+
+// The run a plan is for.
+struct PlanRequest {
+  std::string family;     // ModelInfo::family
+  int64_t spatial_factor = 8;
+  int64_t temporal_factor = 4;
+  int64_t latent_channels = 16;
+  int64_t parameter_count = 0;  // weights on the device
+  Op op = Op::kDecode;
+  int64_t width = 0, height = 0;  // the frame the model sees (padded), pixels
+  torch::ScalarType dtype = torch::kBFloat16;
+  static PlanRequest of(const ModelInfo& info, int64_t parameter_count, Op op, int64_t width, int64_t height,
+                        torch::ScalarType dtype);
+};
+
+// Estimated peak device memory of a run, by part (Note [Memory model]).
+struct MemoryEstimate {
+  int64_t weights = 0;      // parameters
+  int64_t cache = 0;        // causal caches on the device (every tile's, or two tiles' when offloaded)
+  int64_t activations = 0;  // the largest model call's working set
+  int64_t io = 0;           // the chunk's input and output, and the blend accumulator when tiled
+  int64_t reserved = 0;     // PlannerOptions::reserved_bytes
+  int64_t host_cache = 0;   // caches waiting in host memory (offloaded), not part of total()
+  int64_t total() const { return weights + cache + activations + io + reserved; }
+};
+
+// What the planner chose.
+struct Plan {
+  Op op = Op::kDecode;
+  int64_t chunk = 1;  // latent frames per model call
+  TileGrid tiles;
+  bool offload = false;   // tile caches live in host memory between visits
+  int64_t budget_bytes = 0;
+  MemoryEstimate estimate;
+  std::string calibration;  // where the coefficients come from
+  std::string summary() const;  // one line for stderr
+  nlohmann::json to_json() const;
+};
+
+// The estimate for one candidate plan.
+MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const TileGrid& tiles, bool offload,
+                               int64_t reserved_bytes = 0);
+
+// Picks the fastest plan whose estimate stays under the budget (Note [Planner]); throws Error with the
+// smallest budget that would do when none does.
+Plan plan_run(const PlanRequest& request, const PlannerOptions& options);
+
+// Caps the CUDA caching allocator of `device` at `budget_bytes` (a backstop: the plan should stay below it).
+// No-op for the CPU or budget 0. Returns the fraction set, 0 when none.
+double cap_device_memory(torch::Device device, int64_t budget_bytes);
+
+}  // namespace vaecodec::core

@@ -1,0 +1,200 @@
+#include "core/presets.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace vaecodec::core {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+int64_t positive_int(const nlohmann::json& v, const std::string& key, const std::string& origin) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 1)
+    throw Error(origin + ": \"" + key + "\" must be a positive integer, got " + v.dump());
+  return v.get<int64_t>();
+}
+
+std::string string_field(const nlohmann::json& v, const std::string& key, const std::string& origin) {
+  if (!v.is_string()) throw Error(origin + ": \"" + key + "\" must be a string, got " + v.dump());
+  return v.get<std::string>();
+}
+
+}  // namespace
+
+int64_t parse_size(const std::string& text) {
+  const std::string t = trim(text);
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  static const std::vector<std::pair<std::string, double>> units = {
+      {"", 1.0},          {"b", 1.0},           {"k", 1024.0},     {"kib", 1024.0},       {"kb", 1e3},
+      {"m", 1048576.0},   {"mib", 1048576.0},   {"mb", 1e6},       {"g", 1073741824.0},   {"gib", 1073741824.0},
+      {"gb", 1e9},        {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12}};
+  if (used > 0 && std::isfinite(value) && value > 0) {
+    const std::string unit = lower(trim(t.substr(used)));
+    for (const auto& [name, scale] : units)
+      if (unit == name) {
+        const double bytes = value * scale;
+        if (bytes >= 1.0 && bytes < 9.2e18) return static_cast<int64_t>(std::llround(bytes));
+      }
+  }
+  throw Error("'" + text + "' is not a memory size: write e.g. 8G, 7.5GiB, 512M or 12GB (G/GiB/M/MiB are "
+              "binary, GB/MB decimal)");
+}
+
+std::string format_size(int64_t bytes) {
+  std::ostringstream s;
+  const double gib = static_cast<double>(bytes) / 1073741824.0;
+  if (gib >= 1.0) {
+    s << std::round(gib * 100) / 100 << " GiB";
+  } else {
+    s << std::round(static_cast<double>(bytes) / 1048576.0 * 10) / 10 << " MiB";
+  }
+  return s.str();
+}
+
+Preset parse_preset(const nlohmann::json& j, const std::string& origin) {
+  if (!j.is_object()) throw Error(origin + ": a preset is a JSON object");
+  static const std::set<std::string> known = {"name", "description", "gpu", "device", "budget", "dtype", "engine"};
+  for (const auto& [key, value] : j.items())
+    if (!known.count(key))
+      throw Error(origin + ": unknown key \"" + key +
+                  "\" (a preset has name, description, gpu, device, budget, dtype, engine)");
+  Preset p;
+  if (!j.contains("name")) throw Error(origin + ": the preset has no \"name\"");
+  p.name = string_field(j.at("name"), "name", origin);
+  if (p.name.empty() || p.name.find_first_of(" \t,/") != std::string::npos)
+    throw Error(origin + ": \"name\" must be one word, got '" + p.name + "'");
+  if (j.contains("description")) p.description = string_field(j.at("description"), "description", origin);
+  if (j.contains("gpu")) p.gpu = string_field(j.at("gpu"), "gpu", origin);
+  if (j.contains("device")) p.device = string_field(j.at("device"), "device", origin);
+  if (p.device != "cuda" && p.device != "cpu")
+    throw Error(origin + ": \"device\" must be cuda or cpu, got '" + p.device + "'");
+  if (j.contains("dtype")) p.dtype = string_field(j.at("dtype"), "dtype", origin);
+  if (p.dtype != "fp32" && p.dtype != "bf16" && p.dtype != "fp16")
+    throw Error(origin + ": \"dtype\" must be fp32, bf16 or fp16, got '" + p.dtype + "'");
+  if (!j.contains("budget")) throw Error(origin + ": the preset has no \"budget\" (a size, or \"none\")");
+  const auto& budget = j.at("budget");
+  if (budget.is_number_integer() && budget.get<int64_t>() >= 0) {
+    p.planner.budget_bytes = budget.get<int64_t>();
+  } else if (budget.is_string() && budget.get<std::string>() == "none") {
+    p.planner.budget_bytes = 0;
+  } else if (budget.is_string()) {
+    try {
+      p.planner.budget_bytes = parse_size(budget.get<std::string>());
+    } catch (const Error& e) {
+      throw Error(origin + ": \"budget\": " + e.what());
+    }
+  } else {
+    throw Error(origin + ": \"budget\" must be a size like \"22.5GiB\", bytes or \"none\", got " + budget.dump());
+  }
+  if (j.contains("engine")) {
+    const auto& engine = j.at("engine");
+    if (!engine.is_object()) throw Error(origin + ": \"engine\" must be an object");
+    for (const auto& [key, value] : engine.items()) {
+      const std::string where = "engine." + key;
+      if (key == "max_chunk") {
+        p.planner.max_chunk = positive_int(value, where, origin);
+      } else if (key == "tiling") {
+        if (!value.is_boolean()) throw Error(origin + ": \"" + where + "\" must be true or false");
+        p.planner.tiling = value.get<bool>();
+      } else if (key == "tile_overlap") {
+        p.planner.tile_overlap = positive_int(value, where, origin);
+      } else if (key == "min_tile") {
+        p.planner.min_tile = positive_int(value, where, origin);
+      } else if (key == "offload") {
+        if (!value.is_boolean()) throw Error(origin + ": \"" + where + "\" must be true or false");
+        p.planner.offload = value.get<bool>();
+      } else {
+        throw Error(origin + ": unknown engine option \"" + key +
+                    "\" (max_chunk, tiling, tile_overlap, min_tile, offload)");
+      }
+    }
+  }
+  return p;
+}
+
+Preset load_preset_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open preset file " + path.string() + ": No such file or directory");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(path.string() + " is not a preset: invalid JSON (" + e.what() + ")");
+  }
+  Preset p = parse_preset(j, path.string());
+  p.source = path.string();
+  return p;
+}
+
+const std::vector<Preset>& builtin_presets() {
+  static const std::vector<Preset> presets = [] {
+    std::vector<Preset> out;
+    for (const auto& [file, text] : builtin_preset_texts()) {
+      Preset p = parse_preset(nlohmann::json::parse(text), "presets/" + file);
+      if (p.name + ".json" != file)
+        throw Error("presets/" + file + ": the preset is called '" + p.name + "'; its file must be " + p.name +
+                    ".json");
+      p.source = "built-in";
+      out.push_back(std::move(p));
+    }
+    // cpu first, then by budget; file order within a budget.
+    std::stable_sort(out.begin(), out.end(), [](const Preset& a, const Preset& b) {
+      return a.planner.budget_bytes < b.planner.budget_bytes;
+    });
+    return out;
+  }();
+  return presets;
+}
+
+std::string preset_names() {
+  std::string names;
+  for (const auto& p : builtin_presets()) names += (names.empty() ? "" : ", ") + p.name;
+  return names;
+}
+
+const Preset& find_preset(const std::string& name) {
+  for (const auto& p : builtin_presets())
+    if (p.name == name) return p;
+  throw Error("unknown preset '" + name + "'; the presets are " + preset_names() +
+              " (or give a file with --preset-file)");
+}
+
+std::optional<std::string> suggest_preset(int64_t total_bytes, const std::string& device_name) {
+  const Preset* best = nullptr;
+  const std::string name = lower(device_name);
+  for (const auto& p : builtin_presets()) {
+    if (p.device != "cuda" || p.planner.budget_bytes <= 0 || p.planner.budget_bytes > total_bytes) continue;
+    const bool named = !p.gpu.empty() && name.find(lower(p.gpu)) != std::string::npos;
+    if (!best || p.planner.budget_bytes > best->planner.budget_bytes) {
+      best = &p;
+    } else if (p.planner.budget_bytes == best->planner.budget_bytes && named) {
+      const bool best_named = !best->gpu.empty() && name.find(lower(best->gpu)) != std::string::npos;
+      if (!best_named) best = &p;
+    }
+  }
+  if (!best) return std::nullopt;
+  return best->name;
+}
+
+}  // namespace vaecodec::core

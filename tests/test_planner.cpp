@@ -1,0 +1,207 @@
+// The memory planner: its cache coefficients against the model's real caches, the calibration it reproduces,
+// and the choices it makes for budgets from generous to impossible.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <iostream>
+#include <regex>
+#include <tuple>
+
+#include "core/error.h"
+#include "core/model_registry.h"
+#include "core/planner.h"
+#include "core/presets.h"
+#include "tests/test_support.h"
+
+namespace vaecodec::test {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+core::PlanRequest wan21(core::Op op, int64_t width, int64_t height,
+                        torch::ScalarType dtype = torch::kBFloat16) {
+  const auto& family = core::find_model_family("wan2.1-vae");
+  static const auto model = family.build(family.released_config);
+  return core::PlanRequest::of(model->info(), model->parameter_count(), op, width, height, dtype);
+}
+
+core::PlannerOptions budget(int64_t bytes, int64_t max_chunk = 4) {
+  core::PlannerOptions o;
+  o.budget_bytes = bytes;
+  o.max_chunk = max_chunk;
+  return o;
+}
+
+// The bytes of a run's causal cache once it is full (after three chunks), float32 on the CPU.
+int64_t measured_cache_bytes(core::Op op, int64_t width, int64_t height) {
+  const auto& family = core::find_model_family("wan2.1-vae");
+  auto model = family.build(family.released_config);
+  core::randomize_parameters(*model, /*seed=*/0);
+  model->eval();
+  torch::InferenceMode guard;
+  core::CausalCache cache;
+  if (op == core::Op::kDecode) {
+    auto z = torch::randn({1, 16, 1, height / 8, width / 8});
+    for (int i = 0; i < 3; ++i) model->decode(z, cache);
+  } else {
+    model->encode(torch::rand({1, 3, 1, height, width}) * 2 - 1, cache);
+    for (int i = 0; i < 2; ++i) model->encode(torch::rand({1, 3, 4, height, width}) * 2 - 1, cache);
+  }
+  return cache.bytes();
+}
+
+}  // namespace
+
+TEST_CASE("the cache coefficients match the released Wan2.1 model's caches", "[planner]") {
+  // 64x48 pixels keeps the released architecture quick on the CPU; caches scale with the pixels.
+  for (core::Op op : {core::Op::kDecode, core::Op::kEncode}) {
+    INFO(core::op_name(op));
+    const int64_t measured = measured_cache_bytes(op, 64, 48);
+    const auto request = wan21(op, 64, 48, torch::kFloat);
+    const auto estimate = core::estimate_memory(request, 1, core::TileGrid::whole(6, 8), false);
+    std::cout << "planner: " << core::op_name(op) << " cache " << measured / (64.0 * 48 * 4)
+              << " elements per pixel (measured), " << estimate.cache / (64.0 * 48 * 4) << " (table)\n";
+    CHECK(std::abs(static_cast<double>(estimate.cache) / static_cast<double>(measured) - 1) < 0.02);
+  }
+}
+
+TEST_CASE("the memory model reproduces its calibration run and scales with pixels and chunks", "[planner]") {
+  // bench decode 1280x720 x81, chunk 1, bf16 on the H100: 11.6 GiB with 0.86 GiB of clip held by bench.
+  const auto request = wan21(core::Op::kDecode, 1280, 720);
+  CHECK(request.parameter_count == 126892531);
+  const auto whole = core::TileGrid::whole(90, 160);
+  const auto e1 = core::estimate_memory(request, 1, whole, false, static_cast<int64_t>(0.86 * kGiB));
+  CHECK(std::abs(static_cast<double>(e1.total()) / kGiB - 11.6) < 0.05);
+  CHECK(e1.weights == 126892531 * 2);
+
+  const auto e2 = core::estimate_memory(request, 2, whole, false);
+  CHECK(e2.activations == Approx(2.0 * static_cast<double>(e1.activations)).epsilon(1e-6));
+  CHECK(e2.cache == e1.cache);  // the history does not grow with the chunk
+
+  const auto big = core::estimate_memory(wan21(core::Op::kDecode, 2560, 1440), 1, core::TileGrid::whole(180, 320),
+                                         false);
+  CHECK(big.activations == Approx(4.0 * static_cast<double>(e1.activations)).epsilon(1e-6));
+  CHECK(big.cache == Approx(4.0 * static_cast<double>(e1.cache)).epsilon(1e-6));
+
+  // fp32: twice the bytes per element; a round trip holds both caches.
+  const auto fp32 = core::estimate_memory(wan21(core::Op::kDecode, 1280, 720, torch::kFloat), 1, whole, false);
+  CHECK(fp32.activations == Approx(2.0 * static_cast<double>(e1.activations)).epsilon(1e-6));
+  const auto encode = core::estimate_memory(wan21(core::Op::kEncode, 1280, 720), 1, whole, false);
+  const auto roundtrip = core::estimate_memory(wan21(core::Op::kRoundtrip, 1280, 720), 1, whole, false);
+  CHECK(roundtrip.cache == Approx(static_cast<double>(encode.cache + e2.cache)).epsilon(1e-6));
+  CHECK(roundtrip.activations == std::max(encode.activations, e1.activations));
+}
+
+TEST_CASE("tile grids cover the frame with the overlap asked for", "[planner][tiling]") {
+  for (auto [h, w, th, tw, o] : std::vector<std::array<int64_t, 5>>{
+           {90, 160, 48, 64, 8}, {270, 480, 64, 64, 8}, {90, 160, 90, 160, 8}, {17, 23, 9, 10, 3}, {90, 160, 30, 200, 8}}) {
+    INFO(w << "x" << h << " tiles " << tw << "x" << th << " overlap " << o);
+    const auto g = core::TileGrid::cover(h, w, {th, tw}, o);
+    CHECK(g.tile_height == std::min(th, h));
+    CHECK(g.tile_width == std::min(tw, w));
+    for (int64_t r = 0; r < g.rows; ++r) {
+      if (r == 0) CHECK(g.row_origin(r) == 0);
+      if (r + 1 == g.rows) CHECK(g.row_origin(r) + g.tile_height == h);
+      if (r > 0) CHECK(g.row_origin(r - 1) + g.tile_height - g.row_origin(r) >= o);
+    }
+    for (int64_t c = 0; c < g.cols; ++c) {
+      if (c == 0) CHECK(g.col_origin(c) == 0);
+      if (c + 1 == g.cols) CHECK(g.col_origin(c) + g.tile_width == w);
+      if (c > 0) CHECK(g.col_origin(c - 1) + g.tile_width - g.col_origin(c) >= o);
+    }
+  }
+  CHECK_FALSE(core::TileGrid::cover(90, 160, {90, 160}, 8).tiled());
+  CHECK(core::TileGrid::cover(90, 160, {64, 64}, 8).count() == 2 * 3);
+  CHECK_THROWS_WITH(core::TileGrid::cover(90, 160, {8, 8}, 8), Catch::Contains("not larger than its overlap"));
+  CHECK(core::parse_tile("64").width == 64);
+  CHECK(core::parse_tile("80x48").height == 48);
+  CHECK_THROWS_WITH(core::parse_tile("80x"), Catch::Contains("is not a tile size"));
+}
+
+TEST_CASE("the planner prefers long chunks, then few tiles, then offloaded caches", "[planner]") {
+  const auto request = wan21(core::Op::kDecode, 1280, 720);
+  SECTION("no budget: the whole frame, the longest chunk allowed") {
+    const auto plan = core::plan_run(request, budget(0, 3));
+    CHECK(plan.chunk == 3);
+    CHECK_FALSE(plan.tiles.tiled());
+  }
+  SECTION("every plan fits its budget; less budget never gives a faster plan") {
+    // Slower plans rank higher: offloaded caches, then more tiles, then (same tiles) shorter chunks.
+    auto rank = [](const core::Plan& p) {
+      return std::make_tuple(p.offload, p.tiles.count(), p.tiles.tile_height, p.tiles.tile_width, -p.chunk);
+    };
+    auto last = std::make_tuple(false, int64_t{1}, int64_t{90}, int64_t{160}, int64_t{-4});
+    int64_t last_tiles = 1;
+    for (double gib = 80; gib >= 2; gib *= 0.85) {
+      const auto b = static_cast<int64_t>(gib * kGiB);
+      core::Plan plan;
+      try {
+        plan = core::plan_run(request, budget(b));
+      } catch (const Error& e) {
+        INFO(e.what());
+        CHECK(gib < 4);  // 720p decodes in 4 GiB, tiled
+        break;
+      }
+      INFO(gib << " GiB: " << plan.summary());
+      CHECK(plan.estimate.total() <= b);
+      const auto now = rank(plan);
+      CHECK(std::make_tuple(std::get<0>(now), std::get<1>(now)) >= std::make_tuple(std::get<0>(last), std::get<1>(last)));
+      if (std::get<0>(now) == std::get<0>(last) && std::get<1>(now) == std::get<1>(last) &&
+          std::get<2>(now) == std::get<2>(last) && std::get<3>(now) == std::get<3>(last))
+        CHECK(std::get<4>(now) >= std::get<4>(last));
+      if (!plan.tiles.tiled()) CHECK_FALSE(plan.offload);
+      last = now;
+      last_tiles = plan.tiles.count();
+    }
+    CHECK(last_tiles > 1);  // the sweep reached tiled plans
+  }
+  SECTION("untiled as long as one latent frame fits") {
+    const auto plan = core::plan_run(request, core::find_preset("rtx4080-16g").planner);
+    CHECK_FALSE(plan.tiles.tiled());
+  }
+  SECTION("a fixed chunk or tile is kept") {
+    auto options = budget(40 * kGiB);
+    options.chunk = 2;
+    options.tile = core::TileSize{48, 64};
+    const auto plan = core::plan_run(request, options);
+    CHECK(plan.chunk == 2);
+    CHECK(plan.tiles.tile_height == 48);
+    CHECK(plan.tiles.tile_width == 64);
+    CHECK(plan.tiles.count() == 3 * 3);
+  }
+  SECTION("3840x2160 decodes in the 24 GB tier") {
+    const auto plan = core::plan_run(wan21(core::Op::kDecode, 3840, 2160), core::find_preset("rtx4090-24g").planner);
+    std::cout << "planner: 4K decode in rtx4090-24g: " << plan.summary() << "\n";
+    CHECK(plan.estimate.total() <= core::find_preset("rtx4090-24g").planner.budget_bytes);
+  }
+}
+
+TEST_CASE("an impossible budget is refused with the smallest budget that works", "[planner]") {
+  const auto request = wan21(core::Op::kRoundtrip, 1280, 720);
+  auto options = budget(kGiB / 2);
+  std::string message;
+  try {
+    core::plan_run(request, options);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  INFO(message);
+  REQUIRE_THAT(message, Catch::Contains("roundtrip of 1280x720 does not fit in 512 MiB") &&
+                            Catch::Contains("the smallest plan"));
+  std::smatch m;
+  REQUIRE(std::regex_search(message, m, std::regex("--vram ([0-9.]+)G")));
+  options.budget_bytes = core::parse_size(m[1].str() + "G");
+  CHECK_NOTHROW(core::plan_run(request, options));  // the budget it names is enough
+
+  options = budget(3 * kGiB);
+  options.tiling = false;
+  CHECK_THROWS_WITH(core::plan_run(request, options), Catch::Contains("or allow tiling"));
+  CHECK_THROWS_WITH(core::plan_run(wan21(core::Op::kDecode, 1281, 720), budget(0)),
+                    Catch::Contains("must be a positive multiple of 8"));
+}
+
+TEST_CASE("the allocator cap is a no-op off CUDA", "[planner]") {
+  CHECK(core::cap_device_memory(torch::kCPU, 8 * kGiB) == 0.0);
+}
+
+}  // namespace vaecodec::test
