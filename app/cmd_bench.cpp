@@ -22,7 +22,6 @@
 #include "core/stage_timer.h"
 #include "core/model_registry.h"
 #include "core/planner.h"
-#include "core/tiling.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::app {
@@ -31,7 +30,7 @@ namespace {
 struct BenchOptions {
   std::string weights;
   bool random = false;
-  std::string model = "wan2.1-vae";
+  std::string model;  // empty: wan2.1-vae with --random, detected with --weights
   std::string size = "1280x720";
   int64_t frames = 81;
   std::string op = "decode";
@@ -63,11 +62,10 @@ void synchronize(const torch::Device& device) {
 // One operation over the whole clip, in the plan's chunks and tiles, as the tool runs it.
 torch::Tensor run_op(core::VaeModel& model, const std::string& op, const torch::Tensor& video,
                      const torch::Tensor& latents, const core::Plan& plan) {
-  const core::ChunkOptions chunks{plan.chunk};
-  if (op == "encode") return core::encode_video_tiled(model, video, chunks, plan.tiles, plan.offload);
-  if (op == "decode") return core::decode_latents_tiled(model, latents, chunks, plan.tiles, plan.offload);
-  return core::decode_latents_tiled(model, core::encode_video_tiled(model, video, chunks, plan.tiles, plan.offload),
-                                    chunks, plan.tiles, plan.offload);
+  const auto chunks = core::ChunkOptions::of(plan);
+  if (op == "encode") return core::encode_video(model, video, chunks);
+  if (op == "decode") return core::decode_latents(model, latents, chunks);
+  return core::decode_latents(model, core::encode_video(model, video, chunks), chunks);
 }
 
 // The same run untiled, for the tiles' accuracy.
@@ -87,26 +85,18 @@ double psnr(const torch::Tensor& got, const torch::Tensor& reference) {
 }
 
 std::shared_ptr<core::VaeModel> make_model(const BenchOptions& o, torch::Device device, torch::ScalarType dtype) {
-  if (!o.weights.empty())
-    return core::build_model(core::load_checkpoint(o.weights),
-                             {o.model, device, dtype, nullptr, channels_last_option(o.layout)});
-  const auto& family = core::find_model_family(o.model);
+  // --model names the family of --random; with --weights it overrides detection when given.
+  const core::ModelOptions options{o.model, device, dtype, nullptr, channels_last_option(o.layout)};
+  if (!o.weights.empty()) return core::build_model(core::load_checkpoint(o.weights), options);
+  const auto& family = core::find_model_family(o.model.empty() ? "wan2.1-vae" : o.model);
   auto model = family.build(family.released_config);
   core::randomize_parameters(*model, /*seed=*/0);
-  if (device.is_cuda() && dtype == torch::kFloat) {
-    at::globalContext().setAllowTF32CuDNN(false);
-    at::globalContext().setAllowTF32CuBLAS(false);
-  }
-  model->to(device, dtype);
-  model->set_channels_last(channels_last_option(o.layout).value_or(device.is_cuda()));
-  model->eval();
+  core::place_model(*model, options);
   return model;
 }
 
 void bench(const BenchOptions& o) {
-  int64_t width = 0, height = 0;
-  if (std::sscanf(o.size.c_str(), "%ldx%ld", &width, &height) != 2 || width <= 0 || height <= 0)
-    throw Error("--size: expected WIDTHxHEIGHT, got '" + o.size + "'");
+  const auto [width, height] = parse_frame_size(o.size);
   if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
     throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
   if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
@@ -273,7 +263,7 @@ void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Time the VAE alone on a synthetic clip: seconds, frames/s, TFLOP/s, VRAM");
   cmd->add_option("--weights", o->weights, "Weights file (or --random)");
   cmd->add_flag("--random", o->random, "Random weights of the released architecture");
-  cmd->add_option("--model", o->model, "Model family (with --random, or to override detection)");
+  cmd->add_option("--model", o->model, "Model family (default with --random: wan2.1-vae; with --weights: detected)");
   cmd->add_option("--size", o->size, "WIDTHxHEIGHT")->capture_default_str();
   cmd->add_option("--frames", o->frames, "Frames (1 + 4k)")->capture_default_str();
   cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();

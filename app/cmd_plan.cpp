@@ -40,9 +40,7 @@ std::pair<core::ModelInfo, int64_t> describe_model(const PlanOptions& o) {
 }
 
 void plan(const PlanOptions& o) {
-  long long width = 0, height = 0;
-  if (std::sscanf(o.size.c_str(), "%lldx%lld", &width, &height) != 2 || width <= 0 || height <= 0)
-    throw Error("--size: expected WIDTHxHEIGHT, got '" + o.size + "'");
+  const auto [width, height] = parse_frame_size(o.size);
   const auto [info, params] = describe_model(o);
   const int64_t f = info.spatial_factor;
   const int64_t padded_w = (width + f - 1) / f * f, padded_h = (height + f - 1) / f * f;

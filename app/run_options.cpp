@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -12,6 +13,7 @@ extern "C" {
 
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/model_registry.h"
 #include "io/device_transfer.h"
 #include "io/ffmpeg_common.h"
 #include "io/interrupt.h"
@@ -61,6 +63,8 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
       ->required();
   sub.add_option("-w,--weights", options.weights,
                  "VAE weights (.safetensors or .pth); default $VAECODEC_WEIGHTS");
+  sub.add_option("--model", options.model,
+                 "model family, when detection from the weights should be overridden: " + core::model_family_names());
   sub.add_option("--device", options.device, "cpu, cuda or cuda:N (default: cuda when available)");
   sub.add_option("--dtype", options.dtype, "fp32, bf16 or fp16 (default: bf16 on CUDA, fp32 on the CPU)")
       ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16"}));
@@ -93,6 +97,15 @@ fs::path resolve_weights(const RunOptions& options) {
       "wan_2.1_vae.safetensors (Comfy-Org/Wan_2.1_ComfyUI_repackaged, split_files/vae)");
 }
 
+std::pair<int64_t, int64_t> parse_frame_size(const std::string& text) {
+  long long width = 0, height = 0;
+  char x = 0, extra = 0;
+  if (std::sscanf(text.c_str(), "%lld%c%lld%c", &width, &x, &height, &extra) != 3 || x != 'x' || width <= 0 ||
+      height <= 0)
+    throw Error("--size: expected WIDTHxHEIGHT, got '" + text + "'");
+  return {width, height};
+}
+
 torch::Device resolve_device(const std::string& device) {
   if (device == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::kCPU;
   torch::Device parsed(torch::kCPU);
@@ -120,6 +133,7 @@ torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device) 
 std::shared_ptr<core::VaeModel> load_model(const RunOptions& options) {
   const fs::path weights = resolve_weights(options);
   core::ModelOptions model;
+  model.family = options.model;
   model.device = resolve_device(options.device);
   model.dtype = resolve_dtype(options.dtype, model.device);
   return core::build_model(core::load_checkpoint(weights), model);
@@ -193,6 +207,7 @@ void run_command(RunCommand command, const RunOptions& options) {
     if (!fs::exists(options.input, error))
       throw Error("cannot open input " + options.input + ": No such file or directory");
     io::check_output_path(options.output, {options.input});
+    if (!options.model.empty()) core::find_model_family(options.model);  // throws, naming the known families
     const std::shared_ptr<core::VaeModel> model = load_model(options);
     io::RunSummary summary;
     switch (command) {

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
@@ -23,6 +24,7 @@ struct RunOptions {
   std::string input;
   std::string output;
   std::string weights;          // empty: $VAECODEC_WEIGHTS
+  std::string model;            // --model: the family, overriding detection from the weights; empty: detected
   std::string device = "auto";  // "cpu", "cuda", "cuda:N"; auto: cuda when available
   std::string dtype = "auto";   // "fp32", "bf16", "fp16"; auto: bf16 on CUDA, fp32 on the CPU
   int64_t chunk = core::ChunkOptions{}.latent_frames;  // latent frames per chunk
@@ -47,6 +49,8 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command);
 // The weights file: --weights, else $VAECODEC_WEIGHTS, else an error that says where real weights come from.
 std::filesystem::path resolve_weights(const RunOptions& options);
 torch::Device resolve_device(const std::string& device);
+// "WIDTHxHEIGHT" (--size) as {width, height}; one clear error otherwise.
+std::pair<int64_t, int64_t> parse_frame_size(const std::string& text);
 torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device);
 
 // Loads the weights and builds the model on the chosen device and dtype.

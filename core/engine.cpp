@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/tiling.h"
 
 namespace vaecodec::core {
 namespace {
@@ -28,8 +29,11 @@ EncodeRun::EncodeRun(VaeModel& model, ChunkOptions chunks) : model_(model), chun
   if (chunks_.latent_frames < 1) throw Error("chunk length must be at least 1 latent frame");
 }
 
+EncodeRun::~EncodeRun() = default;
+
 torch::Tensor EncodeRun::run_chunk(const torch::Tensor& frames) {
   torch::InferenceMode guard;
+  if (tiles_) return tiles_->run(frames);
   const auto device = model_.device();
   auto x = frames.to(device, model_.dtype(), /*non_blocking=*/frames.is_pinned()).contiguous(model_.memory_format());
   return model_.encode(x, cache_);
@@ -42,6 +46,9 @@ torch::Tensor EncodeRun::push(const torch::Tensor& frames) {
   if (frames.size(3) % f || frames.size(4) % f)
     throw Error("frame size " + std::to_string(frames.size(4)) + "x" + std::to_string(frames.size(3)) +
                 " is not a multiple of " + std::to_string(f));
+  if (frames_in_ == 0)
+    tiles_ = make_tile_set(model_, chunks_.tiles, TileSet::Direction::kEncode, chunks_.offload, frames.size(3) / f,
+                           frames.size(4) / f);
   pending_ = append(pending_, frames);
   frames_in_ += frames.size(2);
   const int64_t tf = model_.info().temporal_factor;
@@ -72,8 +79,11 @@ DecodeRun::DecodeRun(VaeModel& model, ChunkOptions chunks) : model_(model), chun
   if (chunks_.latent_frames < 1) throw Error("chunk length must be at least 1 latent frame");
 }
 
+DecodeRun::~DecodeRun() = default;
+
 torch::Tensor DecodeRun::run_chunk(const torch::Tensor& latents) {
   torch::InferenceMode guard;
+  if (tiles_) return tiles_->run(latents);
   auto z = latents.to(model_.device(), /*non_blocking=*/latents.is_pinned()).contiguous(model_.memory_format());
   return model_.decode(z, cache_);
 }
@@ -83,6 +93,9 @@ torch::Tensor DecodeRun::push(const torch::Tensor& latents) {
     throw Error("decode expects latents shaped [B, " + std::to_string(model_.info().latent_channels) +
                 ", T, h, w], got " + std::to_string(latents.dim()) + "-D with " +
                 std::to_string(latents.dim() > 1 ? latents.size(1) : 0) + " channels");
+  if (latents_in_ == 0)
+    tiles_ = make_tile_set(model_, chunks_.tiles, TileSet::Direction::kDecode, chunks_.offload, latents.size(3),
+                           latents.size(4));
   pending_ = append(pending_, latents);
   latents_in_ += latents.size(2);
   std::vector<torch::Tensor> out;

@@ -1,17 +1,26 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include <torch/torch.h>
 
 #include "core/causal_cache.h"
+#include "core/planner.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
 
-// How a run splits a sequence in time. The result does not depend on these; memory and speed do.
+class TileSet;
+
+// How a run splits a sequence in time and space. Chunks in time do not change the result; spatial tiles
+// (Note [Tile blending] in core/tiling.h) change it slightly. Memory and speed depend on both.
 struct ChunkOptions {
   int64_t latent_frames = 1;  // latent frames per chunk; an encode chunk is temporal_factor * this many frames
+  TileGrid tiles;             // the default, or a grid that does not cut the frame, runs whole frames
+  bool offload = false;       // tiles' caches wait in host memory while other tiles run
+
+  static ChunkOptions of(const Plan& plan) { return {plan.chunk, plan.tiles, plan.offload}; }
 };
 
 // Streams a video through the encoder. Push frames as they arrive (any number at a time); the run cuts them into
@@ -21,6 +30,7 @@ struct ChunkOptions {
 class EncodeRun {
  public:
   EncodeRun(VaeModel& model, ChunkOptions chunks = {});
+  ~EncodeRun();
   torch::Tensor push(const torch::Tensor& frames);  // latents completed by this call, [B, z, n, h, w], n >= 0
   torch::Tensor finish();                           // what is left; throws if the frame count was not 1 + 4k
   int64_t frames_in() const { return frames_in_; }
@@ -31,6 +41,7 @@ class EncodeRun {
   VaeModel& model_;
   ChunkOptions chunks_;
   CausalCache cache_;
+  std::unique_ptr<TileSet> tiles_;  // made at the first push when chunks_.tiles cuts the frame
   torch::Tensor pending_;  // frames waiting for a full chunk
   int64_t frames_in_ = 0;
 };
@@ -40,6 +51,7 @@ class EncodeRun {
 class DecodeRun {
  public:
   DecodeRun(VaeModel& model, ChunkOptions chunks = {});
+  ~DecodeRun();
   torch::Tensor push(const torch::Tensor& latents);
   torch::Tensor finish();
 
@@ -49,6 +61,7 @@ class DecodeRun {
   VaeModel& model_;
   ChunkOptions chunks_;
   CausalCache cache_;
+  std::unique_ptr<TileSet> tiles_;
   torch::Tensor pending_;
   int64_t latents_in_ = 0;
 };

@@ -35,36 +35,28 @@ torch::Tensor CausalConv3d::forward(const torch::Tensor& x, CausalCache& cache) 
 }
 
 torch::Tensor CausalConv3d::forward_with(const torch::Tensor& x, CausalCache::Slot& slot) {
-  torch::Tensor past = slot.history;
-  if (!past.defined() && pad_front_ > 0) {
-    auto sizes = x.sizes().vec();
-    sizes[2] = pad_front_;
-    // In x's layout, so that the concatenation below keeps it (Note [Channels-last]).
-    const auto format = x.suggest_memory_format();
-    past = pad_ == CausalPad::kZeros ? torch::zeros(sizes, x.options().memory_format(format))
-                                     : x.narrow(2, 0, 1).expand(sizes).contiguous(format);
-  }
-  torch::Tensor input = past.defined() ? torch::cat({past, x}, 2) : x;
-  if (history_ > 0) {
-    const int64_t keep = std::min(history_, input.size(2));
-    slot.history = input.narrow(2, input.size(2) - keep, keep).clone();
-  }
-  slot.started = true;
-  return convolve(input);
+  Buffer buffer = prepare_with(x, slot);
+  buffer.fill.copy_(x);
+  return run(buffer);
 }
 
-CausalConv3d::Buffer CausalConv3d::prepare(const torch::Tensor& like, CausalCache& cache) {
+CausalConv3d::Buffer CausalConv3d::prepare(at::IntArrayRef sizes, const torch::TensorOptions& options,
+                                           CausalCache& cache) {
+  if (looks_back()) return prepare_with(sizes, options, cache.next());
   Buffer b;
-  if (!looks_back()) {
-    b.whole = b.fill = torch::empty_like(like);
-    return b;
-  }
-  b.slot = &cache.next();
+  b.whole = b.fill = torch::empty(sizes, options);
+  return b;
+}
+
+CausalConv3d::Buffer CausalConv3d::prepare_with(at::IntArrayRef sizes, const torch::TensorOptions& options,
+                                                CausalCache::Slot& slot) {
+  Buffer b;
+  b.slot = &slot;
   const int64_t past = b.slot->history.defined() ? b.slot->history.size(2) : pad_front_;
-  auto sizes = like.sizes().vec();
-  sizes[2] += past;
-  b.whole = torch::empty(sizes, like.options().memory_format(like.suggest_memory_format()));
-  b.fill = b.whole.narrow(2, past, like.size(2));
+  auto whole_sizes = sizes.vec();
+  whole_sizes[2] += past;
+  b.whole = torch::empty(whole_sizes, options);
+  b.fill = b.whole.narrow(2, past, sizes[2]);
   if (past > 0) {
     auto head = b.whole.narrow(2, 0, past);
     if (b.slot->history.defined())

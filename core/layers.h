@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "core/causal_cache.h"
+#include "core/stage_timer.h"
 
 namespace vaecodec::core {
 
@@ -45,8 +46,16 @@ class CausalSequence : public CausalModule {
     for (auto& b : blocks_) h = b->forward(h, cache);
     return h;
   }
+  // forward() with each block timed as stage "<stage>.<index>" (Note [Stage timing]).
+  torch::Tensor forward_stages(const torch::Tensor& x, CausalCache& cache, const char* stage) {
+    torch::Tensor h = x;
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      StageScope scope(stage, static_cast<int64_t>(i));
+      h = blocks_[i]->forward(h, cache);
+    }
+    return h;
+  }
   size_t size() const { return blocks_.size(); }
-  CausalModule& block(size_t i) { return *blocks_[i]; }
 
  private:
   std::vector<std::shared_ptr<CausalModule>> blocks_;
@@ -71,7 +80,8 @@ class CausalConv3d : public CausalModule {
 
   // Takes a cache slot only when it looks back in time (temporal kernel > 1).
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
-  // The same with an explicit slot (layers that share one slot with their own state).
+  // The same with an explicit slot (layers that share one slot with their own state); copies x into the
+  // causal buffer (Note [Causal buffer]).
   torch::Tensor forward_with(const torch::Tensor& x, CausalCache::Slot& slot);
   // Plain convolution over x, no temporal padding or history.
   torch::Tensor convolve(const torch::Tensor& x) const;
@@ -87,8 +97,18 @@ class CausalConv3d : public CausalModule {
     CausalCache::Slot* slot = nullptr;
     bool replicate_pending = false;  // the head copies frame 0, which is known only once fill is written
   };
-  // like: shaped and laid out as the chunk that will be written. Takes the cache slot, as forward() would.
-  Buffer prepare(const torch::Tensor& like, CausalCache& cache);
+  // For a chunk of `sizes` ([B, C, t, H, W]) made with `options` (dtype, device, memory format). Takes the
+  // cache slot, as forward() would.
+  Buffer prepare(at::IntArrayRef sizes, const torch::TensorOptions& options, CausalCache& cache);
+  Buffer prepare_with(at::IntArrayRef sizes, const torch::TensorOptions& options, CausalCache::Slot& slot);
+  // For a chunk shaped and laid out like `like`.
+  Buffer prepare(const torch::Tensor& like, CausalCache& cache) { return prepare(like.sizes(), layout_of(like), cache); }
+  Buffer prepare_with(const torch::Tensor& like, CausalCache::Slot& slot) {
+    return prepare_with(like.sizes(), layout_of(like), slot);
+  }
+  static torch::TensorOptions layout_of(const torch::Tensor& t) {
+    return t.options().memory_format(t.suggest_memory_format());
+  }
   torch::Tensor run(Buffer& buffer);
 
   bool looks_back() const { return history_ > 0 || pad_front_ > 0; }
@@ -124,6 +144,15 @@ class RMSNorm : public torch::nn::Module {
   torch::Tensor gamma_;
   int64_t channels_;
 };
+
+// SiLU(norm(x)) written straight into conv's causal buffer, then conv (Note [Causal buffer]): no copy of the
+// normalised chunk. Norm: a norm with forward_silu_into(x, out) (RMSNorm, SeedVR2's FrameGroupNorm).
+template <typename Norm>
+torch::Tensor norm_silu_conv(const Norm& norm, CausalConv3d& conv, const torch::Tensor& x, CausalCache& cache) {
+  auto buffer = conv.prepare(x, cache);
+  norm.forward_silu_into(x, buffer.fill);
+  return conv.run(buffer);
+}
 
 // Adds a convolution's FLOPs to the FlopCounter, from its output and weight.
 void count_conv_flops(const torch::Tensor& out, const torch::Tensor& weight);

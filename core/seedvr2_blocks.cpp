@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/flops.h"
+#include "core/kernels/norm_silu.h"
 
 namespace vaecodec::core {
 namespace {
@@ -34,6 +35,19 @@ FrameGroupNorm::FrameGroupNorm(int64_t channels, int64_t groups) : groups_(group
 }
 
 torch::Tensor FrameGroupNorm::forward(const torch::Tensor& x, bool silu) const {
+  if (x.is_cuda()) {
+    auto y = torch::empty_like(x);  // keeps x's memory format
+    if (kernels::frame_group_norm_into(x, weight_, bias_, groups_, kNormEps, silu, y)) return y;
+  }
+  return composite(x, silu);
+}
+
+void FrameGroupNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out) const {
+  if (kernels::frame_group_norm_into(x, weight_, bias_, groups_, kNormEps, /*silu=*/true, out)) return;
+  out.copy_(composite(x, /*silu=*/true));
+}
+
+torch::Tensor FrameGroupNorm::composite(const torch::Tensor& x, bool silu) const {
   const int64_t b = x.size(0), c = x.size(1), t = x.size(2);
   const int64_t per_group = c / groups_;
   const auto compute = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
@@ -61,9 +75,9 @@ SeedVR2ResnetBlock::SeedVR2ResnetBlock(int64_t in, int64_t out, int64_t groups) 
 }
 
 torch::Tensor SeedVR2ResnetBlock::forward(const torch::Tensor& x, CausalCache& cache) {
-  auto h = conv1_->forward(norm1_->forward(x, /*silu=*/true), cache);
-  h = conv2_->forward(norm2_->forward(h, /*silu=*/true), cache);  // dropout is inactive at inference
-  return (shortcut_ ? shortcut_->forward(x, cache) : x) + h;
+  auto h = norm_silu_conv(*norm1_, *conv1_, x, cache);
+  h = norm_silu_conv(*norm2_, *conv2_, h, cache);  // dropout is inactive at inference
+  return h.add_(shortcut_ ? shortcut_->forward(x, cache) : x);  // h is this block's own tensor
 }
 
 SeedVR2Attention::SeedVR2Attention(int64_t channels, int64_t groups) {
@@ -119,8 +133,13 @@ SeedVR2Downsample::SeedVR2Downsample(int64_t channels, bool temporal) {
 }
 
 torch::Tensor SeedVR2Downsample::forward(const torch::Tensor& x, CausalCache& cache) {
-  // Zero-pad right and bottom by one: [B, C, T, H, W] -> [B, C, T, H + 1, W + 1].
-  return conv_->forward(torch::constant_pad_nd(x, {0, 1, 0, 1}), cache);
+  // Zero-pad right and bottom by one, [B, C, T, H, W] -> [B, C, T, H + 1, W + 1], in the conv's buffer.
+  const int64_t h = x.size(3), w = x.size(4);
+  auto buffer = conv_->prepare({x.size(0), x.size(1), x.size(2), h + 1, w + 1}, CausalConv3d::layout_of(x), cache);
+  buffer.fill.narrow(3, h, 1).zero_();
+  buffer.fill.narrow(4, w, 1).zero_();
+  buffer.fill.narrow(3, 0, h).narrow(4, 0, w).copy_(x);
+  return conv_->run(buffer);
 }
 
 SeedVR2Upsample::SeedVR2Upsample(int64_t channels, bool temporal) : time_factor_(temporal ? 2 : 1) {
@@ -134,13 +153,22 @@ torch::Tensor SeedVR2Upsample::forward(const torch::Tensor& x, CausalCache& cach
   const int64_t b = x.size(0), c = x.size(1), t = x.size(2), h = x.size(3), w = x.size(4);
   const int64_t z = time_factor_;
   auto y = upscale_conv_->forward(x, cache);  // [B, 2 * 2 * z * C, T, H, W]
-  // b (x y z c) f h w -> b c (f z) (h x) (w y)
-  y = y.view({b, 2, 2, z, c, t, h, w}).permute({0, 4, 5, 3, 6, 1, 7, 2}).reshape({b, c, t * z, 2 * h, 2 * w});
+  // b (x y z c) f h w -> b c (f z) (h x) (w y), read as [b, c, f, z, h, x, w, y]; copied once, straight into
+  // the next conv's causal buffer (Note [Causal buffer]).
+  auto shuffled = y.view({b, 2, 2, z, c, t, h, w}).permute({0, 4, 5, 3, 6, 1, 7, 2});
   CausalCache::Slot& slot = cache.next();
-  if (z > 1 && !slot.started) {  // Note [SeedVR2 upsampling and frame 0]
-    y = torch::cat({y.narrow(2, 0, 1), y.narrow(2, 2, y.size(2) - 2)}, 2);
+  const bool drop = z > 1 && !slot.started;  // Note [SeedVR2 upsampling and frame 0]
+  auto buffer = conv_->prepare_with({b, c, t * z - (drop ? 1 : 0), 2 * h, 2 * w}, CausalConv3d::layout_of(y), slot);
+  auto as_pairs = [&](const torch::Tensor& frames, int64_t pairs, int64_t per_pair) {
+    return frames.view({b, c, pairs, per_pair, h, 2, w, 2});
+  };
+  if (drop) {
+    as_pairs(buffer.fill.narrow(2, 0, 1), 1, 1).copy_(shuffled.narrow(2, 0, 1).narrow(3, 0, 1));
+    if (t > 1) as_pairs(buffer.fill.narrow(2, 1, (t - 1) * z), t - 1, z).copy_(shuffled.narrow(2, 1, t - 1));
+  } else {
+    as_pairs(buffer.fill, t, z).copy_(shuffled);
   }
-  return conv_->forward_with(y, slot);
+  return conv_->run(buffer);
 }
 
 SeedVR2Stage::SeedVR2Stage(int64_t in, int64_t out, int64_t layers, int64_t groups,

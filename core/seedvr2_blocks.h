@@ -17,14 +17,19 @@ namespace vaecodec::core {
 // The reference folds time into the batch before its GroupNorms ([B, C, T, H, W] -> [B*T, C, H, W]), so the
 // statistics of a group are taken over one frame's pixels only. That is what makes the model chunkable: a
 // norm over the chunk's frames would make every frame depend on its chunk. eps 1e-6, affine; the statistics
-// are computed in float32 for 16-bit storage (float64 stays float64). Keys: weight, bias ([C]).
+// are computed in float32 for 16-bit storage (float64 stays float64); on the GPU one fused kernel
+// (core/kernels/group_norm_kernel.cu) reads x twice and writes the result once. Keys: weight, bias ([C]).
 class FrameGroupNorm : public torch::nn::Module {
  public:
   FrameGroupNorm(int64_t channels, int64_t groups);
   // x: [B, C, T, H, W]; SiLU(norm(x)) when `silu`.
   torch::Tensor forward(const torch::Tensor& x, bool silu = false) const;
+  // SiLU(norm(x)) written into out (shaped like x; may be a view, such as a causal buffer's tail).
+  void forward_silu_into(const torch::Tensor& x, const torch::Tensor& out) const;
 
  private:
+  torch::Tensor composite(const torch::Tensor& x, bool silu) const;  // ATen ops, any device and layout
+
   torch::Tensor weight_, bias_;  // [C]
   int64_t groups_;
 };

@@ -69,10 +69,10 @@ SeedVR2Encoder::SeedVR2Encoder(const SeedVR2Config& config) {
 }
 
 torch::Tensor SeedVR2Encoder::forward(const torch::Tensor& x, CausalCache& cache) {
-  auto h = conv_in_->forward(x, cache);
-  h = down_blocks_->forward(h, cache);
-  h = mid_block_->forward(h, cache);
-  return conv_out_->forward(conv_norm_out_->forward(h, /*silu=*/true), cache);
+  auto h = timed_stage("encoder.conv_in", [&] { return conv_in_->forward(x, cache); });
+  h = down_blocks_->forward_stages(h, cache, "encoder.down_blocks");
+  h = timed_stage("encoder.mid_block", [&] { return mid_block_->forward(h, cache); });
+  return timed_stage("encoder.head", [&] { return norm_silu_conv(*conv_norm_out_, *conv_out_, h, cache); });
 }
 
 SeedVR2Decoder::SeedVR2Decoder(const SeedVR2Config& config) {
@@ -95,10 +95,10 @@ SeedVR2Decoder::SeedVR2Decoder(const SeedVR2Config& config) {
 }
 
 torch::Tensor SeedVR2Decoder::forward(const torch::Tensor& x, CausalCache& cache) {
-  auto h = conv_in_->forward(x, cache);
-  h = mid_block_->forward(h, cache);
-  h = up_blocks_->forward(h, cache);
-  return conv_out_->forward(conv_norm_out_->forward(h, /*silu=*/true), cache);
+  auto h = timed_stage("decoder.conv_in", [&] { return conv_in_->forward(x, cache); });
+  h = timed_stage("decoder.mid_block", [&] { return mid_block_->forward(h, cache); });
+  h = up_blocks_->forward_stages(h, cache, "decoder.up_blocks");
+  return timed_stage("decoder.head", [&] { return norm_silu_conv(*conv_norm_out_, *conv_out_, h, cache); });
 }
 
 SeedVR2Vae::SeedVR2Vae(const SeedVR2Config& config) : config_(config) {

@@ -39,4 +39,11 @@ class StageScope {
   int64_t record_ = -1;
 };
 
+// f() timed as the stage `name`: `h = timed_stage("decoder.conv1", [&] { return conv1_->forward(x, cache); });`
+template <typename F>
+auto timed_stage(const char* name, F&& f) {
+  StageScope scope(name);
+  return f();
+}
+
 }  // namespace vaecodec::core

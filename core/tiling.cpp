@@ -8,17 +8,6 @@
 namespace vaecodec::core {
 namespace {
 
-torch::Tensor append(const torch::Tensor& pending, const torch::Tensor& more) {
-  if (!pending.defined() || pending.size(2) == 0) return more;
-  return torch::cat({pending, more}, 2);
-}
-
-torch::Tensor join(std::vector<torch::Tensor>& parts) {
-  if (parts.empty()) return {};
-  if (parts.size() == 1) return parts.front();
-  return torch::cat(parts, 2);
-}
-
 // Raised-cosine weights of the tiles along one axis (Note [Tile blending]), normalized to sum to 1.
 // origins and length in output pixels; extent is the axis's length.
 std::vector<std::vector<double>> axis_weights(const std::vector<int64_t>& origins, int64_t length, int64_t extent) {
@@ -118,7 +107,8 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
   const bool encode = direction_ == Direction::kEncode;
   auto call = [&](const torch::Tensor& input, CausalCache& cache) {
     const bool pinned = input.device().is_cpu() && input.is_pinned();
-    auto on_device = encode ? input.to(device, dtype, /*non_blocking=*/pinned) : input.to(device, pinned);
+    auto on_device = (encode ? input.to(device, dtype, /*non_blocking=*/pinned) : input.to(device, pinned))
+                         .contiguous(model_.memory_format());
     return encode ? model_.encode(on_device, cache) : model_.decode(on_device, cache);
   };
   const int64_t f = model_.info().spatial_factor;
@@ -130,14 +120,15 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
           {1, 1, 1, weights[i].size(0), weights[i].size(1)});
   }
   torch::Tensor sum;
+  torch::ScalarType out_dtype = dtype;  // the model's output dtype (encode answers float32 latents)
   for (Tile& tile : tiles_) {
     const torch::Tensor crop = x.narrow(3, tile.row * in_scale, grid_.tile_height * in_scale)
-                                   .narrow(4, tile.col * in_scale, grid_.tile_width * in_scale)
-                                   .contiguous();
+                                   .narrow(4, tile.col * in_scale, grid_.tile_width * in_scale);
     if (offload_) move_cache(tile.cache, device);
     const torch::Tensor out = call(crop, tile.cache);
     if (offload_) move_cache(tile.cache, torch::kCPU);
     if (!sum.defined()) {
+      out_dtype = out.scalar_type();
       auto sizes = out.sizes().vec();
       sizes[3] = grid_.latent_height * out_scale;
       sizes[4] = grid_.latent_width * out_scale;
@@ -148,109 +139,14 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
         .narrow(4, tile.col * out_scale, out.size(4))
         .add_(out.to(sum.scalar_type()) * tile.weight);
   }
-  return sum.to(dtype);
+  return sum.to(out_dtype);
 }
 
-TiledEncodeRun::TiledEncodeRun(VaeModel& model, ChunkOptions chunks, TileGrid tiles, bool offload)
-    : model_(model), chunks_(chunks), grid_(tiles), offload_(offload) {
-  if (chunks_.latent_frames < 1) throw Error("chunk length must be at least 1 latent frame");
-}
-
-torch::Tensor TiledEncodeRun::push(const torch::Tensor& frames) {
-  if (frames.dim() != 5 || frames.size(1) != 3)
-    throw Error("encode expects frames shaped [B, 3, T, H, W], got " + std::to_string(frames.dim()) + "-D");
-  const int64_t f = model_.info().spatial_factor;
-  if (frames.size(3) % f || frames.size(4) % f)
-    throw Error("frame size " + std::to_string(frames.size(4)) + "x" + std::to_string(frames.size(3)) +
-                " is not a multiple of " + std::to_string(f));
-  if (!whole_ && !tiles_) {
-    grid_ = resolve(grid_, frames.size(3) / f, frames.size(4) / f);
-    if (grid_.tiled())
-      tiles_ = std::make_unique<TileSet>(model_, grid_, TileSet::Direction::kEncode, offload_);
-    else
-      whole_ = std::make_unique<EncodeRun>(model_, chunks_);
-  }
-  frames_in_ += frames.size(2);
-  if (whole_) return whole_->push(frames);
-  pending_ = append(pending_, frames);
-  const int64_t tf = model_.info().temporal_factor;
-  std::vector<torch::Tensor> out;
-  while (true) {
-    const bool first = frames_in_ == pending_.size(2);  // nothing run yet (Note [Chunks])
-    const int64_t need = first ? 1 + (chunks_.latent_frames - 1) * tf : chunks_.latent_frames * tf;
-    if (pending_.size(2) < need) break;
-    out.push_back(tiles_->run(pending_.narrow(2, 0, need)));
-    pending_ = pending_.narrow(2, need, pending_.size(2) - need);
-  }
-  return join(out);
-}
-
-torch::Tensor TiledEncodeRun::finish() {
-  if (whole_) return whole_->finish();
-  const int64_t tf = model_.info().temporal_factor;
-  if (frames_in_ == 0) throw Error("nothing to encode: no frames");
-  if ((frames_in_ - 1) % tf != 0)
-    throw Error("encode needs 1 + " + std::to_string(tf) + "k frames, got " + std::to_string(frames_in_));
-  if (!pending_.defined() || pending_.size(2) == 0) return {};
-  auto out = tiles_->run(pending_);
-  pending_ = torch::Tensor();
-  return out;
-}
-
-TiledDecodeRun::TiledDecodeRun(VaeModel& model, ChunkOptions chunks, TileGrid tiles, bool offload)
-    : model_(model), chunks_(chunks), grid_(tiles), offload_(offload) {
-  if (chunks_.latent_frames < 1) throw Error("chunk length must be at least 1 latent frame");
-}
-
-torch::Tensor TiledDecodeRun::push(const torch::Tensor& latents) {
-  if (latents.dim() != 5 || latents.size(1) != model_.info().latent_channels)
-    throw Error("decode expects latents shaped [B, " + std::to_string(model_.info().latent_channels) +
-                ", T, h, w], got " + std::to_string(latents.dim()) + "-D with " +
-                std::to_string(latents.dim() > 1 ? latents.size(1) : 0) + " channels");
-  if (!whole_ && !tiles_) {
-    grid_ = resolve(grid_, latents.size(3), latents.size(4));
-    if (grid_.tiled())
-      tiles_ = std::make_unique<TileSet>(model_, grid_, TileSet::Direction::kDecode, offload_);
-    else
-      whole_ = std::make_unique<DecodeRun>(model_, chunks_);
-  }
-  if (whole_) return whole_->push(latents);
-  pending_ = append(pending_, latents);
-  latents_in_ += latents.size(2);
-  std::vector<torch::Tensor> out;
-  const int64_t n = chunks_.latent_frames;
-  while (pending_.size(2) >= n) {
-    out.push_back(tiles_->run(pending_.narrow(2, 0, n)));
-    pending_ = pending_.narrow(2, n, pending_.size(2) - n);
-  }
-  return join(out);
-}
-
-torch::Tensor TiledDecodeRun::finish() {
-  if (whole_) return whole_->finish();
-  if (latents_in_ == 0) throw Error("nothing to decode: no latent frames");
-  if (!pending_.defined() || pending_.size(2) == 0) return {};
-  auto out = tiles_->run(pending_);
-  pending_ = torch::Tensor();
-  return out;
-}
-
-torch::Tensor encode_video_tiled(VaeModel& model, const torch::Tensor& video, ChunkOptions chunks,
-                                 const TileGrid& tiles, bool offload) {
-  TiledEncodeRun run(model, chunks, tiles, offload);
-  std::vector<torch::Tensor> parts;
-  if (auto a = run.push(video); a.defined()) parts.push_back(a);
-  if (auto b = run.finish(); b.defined()) parts.push_back(b);
-  return join(parts);
-}
-
-torch::Tensor decode_latents_tiled(VaeModel& model, const torch::Tensor& latents, ChunkOptions chunks,
-                                   const TileGrid& tiles, bool offload) {
-  TiledDecodeRun run(model, chunks, tiles, offload);
-  std::vector<torch::Tensor> parts;
-  if (auto a = run.push(latents); a.defined()) parts.push_back(a);
-  if (auto b = run.finish(); b.defined()) parts.push_back(b);
-  return join(parts);
+std::unique_ptr<TileSet> make_tile_set(VaeModel& model, const TileGrid& grid, TileSet::Direction direction,
+                                       bool offload, int64_t latent_height, int64_t latent_width) {
+  const TileGrid resolved = resolve(grid, latent_height, latent_width);
+  if (!resolved.tiled()) return nullptr;
+  return std::make_unique<TileSet>(model, resolved, direction, offload);
 }
 
 }  // namespace vaecodec::core

@@ -1,12 +1,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <torch/torch.h>
 
 #include "core/causal_cache.h"
-#include "core/engine.h"
 #include "core/planner.h"
 #include "core/vae_model.h"
 
@@ -27,7 +27,8 @@ namespace vaecodec::core {
 // CPU; `scale` is the output's pixels per latent pixel (the spatial factor for decode, 1 for encode).
 std::vector<torch::Tensor> blend_weights(const TileGrid& grid, int64_t scale);
 
-// The tiles of a run, their caches and the blend (Note [Tile blending]). One model call per tile per chunk.
+// The tiles of a run, their caches and the blend (Note [Tile blending]). One model call per tile per chunk; the
+// engine's EncodeRun/DecodeRun use it when ChunkOptions::tiles cuts the frame.
 // With `offload`, a tile's cache waits in (pinned) host memory while the other tiles run.
 class TileSet {
  public:
@@ -51,50 +52,9 @@ class TileSet {
   std::vector<Tile> tiles_;
 };
 
-// EncodeRun with spatial tiles: same interface, same chunking (Note [Chunks] in core/engine.cpp). A grid that
-// does not cut the frame runs the engine's EncodeRun itself, so an untiled plan is exactly the engine's run.
-class TiledEncodeRun {
- public:
-  // `tiles`: the plan's grid; TileGrid::whole (or a default grid) runs the frame untiled.
-  TiledEncodeRun(VaeModel& model, ChunkOptions chunks = {}, TileGrid tiles = {}, bool offload = false);
-  torch::Tensor push(const torch::Tensor& frames);
-  torch::Tensor finish();
-  int64_t frames_in() const { return frames_in_; }
-
- private:
-  VaeModel& model_;
-  ChunkOptions chunks_;
-  TileGrid grid_;
-  bool offload_;
-  // One of the two is made at the first push, when the frame size is known.
-  std::unique_ptr<EncodeRun> whole_;
-  std::unique_ptr<TileSet> tiles_;
-  torch::Tensor pending_;
-  int64_t frames_in_ = 0;
-};
-
-// DecodeRun with spatial tiles; an untiled grid runs the engine's DecodeRun.
-class TiledDecodeRun {
- public:
-  TiledDecodeRun(VaeModel& model, ChunkOptions chunks = {}, TileGrid tiles = {}, bool offload = false);
-  torch::Tensor push(const torch::Tensor& latents);
-  torch::Tensor finish();
-
- private:
-  VaeModel& model_;
-  ChunkOptions chunks_;
-  TileGrid grid_;
-  bool offload_;
-  std::unique_ptr<DecodeRun> whole_;
-  std::unique_ptr<TileSet> tiles_;
-  torch::Tensor pending_;
-  int64_t latents_in_ = 0;
-};
-
-// Whole-sequence helpers, as encode_video / decode_latents.
-torch::Tensor encode_video_tiled(VaeModel& model, const torch::Tensor& video, ChunkOptions chunks,
-                                 const TileGrid& tiles, bool offload = false);
-torch::Tensor decode_latents_tiled(VaeModel& model, const torch::Tensor& latents, ChunkOptions chunks,
-                                   const TileGrid& tiles, bool offload = false);
+// The tiles for frames of latent_height x latent_width, or nullptr when `grid` does not cut them (a default
+// grid means the whole frame). Throws when the grid was planned for another frame size.
+std::unique_ptr<TileSet> make_tile_set(VaeModel& model, const TileGrid& grid, TileSet::Direction direction,
+                                       bool offload, int64_t latent_height, int64_t latent_width);
 
 }  // namespace vaecodec::core

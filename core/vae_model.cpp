@@ -154,6 +154,11 @@ std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelO
     if (!model) recognise_model(checkpoint);  // throws the explanation
   }
   model->load(checkpoint);
+  place_model(*model, options);
+  return model;
+}
+
+void place_model(VaeModel& model, const ModelOptions& options) {
   if (options.device.is_cuda() && options.dtype == torch::kFloat) {
     // float32 means the model's own arithmetic: no TF32 shortcuts in cuDNN convolutions or cuBLAS products.
     at::globalContext().setAllowTF32CuDNN(false);
@@ -162,10 +167,9 @@ std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelO
   // A run calls the convolutions with a few fixed chunk shapes: letting cuDNN time its algorithms once per
   // shape pays for itself within the first chunks.
   if (options.device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
-  model->to(options.device, options.dtype);
-  model->set_channels_last(options.channels_last.value_or(options.device.is_cuda()));
-  model->eval();
-  return model;
+  model.to(options.device, options.dtype);
+  model.set_channels_last(options.channels_last.value_or(options.device.is_cuda()));
+  model.eval();
 }
 
 }  // namespace vaecodec::core

@@ -88,6 +88,9 @@ void randomize_parameters(VaeModel& model, uint64_t seed = 0);
 std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelOptions& options = {});
 // Builds a model of a family from its config with uninitialised weights (tests, benchmarks with random weights).
 std::shared_ptr<VaeModel> build_model(const std::string& family, const nlohmann::json& config);
+// Moves a built model to options.device and options.dtype and sets it up for runs there (layout, no TF32 in
+// float32, cuDNN autotuning); build_model(checkpoint, ...) ends with it.
+void place_model(VaeModel& model, const ModelOptions& options);
 // The family and config a checkpoint holds, or throws naming what does not fit any known family.
 ModelInfo recognise_model(const Checkpoint& checkpoint);
 

@@ -57,21 +57,10 @@ Wan21Encoder::Wan21Encoder(const Wan21Config& config, int64_t out_channels) {
 }
 
 torch::Tensor Wan21Encoder::forward(const torch::Tensor& x, CausalCache& cache) {
-  torch::Tensor h;
-  {
-    StageScope stage("encoder.conv1");
-    h = conv1_->forward(x, cache);
-  }
-  for (size_t i = 0; i < downsamples_->size(); ++i) {
-    StageScope stage("encoder.downsamples", static_cast<int64_t>(i));
-    h = downsamples_->block(i).forward(h, cache);
-  }
-  {
-    StageScope stage("encoder.middle");
-    h = middle_->forward(h, cache);
-  }
-  StageScope stage("encoder.head");
-  return head_->forward(h, cache);
+  auto h = timed_stage("encoder.conv1", [&] { return conv1_->forward(x, cache); });
+  h = downsamples_->forward_stages(h, cache, "encoder.downsamples");
+  h = timed_stage("encoder.middle", [&] { return middle_->forward(h, cache); });
+  return timed_stage("encoder.head", [&] { return head_->forward(h, cache); });
 }
 
 Wan21Decoder::Wan21Decoder(const Wan21Config& config) {
@@ -104,21 +93,10 @@ Wan21Decoder::Wan21Decoder(const Wan21Config& config) {
 }
 
 torch::Tensor Wan21Decoder::forward(const torch::Tensor& x, CausalCache& cache) {
-  torch::Tensor h;
-  {
-    StageScope stage("decoder.conv1");
-    h = conv1_->forward(x, cache);
-  }
-  {
-    StageScope stage("decoder.middle");
-    h = middle_->forward(h, cache);
-  }
-  for (size_t i = 0; i < upsamples_->size(); ++i) {
-    StageScope stage("decoder.upsamples", static_cast<int64_t>(i));
-    h = upsamples_->block(i).forward(h, cache);
-  }
-  StageScope stage("decoder.head");
-  return head_->forward(h, cache);
+  auto h = timed_stage("decoder.conv1", [&] { return conv1_->forward(x, cache); });
+  h = timed_stage("decoder.middle", [&] { return middle_->forward(h, cache); });
+  h = upsamples_->forward_stages(h, cache, "decoder.upsamples");
+  return timed_stage("decoder.head", [&] { return head_->forward(h, cache); });
 }
 
 Wan21Vae::Wan21Vae(const Wan21Config& config) : config_(config) {

@@ -168,10 +168,10 @@ Wan22Encoder::Wan22Encoder(const Wan22Config& config) {
 }
 
 torch::Tensor Wan22Encoder::forward(const torch::Tensor& x, CausalCache& cache) {
-  auto h = conv1_->forward(x, cache);
-  h = downsamples_->forward(h, cache);
-  h = middle_->forward(h, cache);
-  return head_->forward(h, cache);
+  auto h = timed_stage("encoder.conv1", [&] { return conv1_->forward(x, cache); });
+  h = downsamples_->forward_stages(h, cache, "encoder.downsamples");
+  h = timed_stage("encoder.middle", [&] { return middle_->forward(h, cache); });
+  return timed_stage("encoder.head", [&] { return head_->forward(h, cache); });
 }
 
 Wan22Decoder::Wan22Decoder(const Wan22Config& config) {
@@ -195,10 +195,10 @@ Wan22Decoder::Wan22Decoder(const Wan22Config& config) {
 }
 
 torch::Tensor Wan22Decoder::forward(const torch::Tensor& x, CausalCache& cache) {
-  auto h = conv1_->forward(x, cache);
-  h = middle_->forward(h, cache);
-  h = upsamples_->forward(h, cache);
-  return head_->forward(h, cache);
+  auto h = timed_stage("decoder.conv1", [&] { return conv1_->forward(x, cache); });
+  h = timed_stage("decoder.middle", [&] { return middle_->forward(h, cache); });
+  h = upsamples_->forward_stages(h, cache, "decoder.upsamples");
+  return timed_stage("decoder.head", [&] { return head_->forward(h, cache); });
 }
 
 Wan22Vae::Wan22Vae(const Wan22Config& config) : config_(config) {

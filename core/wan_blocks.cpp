@@ -24,16 +24,10 @@ WanResidualBlock::WanResidualBlock(int64_t in, int64_t out) {
   if (in != out) shortcut_ = register_module("shortcut", wan_conv1(in, out));
 }
 
-torch::Tensor norm_silu_conv(const RMSNorm& norm, CausalConv3d& conv, const torch::Tensor& x, CausalCache& cache) {
-  auto buffer = conv.prepare(x, cache);  // Note [Causal buffer]
-  norm.forward_silu_into(x, buffer.fill);
-  return conv.run(buffer);
-}
-
 torch::Tensor WanResidualBlock::forward(const torch::Tensor& x, CausalCache& cache) {
   torch::Tensor h = norm_silu_conv(*norm1_, *conv1_, x, cache);
   h = norm_silu_conv(*norm2_, *conv2_, h, cache);  // dropout is inactive at inference
-  return shortcut_ ? h + shortcut_->forward(x, cache) : h + x;
+  return h.add_(shortcut_ ? shortcut_->forward(x, cache) : x);  // h is this block's own tensor
 }
 
 WanAttentionBlock::WanAttentionBlock(int64_t channels) {

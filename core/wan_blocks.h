@@ -18,9 +18,6 @@ std::shared_ptr<CausalConv3d> wan_conv1(int64_t in, int64_t out);
 
 // RMSNorm -> SiLU -> conv(3) -> RMSNorm -> SiLU -> conv(3), plus a 1x1x1 shortcut conv when the width changes.
 // Keys: residual.{0.gamma, 2.*, 3.gamma, 6.*}, shortcut.*
-// conv(SiLU(norm(x))), the norm written straight into the convolution's causal buffer (Note [Causal buffer]).
-torch::Tensor norm_silu_conv(const RMSNorm& norm, CausalConv3d& conv, const torch::Tensor& x, CausalCache& cache);
-
 class WanResidualBlock : public CausalModule {
  public:
   WanResidualBlock(int64_t in, int64_t out);

@@ -30,8 +30,8 @@ bool has_frames(const torch::Tensor& t) {
 }
 
 EncodeFeeder::EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry,
-                           DeviceTransfer& transfer, const core::TileGrid& tiles, bool offload)
-    : run_(model, chunks, tiles, offload), geometry_(geometry), transfer_(transfer) {
+                           DeviceTransfer& transfer)
+    : run_(model, chunks), geometry_(geometry), transfer_(transfer) {
   // The engine's own chunk lengths (Note [Chunks] in core/engine.cpp), so every push runs one chunk at once.
   const int64_t latent_frames = std::max<int64_t>(chunks.latent_frames, 1);
   later_group_ = geometry.temporal_factor * latent_frames;

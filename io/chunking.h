@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include "core/engine.h"
-#include "core/tiling.h"
 #include "core/vae_model.h"
 #include "io/device_transfer.h"
 #include "io/stages.h"
@@ -41,9 +40,7 @@ bool has_frames(const torch::Tensor& t);
 // copies]), pads the size, and pads the frame count at the end (Note [Padding]).
 class EncodeFeeder {
  public:
-  // `tiles`, `offload`: the memory plan's spatial tiles (core/tiling.h); the default runs the frame untiled.
-  EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry, DeviceTransfer& transfer,
-               const core::TileGrid& tiles = {}, bool offload = false);
+  EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry, DeviceTransfer& transfer);
   // frame: [3, H, W] on the host. Returns the latents this frame completed, [1, z, n, h, w] (n may be 0).
   torch::Tensor push(const torch::Tensor& frame);
   // Pads to 1 + 4k frames and returns the remaining latents.
@@ -53,7 +50,7 @@ class EncodeFeeder {
  private:
   torch::Tensor flush();
 
-  core::TiledEncodeRun run_;
+  core::EncodeRun run_;
   Geometry geometry_;
   DeviceTransfer& transfer_;
   int64_t group_;  // frames per push to the run: 1 + f * (L - 1) for the first chunk, f * L after

@@ -130,7 +130,7 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kRoundtrip, geometry, options);
-  const core::ChunkOptions chunking{memory_plan.chunk};
+  const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
 
   TempOutput temp(output);
   VideoWriter writer(temp.path(), output, format, options.writer, reader.audio_streams());
@@ -141,8 +141,8 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   const size_t capacity = frame_queue_capacity(info, chunking);
   WriterStage writing(writer, capacity, &audio, meter ? &*meter : nullptr, &progress);
   DecodedFrameSink sink(geometry, transfer, writing);
-  EncodeFeeder feeder(model, chunking, geometry, transfer, memory_plan.tiles, memory_plan.offload);
-  core::TiledDecodeRun decoder(model, chunking, memory_plan.tiles, memory_plan.offload);
+  EncodeFeeder feeder(model, chunking, geometry, transfer);
+  core::DecodeRun decoder(model, chunking);
   int64_t latent_frames = 0;
   auto decode = [&](const torch::Tensor& latents) {
     if (!has_frames(latents)) return;
@@ -199,11 +199,11 @@ RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& 
   const VideoFormat format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kEncode, geometry, options);
-  const core::ChunkOptions chunking{memory_plan.chunk};
+  const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
 
   TempOutput temp(output);
   Progress progress("encode", reader.frame_count_hint(), quiet_if(options.quiet));
-  EncodeFeeder feeder(model, chunking, geometry, transfer, memory_plan.tiles, memory_plan.offload);
+  EncodeFeeder feeder(model, chunking, geometry, transfer);
   std::vector<HostTensor> chunks;
   std::vector<int64_t> pts;
   auto keep = [&](const torch::Tensor& latents) {
@@ -342,7 +342,7 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
   const DecodePlan plan = plan_decode(file, info, input, options);
   const Geometry geometry = Geometry::of(info, plan.format.width, plan.format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kDecode, geometry, options);
-  const core::ChunkOptions chunking{memory_plan.chunk};
+  const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
 
   DeviceTransfer transfer(model.device());
   TempOutput temp(output);
@@ -352,7 +352,7 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
   WriterStage writing(writer, capacity, nullptr, nullptr, &progress);
   DecodedFrameSink sink(geometry, transfer, writing);
   for (int64_t i = 0; i < plan.frames; ++i) sink.add_timing(plan.pts[i], plan.durations[i]);
-  core::TiledDecodeRun decoder(model, chunking, memory_plan.tiles, memory_plan.offload);
+  core::DecodeRun decoder(model, chunking);
   const int64_t step = std::max<int64_t>(chunking.latent_frames, 1);
   for (int64_t t = 0; t < file.latents.size(2); t += step) {
     throw_if_interrupted();

@@ -4,7 +4,7 @@
 # out/gpu); every step has a time limit, so a slow one costs its own results only.
 # Expects the FFmpeg/Catch2/CLI11 kit unpacked and its env.sh sourced (see docs/benchmarks.md), and
 # nlohmann-json headers under .devkit/include when the machine lacks them.
-#   PHASES="speed models tests memory roundtrip"   which parts run, in this order
+#   PHASES="tests speed variants models memory roundtrip"   which parts run (always in this order)
 #   RUNS=3                                           timed runs per benchmark (the median is reported)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -12,7 +12,7 @@ OUT=${OUT:-out/gpu}
 BUILD=${BUILD_DIR:-build-gpu}
 ARCH=${CUDA_ARCHS:-90}
 RUNS=${RUNS:-3}
-PHASES=${PHASES:-speed models tests memory roundtrip}
+PHASES=${PHASES:-tests speed variants models memory roundtrip}
 mkdir -p "$OUT"
 step() { echo "== $* ($(date +%T))"; }
 bench() {  # bench ARGS...: one JSON line to bench.jsonl, a short line to the log
@@ -36,35 +36,45 @@ step build
 ninja -C "$BUILD" >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; exit 1; }
 "$BUILD/vaecodec" info | tee "$OUT/info.txt"
 
-if has speed; then
-  step "speed: Wan2.1, released architecture, random weights, 81 frames, bf16"
-  bench --random --op decode --size 1280x720 --profile
-  bench --random --op encode --size 1280x720 --profile
-  bench --random --op decode --size 832x480
-  bench --random --op encode --size 832x480
-  bench --random --op decode --size 1280x720 --layout contiguous
-  bench --random --op decode --size 1280x720 --chunk 2
-  bench --random --op encode --size 1280x720 --chunk 2
-  for op in decode encode; do
-    timeout 120 "$BUILD/vaecodec" bench --random --op $op --size 256x256 --frames 17 --dtype bf16 --accuracy --json \
-      | tee -a "$OUT/bench.jsonl"
-  done
-fi
-
-if has models; then
-  step "models: SeedVR2 and Wan2.2, released configs, random weights, 81 frames, bf16"
-  bench --random --model seedvr2-vae --op decode --size 1280x720
-  bench --random --model seedvr2-vae --op encode --size 1280x720
-  bench --random --model wan2.2-vae --op decode --size 1280x704
-  bench --random --model wan2.2-vae --op encode --size 1280x704
-fi
-
 if has tests; then
   step "GPU tests"
   timeout 240 "$BUILD/tests/vaecodec_tests" "[gpu]" >"$OUT/gpu_tests.log" 2>&1
   echo "gpu tests exit $?"; tail -4 "$OUT/gpu_tests.log"
   grep -E "FAILED|failed" -A8 "$OUT/gpu_tests.log" | head -40
   timeout 120 "$BUILD/tests/vaecodec_tests" "[golden]" -s 2>/dev/null | grep "^golden" | tee "$OUT/golden.txt"
+fi
+
+if has speed; then
+  step "speed: Wan2.1, released architecture, random weights, 81 frames, bf16"
+  bench --random --op decode --size 1280x720 --profile
+  bench --random --op encode --size 1280x720 --profile
+  bench --random --op decode --size 832x480
+  bench --random --op encode --size 832x480
+  for op in decode encode; do
+    timeout 120 "$BUILD/vaecodec" bench --random --op $op --size 256x256 --frames 17 --dtype bf16 --accuracy --json \
+      | tee -a "$OUT/bench.jsonl"
+  done
+fi
+
+if has variants; then
+  step "speed variants: Wan2.1 720p in the plain layout and with longer chunks"
+  bench --random --op decode --size 1280x720 --layout contiguous
+  bench --random --op decode --size 1280x720 --chunk 2
+  bench --random --op encode --size 1280x720 --chunk 2
+fi
+
+if has models; then
+  step "models: SeedVR2 and Wan2.2, released configs, random weights, 81 frames, bf16"
+  bench --random --model seedvr2-vae --op decode --size 1280x720 --profile
+  bench --random --model seedvr2-vae --op encode --size 1280x720 --profile
+  bench --random --model wan2.2-vae --op decode --size 1280x704 --profile
+  bench --random --model wan2.2-vae --op encode --size 1280x704 --profile
+  for model in seedvr2-vae wan2.2-vae; do
+    for op in decode encode; do
+      timeout 120 "$BUILD/vaecodec" bench --random --model $model --op $op --size 256x256 --frames 17 --dtype bf16 \
+        --accuracy --json | tee -a "$OUT/bench.jsonl"
+    done
+  done
 fi
 
 if has memory; then

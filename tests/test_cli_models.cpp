@@ -265,4 +265,28 @@ TEST_CASE("cli SeedVR2 latents are unscaled unless --latent-scale asks", "[cli][
                      [](const std::string& name) { return name.rfind("vaecodec-latents-", 0) == 0; }));
 }
 
+TEST_CASE("cli --model names the family; weights of another family are refused before any work",
+          "[cli][models]") {
+  ScratchDir weights, dir;
+  const auto in = make_input(dir);
+  const auto encode = [&](const std::string& args) {
+    return run_cli("encode " + quote(in) + " -o " + quote(dir / "z.safetensors") + args);
+  };
+  SECTION("the detected family named again runs") {
+    const CliResult r = encode(weights_arg(kWan22, weights) + " --model wan2.2-vae");
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(latent_record(dir / "z.safetensors").at("model").at("family") == "wan2.2-vae");
+  }
+  SECTION("Wan2.2 weights read as SeedVR2") {
+    check_refused(encode(weights_arg(kWan22, weights) + " --model seedvr2-vae"),
+                  "the tensors do not form a seedvr2-vae checkpoint");
+  }
+  SECTION("an unknown family, named with the known ones") {
+    check_refused(encode(weights_arg(kSeedVR2, weights) + " --model wan3-vae"),
+                  "unknown model 'wan3-vae' (known: wan2.2-vae, wan2.1-vae, seedvr2-vae)");
+  }
+  if (!std::filesystem::exists(dir / "z.safetensors")) CHECK(list_dir(dir.path()) == std::vector<std::string>{"in.mp4"});
+}
+
 }  // namespace vaecodec::test

@@ -198,6 +198,8 @@ TEST_CASE("cli: presets lists the tiers; bad names and files fail with one line"
   check_one_line_error(run_cli("plan --vram 8X"), "--vram: '8X' is not a memory size");
   check_one_line_error(run_cli("plan --preset cpu --preset-file x.json"), "give one");
   check_one_line_error(run_cli("plan --tile 0"), "is not a tile size");
+  check_one_line_error(run_cli("plan --size 1280by720"), "--size: expected WIDTHxHEIGHT, got '1280by720'");
+  check_one_line_error(run_cli("bench --random --size 1280x"), "--size: expected WIDTHxHEIGHT, got '1280x'");
   TempDir dir;
   write(dir / "bad.json", R"({"name": "bad", "budget": "8G", "dtype": "int4"})");
   check_one_line_error(run_cli("plan --preset-file " + quote(dir / "bad.json")), "\"dtype\" must be");

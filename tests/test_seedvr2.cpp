@@ -5,6 +5,7 @@
 #include "core/engine.h"
 #include "core/model_registry.h"
 #include "core/safetensors.h"
+#include "core/seedvr2_blocks.h"
 #include "core/seedvr2_vae.h"
 #include "core/vae_model.h"
 #include "tests/test_support.h"
@@ -43,6 +44,14 @@ core::StateDict released_shapes() {
   for (const auto& [name, shape] : manifest.items())
     tensors[name] = torch::zeros({1}).expand(shape.get<std::vector<int64_t>>());
   return tensors;
+}
+
+// A per-frame GroupNorm with random affine parameters.
+std::shared_ptr<core::FrameGroupNorm> random_group_norm(int64_t channels, int64_t groups) {
+  auto norm = std::make_shared<core::FrameGroupNorm>(channels, groups);
+  torch::NoGradGuard no_grad;
+  for (auto& p : norm->parameters()) p.copy_(torch::randn_like(p));
+  return norm;
 }
 
 }  // namespace
@@ -160,6 +169,54 @@ TEST_CASE("SeedVR2 encode does not depend on the chunk length", "[seedvr2][chunk
     const auto out = core::encode_video(*model, video, {chunk});
     INFO("chunk " << chunk * 4 << " frames");
     CHECK(relative_error(out, reference) <= 1e-12);
+  }
+}
+
+TEST_CASE("SeedVR2 in the channels-last layout computes the same function", "[seedvr2][layout]") {
+  // The GPU runs channels-last: the pixel shuffle into the conv buffer, the padded downsampling and the norms
+  // are checked in that layout on the CPU, in float64.
+  auto plain = tiny_seedvr2(torch::kDouble);
+  auto last = tiny_seedvr2(torch::kDouble);
+  last->set_channels_last(true);
+  const auto latent = tiny_cases().at("latent").to(torch::kDouble);
+  const auto video = tiny_cases().at("video").to(torch::kDouble);
+  for (int64_t chunk : {1, 2}) {
+    INFO("chunk " << chunk);
+    CHECK(relative_error(core::decode_latents(*last, latent, {chunk}),
+                         core::decode_latents(*plain, latent, {chunk})) <= 1e-12);
+    CHECK(relative_error(core::encode_video(*last, video, {chunk}), core::encode_video(*plain, video, {chunk})) <=
+          1e-12);
+  }
+}
+
+TEST_CASE("on CUDA the fused per-frame GroupNorm matches float64", "[seedvr2][gpu]") {
+  REQUIRE(torch::cuda::is_available());
+  torch::manual_seed(0);
+  struct Shape {
+    int64_t b, c, t, h, w, groups;
+  };
+  // 16-byte packs (C = 32, 128), single elements (C = 12), many blocks per frame (90x160), batch > 1.
+  for (const Shape s : {Shape{2, 32, 3, 7, 5, 8}, Shape{1, 12, 2, 9, 11, 4}, Shape{1, 128, 2, 90, 160, 32}}) {
+    for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+      INFO("shape " << s.b << "x" << s.c << "x" << s.t << "x" << s.h << "x" << s.w << " groups " << s.groups
+                    << " " << c10::toString(dtype));
+      auto norm = random_group_norm(s.c, s.groups);
+      // Values off centre, as activations are: the statistics must not lose the variance to the mean.
+      const auto x64 = torch::randn({s.b, s.c, s.t, s.h, s.w}, torch::kDouble) * 0.5 + 3.0;
+      const auto expected = norm->forward(x64, /*silu=*/true);  // the composite path, float64
+      norm->to(torch::kCUDA);
+      const auto x = x64.to(torch::kCUDA, dtype).contiguous(torch::MemoryFormat::ChannelsLast3d);
+      // bf16 output rounding alone is ~2e-3 relative; float32 agrees to float32 rounding.
+      const double tolerance = dtype == torch::kFloat ? 1e-5 : 5e-3;
+      const auto direct = norm->forward(x, /*silu=*/true);
+      CHECK(direct.is_contiguous(torch::MemoryFormat::ChannelsLast3d));
+      CHECK(relative_error(direct.cpu().to(torch::kDouble), expected) <= tolerance);
+      // Into the tail of a causal buffer: other frame and batch strides than x's.
+      auto buffer = torch::zeros({s.b, s.c, s.t + 2, s.h, s.w}, x.options().memory_format(torch::MemoryFormat::ChannelsLast3d));
+      norm->forward_silu_into(x, buffer.narrow(2, 2, s.t));
+      CHECK(relative_error(buffer.narrow(2, 2, s.t).cpu().to(torch::kDouble), expected) <= tolerance);
+      CHECK(buffer.narrow(2, 0, 2).abs().max().item<double>() == 0);  // the head is left alone
+    }
   }
 }
 

@@ -1,10 +1,13 @@
 #include "core/kernels/norm_silu.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include <c10/cuda/CUDAStream.h>
 
 #include "core/error.h"
+#include "core/kernels/group_norm_kernel.h"
 #include "core/kernels/norm_silu_kernel.h"
 
 namespace vaecodec::core::kernels {
@@ -19,18 +22,80 @@ bool same_layout(const torch::Tensor& a, const torch::Tensor& b) {
   return true;
 }
 
+std::optional<ElementType> element_type(torch::ScalarType type) {
+  switch (type) {
+    case torch::kFloat: return ElementType::kFloat32;
+    case torch::kBFloat16: return ElementType::kBFloat16;
+    case torch::kHalf: return ElementType::kFloat16;
+    default: return std::nullopt;
+  }
+}
+
+// Whether each frame of a [B, C, T, H, W] tensor is a channels-last [H, W, C] block.
+bool frames_channels_last(const torch::Tensor& t) {
+  const int64_t c = t.size(1), w = t.size(4);
+  return (c == 1 || t.stride(1) == 1) && (w == 1 || t.stride(4) == c) && (t.size(3) == 1 || t.stride(3) == w * c);
+}
+
 }  // namespace
+
+bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                           int64_t groups, double eps, bool silu, const torch::Tensor& out) {
+  if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type() ||
+      out.sizes() != x.sizes())
+    return false;
+  const auto type = element_type(x.scalar_type());
+  if (!type || !frames_channels_last(x) || !frames_channels_last(out)) return false;
+  const int64_t channels = x.size(1);
+  if (groups < 1 || channels % groups != 0) return false;
+
+  FrameGroupNormArgs a;
+  a.type = *type;
+  a.batch = x.size(0);
+  a.frames = x.size(2);
+  a.pixels = x.size(3) * x.size(4);
+  a.channels = channels;
+  a.groups = groups;
+  a.x_batch_stride = x.stride(0);
+  a.x_frame_stride = x.stride(2);
+  a.y_batch_stride = out.stride(0);
+  a.y_frame_stride = out.stride(2);
+  a.eps = static_cast<float>(eps);
+  a.silu = silu;
+  // 16-byte accesses when every frame of x and out starts on a 16-byte boundary.
+  a.vector_width = frame_group_norm_vector_width(a.type, channels);
+  const auto aligned = [&](int64_t elements) { return (elements * x.element_size()) % 16 == 0; };
+  const bool wide_ok = reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0 && aligned(a.x_batch_stride) &&
+                       aligned(a.x_frame_stride) && aligned(a.y_batch_stride) && aligned(a.y_frame_stride);
+  if (!wide_ok) a.vector_width = 1;
+  if (channels / a.vector_width > kFrameGroupNormMaxLanes) return false;
+  // Enough blocks to fill the GPU a few times over, each with at least a few hundred pixels.
+  const int64_t frames = a.batch * a.frames;
+  const int64_t want = (4 * 132 + frames - 1) / frames;
+  a.splits = static_cast<int>(std::clamp<int64_t>(std::min(want, a.pixels / 256), 1, 1024));
+
+  auto w = weight.to(torch::kFloat).contiguous();
+  auto b = bias.to(torch::kFloat).contiguous();
+  auto workspace = torch::empty(
+      {static_cast<int64_t>(frame_group_norm_workspace_bytes(a.batch, a.frames, groups, a.splits))},
+      x.options().dtype(torch::kByte));
+  a.x = x.data_ptr();
+  a.y = out.data_ptr();
+  a.weight = w.data_ptr<float>();
+  a.bias = b.data_ptr<float>();
+  a.workspace = workspace.data_ptr();
+  const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index());
+  const cudaError_t err = launch_frame_group_norm(a, stream.stream());
+  if (err != cudaSuccess) throw Error(std::string("GroupNorm kernel launch failed: ") + cudaGetErrorString(err));
+  return true;
+}
 
 bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out) {
   if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type())
     return false;
-  ElementType type;
-  switch (x.scalar_type()) {
-    case torch::kFloat: type = ElementType::kFloat32; break;
-    case torch::kBFloat16: type = ElementType::kBFloat16; break;
-    case torch::kHalf: type = ElementType::kFloat16; break;
-    default: return false;
-  }
+  const auto type = element_type(x.scalar_type());
+  if (!type) return false;
   const bool channels_last = x.is_contiguous(torch::MemoryFormat::ChannelsLast3d) && x.size(1) > 1;
   if (!channels_last && !x.is_contiguous()) return false;
   if (!same_layout(x, out)) return false;
@@ -38,7 +103,7 @@ bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, cons
   if (channels_last && channels > 1024) return false;
   auto g = gamma.to(torch::kFloat).contiguous().reshape({channels});
   const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index());
-  const cudaError_t err = launch_rms_norm_silu(x.data_ptr(), g.data_ptr<float>(), out.data_ptr(), type, batch,
+  const cudaError_t err = launch_rms_norm_silu(x.data_ptr(), g.data_ptr<float>(), out.data_ptr(), *type, batch,
                                                channels, spatial, channels_last, stream.stream());
   if (err != cudaSuccess) throw Error(std::string("RMSNorm+SiLU kernel launch failed: ") + cudaGetErrorString(err));
   return true;

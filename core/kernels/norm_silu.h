@@ -14,4 +14,11 @@ std::optional<torch::Tensor> rms_norm_silu(const torch::Tensor& x, const torch::
 // false when the kernel does not apply and nothing was written.
 bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out);
 
+// SeedVR2's per-frame GroupNorm (then SiLU when `silu`) written into `out`, for a 5-D CUDA tensor whose frames
+// are channels-last inside (x and out: [B, C, T, H, W] with strides 1 over C, C over W, W * C over H; any batch
+// and frame strides, so out may be a causal buffer's tail). False when the kernel does not apply and nothing
+// was written; the caller takes the composite path.
+bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                           int64_t groups, double eps, bool silu, const torch::Tensor& out);
+
 }  // namespace vaecodec::core::kernels

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "core/kernels/norm_silu_kernel.h"
+
+namespace vaecodec::core::kernels {
+
+// Channels up to this many vector lanes (channels / vector width) fit one block's row.
+constexpr int64_t kFrameGroupNormMaxLanes = 256;
+
+// GroupNorm with statistics per (batch item, frame, group) over that frame's pixels and the group's channels
+// (Note [SeedVR2 GroupNorm per frame]), then y = (x - mean) / sqrt(var + eps) * weight + bias, and SiLU when
+// `silu`. Frames are channels-last inside: pixel p, channel c of a frame at p * channels + c; where each frame
+// starts is given by the batch and frame strides, separately for x and y (y may be a view into a larger buffer).
+// Statistics in float32 for every storage type.
+struct FrameGroupNormArgs {
+  const void* x = nullptr;
+  void* y = nullptr;
+  const float* weight = nullptr;  // [channels]
+  const float* bias = nullptr;    // [channels]
+  void* workspace = nullptr;      // frame_group_norm_workspace_bytes(batch, frames, groups, splits)
+  ElementType type = ElementType::kFloat32;
+  int64_t batch = 0, frames = 0, pixels = 0, channels = 0, groups = 0;
+  int64_t x_batch_stride = 0, x_frame_stride = 0, y_batch_stride = 0, y_frame_stride = 0;  // in elements
+  int splits = 1;        // blocks per frame
+  int vector_width = 1;  // 1, or frame_group_norm_vector_width() when pointers and strides allow 16-byte access
+  float eps = 1e-6f;
+  bool silu = false;
+};
+
+// Channels per 16-byte access for this type, or 1 when channels do not divide into such packs.
+int frame_group_norm_vector_width(ElementType type, int64_t channels);
+size_t frame_group_norm_workspace_bytes(int64_t batch, int64_t frames, int64_t groups, int splits);
+cudaError_t launch_frame_group_norm(const FrameGroupNormArgs& args, cudaStream_t stream);
+
+}  // namespace vaecodec::core::kernels
