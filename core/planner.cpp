@@ -45,16 +45,25 @@ struct Calibration {
   const char* source;
 };
 
-// Wan2.1 cache_elements: measured from CausalCache::bytes() of the released architecture on the CPU (the test
-// "the cache coefficients match the model's cache" recomputes them). Peaks: docs/benchmarks.md, H100, bf16,
-// bench --chunk 1 (vaecodec 0.1.0, contiguous layout). fp32 has no GPU measurement yet: its rows scale the bf16
-// ones by the element size (marked "derived").
+// cache_elements: CausalCache::bytes() of each released architecture on the CPU (the test "the cache
+// coefficients match the released models' caches" recomputes them). Peaks: `scripts/gpu_check.sh` on an H100,
+// bf16, bench --chunk 1, channels-last engine with the fused norms (docs/benchmarks.md); bench holds its input
+// and output clip besides the run (resident). fp32 has no GPU measurement: its rows scale the bf16 ones by the
+// element size (marked "derived").
 const std::vector<Calibration>& calibrations() {
   static const std::vector<Calibration> table = {
-      {"wan2.1-vae", Op::kDecode, torch::kBFloat16, 2364.5, 126892531, 1280, 720, 81, 1, 11.6, 0.86,
-       "H100 bench decode 1280x720x81 chunk 1: 11.6 GiB peak allocated"},
-      {"wan2.1-vae", Op::kEncode, torch::kBFloat16, 1404.0, 126892531, 1280, 720, 81, 1, 9.9, 0.84,
-       "H100 bench encode 1280x720x81 chunk 1: 9.9 GiB peak allocated"},
+      {"wan2.1-vae", Op::kDecode, torch::kBFloat16, 2364.5, 126892531, 1280, 720, 81, 1, 8.984, 0.852,
+       "H100 bench decode 1280x720x81 chunk 1: 8.98 GiB peak allocated"},
+      {"wan2.1-vae", Op::kEncode, torch::kBFloat16, 1404.0, 126892531, 1280, 720, 81, 1, 7.219, 0.852,
+       "H100 bench encode 1280x720x81 chunk 1: 7.22 GiB peak allocated"},
+      {"seedvr2-vae", Op::kDecode, torch::kBFloat16, 4320.5, 250648227, 1280, 720, 81, 1, 17.09, 0.852,
+       "H100 bench decode 1280x720x81 chunk 1: 17.09 GiB peak allocated"},
+      {"seedvr2-vae", Op::kEncode, torch::kBFloat16, 1962.75, 250648227, 1280, 720, 81, 1, 9.59, 0.852,
+       "H100 bench encode 1280x720x81 chunk 1: 9.59 GiB peak allocated"},
+      {"wan2.2-vae", Op::kDecode, torch::kBFloat16, 1784.375, 704688668, 1280, 704, 81, 1, 8.78, 0.829,
+       "H100 bench decode 1280x704x81 chunk 1: 8.78 GiB peak allocated"},
+      {"wan2.2-vae", Op::kEncode, torch::kBFloat16, 588.5, 704688668, 1280, 704, 81, 1, 4.80, 0.829,
+       "H100 bench encode 1280x704x81 chunk 1: 4.80 GiB peak allocated"},
   };
   return table;
 }

@@ -168,6 +168,8 @@ torch::Tensor SeedVR2Upsample::forward(const torch::Tensor& x, CausalCache& cach
   } else {
     as_pairs(buffer.fill, t, z).copy_(shuffled);
   }
+  y.reset();  // the widest tensor of the decoder: free before the conv allocates its output
+  shuffled.reset();
   return conv_->run(buffer);
 }
 

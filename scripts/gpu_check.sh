@@ -4,7 +4,7 @@
 # out/gpu); every step has a time limit, so a slow one costs its own results only.
 # Expects the FFmpeg/Catch2/CLI11 kit unpacked and its env.sh sourced (see docs/benchmarks.md), and
 # nlohmann-json headers under .devkit/include when the machine lacks them.
-#   PHASES="tests speed variants models memory roundtrip"   which parts run (always in this order)
+#   PHASES="tests speed variants models memory roundtrip long"   which parts run (always in this order)
 #   RUNS=3                                           timed runs per benchmark (the median is reported)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -86,9 +86,9 @@ if has memory; then
   done
 fi
 
-if has roundtrip; then
-  step "file-to-file roundtrip 1280x720x81 bf16"
-  # Random weights of the released architecture, written as a .pth by the machine's PyTorch.
+# Random weights of the released Wan2.1 architecture, written as a .pth by the machine's PyTorch.
+make_weights() {
+  [[ -f /tmp/wan21_random.pth ]] && return
   python3 - <<'PY'
 import json, math, torch
 keys = json.load(open("tests/data/wan21-released-keys.json"))
@@ -104,14 +104,45 @@ for name, shape in keys.items():
         sd[name] = 0.02 * torch.randn(shape, generator=g)
 torch.save(sd, "/tmp/wan21_random.pth")
 PY
-  ffmpeg -v error -y -f lavfi -i testsrc2=size=1280x720:rate=24 -frames:v 81 -vf noise=alls=20:allf=t \
-    -c:v libx264 -pix_fmt yuv420p /tmp/clip720.mp4
+}
+clip() {  # clip FRAMES PATH: textured 1280x720 x264 clip
+  [[ -f "$2" ]] || ffmpeg -v error -y -f lavfi -i testsrc2=size=1280x720:rate=24 -frames:v "$1" \
+    -vf noise=alls=20:allf=t -c:v libx264 -preset veryfast -pix_fmt yuv420p "$2"
+}
+# file_run NAME ARGS...: a CLI run with --json, its summary to runs.jsonl and a short line to the log.
+file_run() {
+  local name=$1; shift
+  local start; start=$(date +%s.%N)
+  if timeout 200 "$BUILD/vaecodec" "$@" --json --quiet >"$OUT/last_run.json" 2>>"$OUT/runs.err"; then
+    python3 -c "import json,sys,time; j=json.load(open(sys.argv[1])); j['name']=sys.argv[2]; j['wall_s']=time.time()-float(sys.argv[3]); print(json.dumps(j)); p=j.get('plan') or {}; print('  %s: %d frames, run %.1f s (wall %.1f s), device peak %.2f GiB, host RSS %.0f MiB, plan chunk %s tiled %s offload %s, psnr %s' % (sys.argv[2], j['frames'], j['seconds'], j['wall_s'], j['peak_device_bytes']/2**30, j['peak_host_rss_bytes']/2**20, p.get('chunk'), p.get('tiled'), p.get('offload'), (j.get('quality') or {}).get('psnr')), file=sys.stderr)" \
+      "$OUT/last_run.json" "$name" "$start" >>"$OUT/runs.jsonl"
+  else
+    echo "  FAILED: $name"; tail -2 "$OUT/runs.err"
+  fi
+}
+
+if has roundtrip; then
+  step "file-to-file roundtrip 1280x720x81 bf16"
+  make_weights
+  clip 81 /tmp/clip81.mp4
   for i in 1 2; do
-    start=$(date +%s.%N)
-    timeout 120 "$BUILD/vaecodec" roundtrip /tmp/clip720.mp4 -o /tmp/rt720.mp4 --weights /tmp/wan21_random.pth \
-      --device cuda --dtype bf16 --json --quiet | tee -a "$OUT/roundtrip.jsonl"
-    python3 -c "import time; print(\"roundtrip wall %.2f s\" % (time.time() - $start))"
+    file_run "roundtrip 720p x81 #$i" roundtrip /tmp/clip81.mp4 -o /tmp/rt81.mp4 --weights /tmp/wan21_random.pth
   done
   bench --weights /tmp/wan21_random.pth --op roundtrip --size 1280x720
 fi
+
+if has long; then
+  step "long clips: 1001 frames of 1280x720 file to file, against 81 frames (GPU and host memory)"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  clip 1001 /tmp/clip1001.mp4
+  for preset in none rtx4060-8g; do
+    args=(); [[ $preset != none ]] && args=(--preset "$preset")
+    file_run "roundtrip 720p x81 $preset" roundtrip /tmp/clip81.mp4 -o /tmp/rt81.mp4 \
+      --weights /tmp/wan21_random.pth "${args[@]}"
+    file_run "roundtrip 720p x1001 $preset" roundtrip /tmp/clip1001.mp4 -o /tmp/rt1001.mp4 \
+      --weights /tmp/wan21_random.pth "${args[@]}"
+  done
+fi
+
 step done

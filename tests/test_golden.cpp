@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 
 #include "core/engine.h"
@@ -58,7 +59,10 @@ std::optional<torch::Tensor> compute_case(core::VaeModel& model, const std::stri
   return std::nullopt;
 }
 
-void run_golden(torch::Device device, torch::ScalarType dtype, double tolerance) {
+// A tolerance per case, from its name (compute_case's naming).
+using Tolerance = std::function<double(const std::string& name)>;
+
+void run_golden(torch::Device device, torch::ScalarType dtype, const Tolerance& tolerance_of) {
   for (const auto& dir : golden_dirs()) {
     INFO("golden set " << dir);
     auto g = load_golden(dir, device, dtype);
@@ -73,11 +77,15 @@ void run_golden(torch::Device device, torch::ScalarType dtype, double tolerance)
                 << device << ": relative error " << err << "\n";
       INFO("case " << name << " relative error " << err);
       CHECK(std::isfinite(err));
-      CHECK(err <= tolerance);
+      CHECK(err <= tolerance_of(name));
       ++checked;
     }
     CHECK(checked >= 3);
   }
+}
+
+void run_golden(torch::Device device, torch::ScalarType dtype, double tolerance) {
+  run_golden(device, dtype, [tolerance](const std::string&) { return tolerance; });
 }
 
 }  // namespace
@@ -93,9 +101,13 @@ TEST_CASE("golden cases match the reference on CUDA in float32", "[golden][gpu]"
 
 TEST_CASE("golden cases match the reference on CUDA in bfloat16", "[golden][gpu]") {
   REQUIRE(torch::cuda::is_available());
-  // bf16 keeps 8 bits of mantissa: ~5e-3 for an encode, ~3e-2 for a decode of this small random-weight model
-  // (measured on an H100; see docs/benchmarks.md).
-  run_golden(torch::Device(torch::kCUDA, 0), torch::kBFloat16, 5e-2);
+  // bf16 keeps 8 bits of mantissa. Measured on an H100 with these small random-weight models: encodes 4e-3 to
+  // 2.5e-2, decodes 1.8e-2 to 3.6e-2, round trips 2.2e-2 to 7.2e-2 (SeedVR2: the decoder amplifies the encoder's
+  // rounding). What users see is measured on the released architectures (`bench --accuracy`,
+  // docs/benchmarks.md): 1.5e-2 to 1.7e-2 relative to float32.
+  run_golden(torch::Device(torch::kCUDA, 0), torch::kBFloat16, [](const std::string& name) {
+    return name.find("roundtrip") != std::string::npos ? 1e-1 : 5e-2;
+  });
 }
 
 }  // namespace vaecodec::test
