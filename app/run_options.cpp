@@ -181,6 +181,7 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
   j["peak_device_bytes"] = io::device_peak_bytes(device);
   j["peak_host_rss_bytes"] = peak_host_rss_bytes();
   if (s.plan) j["plan"] = s.plan->to_json();
+  j["stage_seconds"] = s.stage_seconds;
   j["damaged"] = s.damage.any();
   if (s.damage.any() || s.damage.fixed_timestamps)
     j["damage"] = {{"bad_packets", s.damage.bad_packets},

@@ -68,8 +68,9 @@ torch::Tensor EncodeFeeder::flush() {
   return run_.push(x);
 }
 
-DecodedFrameSink::DecodedFrameSink(Geometry geometry, DeviceTransfer& transfer, WriterStage& writer)
-    : geometry_(geometry), transfer_(transfer), writer_(writer) {}
+DecodedFrameSink::DecodedFrameSink(Geometry geometry, DeviceTransfer& transfer, WriterStage& writer,
+                                   const TensorToFrame* converter)
+    : geometry_(geometry), transfer_(transfer), writer_(writer), converter_(converter) {}
 
 void DecodedFrameSink::add_timing(int64_t pts, int64_t duration, torch::Tensor reference) {
   timings_.push_back({pts, duration, std::move(reference)});
@@ -85,11 +86,31 @@ void DecodedFrameSink::push(const torch::Tensor& video) {
   const torch::Tensor cropped =
       video.index({0, Slice(), Slice(0, real), Slice(0, geometry_.height), Slice(0, geometry_.width)})
           .permute({1, 0, 2, 3});
-  HostTensor host = transfer_.download(cropped);
+  if (!converter_) {
+    HostTensor host = transfer_.download(cropped);
+    for (int64_t i = 0; i < real; ++i) {
+      Timing timing = std::move(timings_.front());
+      timings_.pop_front();
+      writer_.push({host, host.tensor[i], {}, timing.pts, timing.duration, std::move(timing.reference)});
+      ++emitted_;
+    }
+    return;
+  }
+  // The chunk's planes [t, h, w] side by side in one buffer: one download, then a view per frame and plane.
+  const std::array<torch::Tensor, 3> planes = converter_->quantize(cropped);
+  HostTensor host = transfer_.download(
+      torch::cat({planes[0].flatten(), planes[1].flatten(), planes[2].flatten()}));
+  std::array<torch::Tensor, 3> frames_of;
+  int64_t offset = 0;
+  for (int p = 0; p < 3; ++p) {
+    frames_of[p] = host.tensor.narrow(0, offset, planes[p].numel()).view(planes[p].sizes());
+    offset += planes[p].numel();
+  }
   for (int64_t i = 0; i < real; ++i) {
     Timing timing = std::move(timings_.front());
     timings_.pop_front();
-    writer_.push({host, host.tensor[i], timing.pts, timing.duration, std::move(timing.reference)});
+    writer_.push({host, {}, {frames_of[0][i], frames_of[1][i], frames_of[2][i]}, timing.pts, timing.duration,
+                  std::move(timing.reference)});
     ++emitted_;
   }
 }

@@ -64,7 +64,10 @@ class EncodeFeeder {
 // real frame to the writer with the timing of its input frame (Note [Padding]).
 class DecodedFrameSink {
  public:
-  DecodedFrameSink(Geometry geometry, DeviceTransfer& transfer, WriterStage& writer);
+  // converter: when given, frames are colour-converted where the model ran (on the GPU: batched, and an
+  // eighth of the bytes to download for 8-bit 4:2:0) and the writer only copies planes; null: RGB frames.
+  DecodedFrameSink(Geometry geometry, DeviceTransfer& transfer, WriterStage& writer,
+                   const TensorToFrame* converter = nullptr);
   // The timing of the next input frame, in order; `reference` is the input frame for quality metrics.
   void add_timing(int64_t pts, int64_t duration, torch::Tensor reference = {});
   void push(const torch::Tensor& video);
@@ -79,6 +82,7 @@ class DecodedFrameSink {
   Geometry geometry_;
   DeviceTransfer& transfer_;
   WriterStage& writer_;
+  const TensorToFrame* converter_;
   std::deque<Timing> timings_;
   int64_t emitted_ = 0;
   int64_t dropped_ = 0;

@@ -324,32 +324,53 @@ TensorToFrame::TensorToFrame(AVPixelFormat format, int width, int height, Colour
   }
 }
 
-void TensorToFrame::convert(const torch::Tensor& rgb, AVFrame* out) {
-  TORCH_CHECK(rgb.dim() == 3 && rgb.size(0) == 3 && rgb.size(1) == height_ && rgb.size(2) == width_,
-              "TensorToFrame: expected [3, ", height_, ", ", width_, "], got ", rgb.sizes());
-  AVFrame* planar = planar_ ? planar_.get() : out;
-  const auto planar_format = static_cast<AVPixelFormat>(planar->format);
-  const int bits = storage_depth(depth_of(planar_format));
+int TensorToFrame::planar_bits() const {
+  const AVFrame* planar = planar_ ? planar_.get() : nullptr;
+  return storage_depth(depth_of(planar ? static_cast<AVPixelFormat>(planar->format) : format_));
+}
+
+std::array<torch::Tensor, 3> TensorToFrame::quantize(const torch::Tensor& rgb) const {
+  TORCH_CHECK(rgb.dim() >= 3 && rgb.size(-3) == 3 && rgb.size(-2) == height_ && rgb.size(-1) == width_,
+              "TensorToFrame: expected [..., 3, ", height_, ", ", width_, "], got ", rgb.sizes());
+  const int bits = planar_bits();
+  // Code values fit uint8 at 8 bits, int16 up to 15, int32 beyond (uint16 has few kernels on the GPU).
+  const auto type = bits <= 8 ? torch::kUInt8 : bits <= 15 ? torch::kInt16 : torch::kInt32;
   const torch::Tensor x = rgb.to(torch::kFloat).add(1.0).mul_(0.5);  // [0, 1] inside the gamut
+  std::array<torch::Tensor, 3> planes;
   if (carries_rgb(format_)) {
     const double max = std::ldexp(1.0, bits) - 1.0;
-    for (int c = 0; c < 3; ++c)
-      plane_view(planar, kGbrPlane[c]).copy_(x[c].clamp(0.0, 1.0).mul_(max).round_());
-  } else {
-    const auto [kr, kb] = *luma_weights(colour_.matrix);
-    const Levels l = levels(bits, colour_.range == AVCOL_RANGE_JPEG);
-    const torch::Tensor y = x[0] * kr + x[1] * (1.0 - kr - kb) + x[2] * kb;
-    torch::Tensor chroma = torch::stack({(x[2] - y) / (2.0 * (1.0 - kb)), (x[0] - y) / (2.0 * (1.0 - kr))});
-    if (log2_w_ || log2_h_)
-      chroma = downsample_chroma(chroma, log2_w_, log2_h_, chroma_siting(chroma_location_));
-    auto store = [&](int plane, const torch::Tensor& e, double offset, double scale) {
-      plane_view(planar, plane).copy_(e.mul(scale).add_(offset).round_().clamp_(0.0, l.max));
-    };
-    store(0, y, l.y_offset, l.y_scale);
-    store(1, chroma[0], l.c_offset, l.c_scale);
-    store(2, chroma[1], l.c_offset, l.c_scale);
+    for (int c = 0; c < 3; ++c) planes[kGbrPlane[c]] = x.select(-3, c).clamp(0.0, 1.0).mul_(max).round_().to(type);
+    return planes;
+  }
+  const auto [kr, kb] = *luma_weights(colour_.matrix);
+  const Levels l = levels(bits, colour_.range == AVCOL_RANGE_JPEG);
+  const torch::Tensor r = x.select(-3, 0), g = x.select(-3, 1), b = x.select(-3, 2);
+  const torch::Tensor y = r * kr + g * (1.0 - kr - kb) + b * kb;
+  torch::Tensor chroma = torch::stack({(b - y) / (2.0 * (1.0 - kb)), (r - y) / (2.0 * (1.0 - kr))}, -3);
+  if (log2_w_ || log2_h_) chroma = downsample_chroma(chroma, log2_w_, log2_h_, chroma_siting(chroma_location_));
+  auto code = [&](const torch::Tensor& e, double offset, double scale) {
+    return e.mul(scale).add_(offset).round_().clamp_(0.0, l.max).to(type);
+  };
+  planes[0] = code(y, l.y_offset, l.y_scale);
+  planes[1] = code(chroma.select(-3, 0), l.c_offset, l.c_scale);
+  planes[2] = code(chroma.select(-3, 1), l.c_offset, l.c_scale);
+  return planes;
+}
+
+void TensorToFrame::write_planes(const std::array<torch::Tensor, 3>& planes, AVFrame* out) {
+  AVFrame* planar = planar_ ? planar_.get() : out;
+  for (int p = 0; p < 3; ++p) {
+    torch::Tensor view = plane_view(planar, p);
+    TORCH_CHECK(planes[p].sizes() == view.sizes(), "TensorToFrame: plane ", p, " is ", planes[p].sizes(),
+                ", the frame's ", view.sizes());
+    view.copy_(planes[p]);
   }
   if (planar_) sws_scale(sws_.get(), planar_->data, planar_->linesize, 0, height_, out->data, out->linesize);
+}
+
+void TensorToFrame::convert(const torch::Tensor& rgb, AVFrame* out) {
+  TORCH_CHECK(rgb.dim() == 3, "TensorToFrame: expected one frame [3, H, W], got ", rgb.sizes());
+  write_planes(quantize(rgb), out);
 }
 
 }  // namespace vaecodec::io

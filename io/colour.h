@@ -1,5 +1,7 @@
 #pragma once
 
+#include <array>
+
 #include <string>
 
 #include <torch/torch.h>
@@ -88,14 +90,22 @@ class TensorToFrame {
  public:
   TensorToFrame(AVPixelFormat format, int width, int height, ColourDetails colour,
                 AVChromaLocation chroma_location = AVCHROMA_LOC_UNSPECIFIED);
-  // Writes `rgb` (CPU, [3, H, W]) into `out`, which must be a writable frame of the format and size above.
+  // Writes `rgb` (CPU, [3, H, W]) into `out`, which must be a writable frame of the format and size above:
+  // write_planes(quantize(rgb), out).
   void convert(const torch::Tensor& rgb, AVFrame* out);
+  // The colour conversion and chroma subsampling, computed where `rgb` is (CPU or GPU, for a batch of frames
+  // at once): rgb [..., 3, H, W] -> the three planes of the written layout as code values [..., h, w]
+  // (uint8 for 8-bit, int16 up to 15 bits, int32 beyond). const: safe beside write_planes on another thread.
+  std::array<torch::Tensor, 3> quantize(const torch::Tensor& rgb) const;
+  // One frame's planes as quantize() makes them, on the CPU, into `out` (a writable frame as above).
+  void write_planes(const std::array<torch::Tensor, 3>& planes, AVFrame* out);
 
  private:
   AVPixelFormat format_;
   int width_, height_;
   ColourDetails colour_;
   AVChromaLocation chroma_location_;
+  int planar_bits() const;       // storage bits per sample of the layout quantize() writes
   int log2_w_ = 0, log2_h_ = 0;  // chroma subsampling done here (Note [Chroma resampling])
   SwsContextPtr sws_;            // planar staging -> format_; null when format_ is written in place
   FramePtr planar_;              // planar YUV / GBRP staging frame at the output's bit depth

@@ -60,6 +60,34 @@ void report_damage(const VideoReader& reader, int64_t frames) {
          " frames had a missing or non-increasing pts and were given the next free one");
 }
 
+// Note [Colour conversion on the GPU]
+// Converting a decoded frame to the output's Y'CbCr (with the exact chroma subsampling of io/chroma.cpp) costs
+// the CPU more per frame than the model costs the GPU, so on a GPU the conversion runs there, batched over the
+// chunk right after the decoder, and the writer thread only copies planes into the encoder's frame. On the
+// CPU it stays on the writer thread, beside the model. Quality metrics compare RGB and keep the RGB path.
+const TensorToFrame* device_converter(const core::VaeModel& model, const VideoWriter& writer) {
+  return model.device().is_cuda() ? writer.converter() : nullptr;
+}
+
+// The run's time by stage (RunSummary::stage_seconds).
+std::map<std::string, double> stage_seconds(const StageTimes* reader, const StageTimes* writer, double total) {
+  std::map<std::string, double> t;
+  double waited = 0;
+  if (reader) {
+    t["read"] = reader->busy;
+    t["model_waits_for_read"] = reader->waited;
+    waited += reader->waited;
+  }
+  if (writer) {
+    t["write"] = writer->busy;
+    t["write_waits_for_gpu"] = writer->for_gpu;
+    t["model_waits_for_write"] = writer->waited;
+    waited += writer->waited;
+  }
+  t["model"] = total - waited;  // the model thread's own time: queueing GPU work, transfers, set-up
+  return t;
+}
+
 void check_latent_extension(const fs::path& path) {
   const std::string ext = path.extension().string();
   if (ext != ".safetensors" && ext != ".latent")
@@ -140,7 +168,7 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   PacketQueue audio(kUnbounded);
   const size_t capacity = frame_queue_capacity(info, chunking);
   WriterStage writing(writer, capacity, &audio, meter ? &*meter : nullptr, &progress);
-  DecodedFrameSink sink(geometry, transfer, writing);
+  DecodedFrameSink sink(geometry, transfer, writing, meter ? nullptr : device_converter(model, writer));
   EncodeFeeder feeder(model, chunking, geometry, transfer);
   core::DecodeRun decoder(model, chunking);
   int64_t latent_frames = 0;
@@ -183,6 +211,7 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   summary.damage = reader.damage();
   if (meter) summary.quality = meter->summary();
   report_memory(model, memory_plan, options, summary);
+  summary.stage_seconds = stage_seconds(&reading.times(), &writing.times(), seconds_since(start));
   summary.seconds = seconds_since(start);
   return summary;
 }
@@ -261,6 +290,7 @@ RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& 
   summary.latent_shape = latents.sizes().vec();
   summary.damage = reader.damage();
   report_memory(model, memory_plan, options, summary);
+  summary.stage_seconds = stage_seconds(&reading.times(), nullptr, seconds_since(start));
   summary.seconds = seconds_since(start);
   return summary;
 }
@@ -350,7 +380,7 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
   Progress progress("decode", plan.frames, quiet_if(options.quiet));
   const size_t capacity = frame_queue_capacity(info, chunking);
   WriterStage writing(writer, capacity, nullptr, nullptr, &progress);
-  DecodedFrameSink sink(geometry, transfer, writing);
+  DecodedFrameSink sink(geometry, transfer, writing, device_converter(model, writer));
   for (int64_t i = 0; i < plan.frames; ++i) sink.add_timing(plan.pts[i], plan.durations[i]);
   core::DecodeRun decoder(model, chunking);
   const int64_t step = std::max<int64_t>(chunking.latent_frames, 1);
@@ -378,6 +408,7 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
   summary.codec = writer.codec_name();
   summary.pixel_format = pixel_format_name(writer.pixel_format());
   report_memory(model, memory_plan, options, summary);
+  summary.stage_seconds = stage_seconds(nullptr, &writing.times(), seconds_since(start));
   summary.seconds = seconds_since(start);
   return summary;
 }

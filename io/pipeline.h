@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ struct RunSummary {
   DecodeDamage damage;                    // what the input lost (roundtrip, encode)
   std::optional<QualitySummary> quality;  // with PipelineOptions::metrics
   std::optional<core::Plan> plan;         // with PipelineOptions::memory
+  // Seconds by stage (Note [Pipeline]): "read" and "write" are the reader's and writer's threads at work,
+  // "model_waits_for_*" the model's thread blocked on them, "model" the rest of the run; the stage the model
+  // waits on is the bottleneck.
+  std::map<std::string, double> stage_seconds;
 };
 
 // Decodes `input`, runs every frame through the model's encoder and decoder, and writes `output` with the

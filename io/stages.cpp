@@ -2,7 +2,18 @@
 
 #include "core/error.h"
 
+#include <chrono>
+
 namespace vaecodec::io {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
 
 ReaderStage::ReaderStage(VideoReader& reader, size_t capacity, PacketQueue* audio)
     : reader_(reader), frames_(capacity), audio_(audio) {
@@ -18,8 +29,13 @@ ReaderStage::~ReaderStage() {
 void ReaderStage::run() {
   try {
     VideoFrame frame;
-    while (reader_.next(frame))
+    for (;;) {
+      const auto start = Clock::now();
+      const bool more = reader_.next(frame);
+      times_.busy += since(start);
+      if (!more) break;
       if (!frames_.push(std::move(frame))) return;
+    }
   } catch (...) {
     error_ = std::current_exception();
   }
@@ -27,7 +43,9 @@ void ReaderStage::run() {
 }
 
 std::optional<VideoFrame> ReaderStage::next() {
+  const auto start = Clock::now();
   std::optional<VideoFrame> frame = frames_.pop();
+  times_.waited += since(start);
   if (!frame) {
     if (thread_.joinable()) thread_.join();
     if (error_) std::rethrow_exception(error_);
@@ -54,17 +72,26 @@ void WriterStage::drain_audio() {
 void WriterStage::run() {
   try {
     while (std::optional<OutputFrame> frame = frames_.pop()) {
-      drain_audio();
+      auto start = Clock::now();
       frame->chunk.wait();
-      writer_.write(frame->rgb, frame->pts, frame->duration);
+      times_.for_gpu += since(start);
+      start = Clock::now();
+      drain_audio();
+      if (frame->planes[0].defined())
+        writer_.write_planes(frame->planes, frame->pts, frame->duration);
+      else
+        writer_.write(frame->rgb, frame->pts, frame->duration);
       if (meter_ && frame->reference.defined())
         meter_->add(frame->reference.clamp(-1.0, 1.0).add_(1.0).mul_(0.5),
                     frame->rgb.clamp(-1.0, 1.0).add_(1.0).mul_(0.5));
       if (progress_) progress_->update(writer_.frames_written());
+      times_.busy += since(start);
     }
     if (!finishing_) return;  // cancelled: the file is abandoned
+    const auto start = Clock::now();
     drain_audio();
     writer_.finish();
+    times_.busy += since(start);
   } catch (...) {
     error_ = std::current_exception();
     frames_.cancel();
@@ -77,7 +104,10 @@ void WriterStage::rethrow() {
 }
 
 void WriterStage::push(OutputFrame frame) {
-  if (frames_.push(std::move(frame))) return;
+  const auto start = Clock::now();
+  const bool pushed = frames_.push(std::move(frame));
+  times_.waited += since(start);
+  if (pushed) return;
   rethrow();
   throw Error("the writer stopped before the last frame");
 }

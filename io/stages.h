@@ -1,5 +1,7 @@
 #pragma once
 
+#include <array>
+
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -33,6 +35,14 @@ namespace vaecodec::io {
 
 using PacketQueue = BoundedQueue<PacketPtr>;
 
+// Where a stage's thread spent its time, and how long the model's thread waited for it (seconds), for the
+// run summary: the slowest stage is the one the model waits on.
+struct StageTimes {
+  double busy = 0;     // the stage's own work (decoding and converting; converting, encoding and muxing)
+  double waited = 0;   // the model's thread blocked on this stage's queue
+  double for_gpu = 0;  // writer: blocked on the model's downloads
+};
+
 // Runs a VideoReader on a thread of its own.
 class ReaderStage {
  public:
@@ -42,9 +52,12 @@ class ReaderStage {
   ReaderStage& operator=(const ReaderStage&) = delete;
   // The next frame; nullopt at the end of the video. Rethrows what the reader thread threw.
   std::optional<VideoFrame> next();
+  // Complete once next() has returned nullopt.
+  const StageTimes& times() const { return times_; }
 
  private:
   void run();
+  StageTimes times_;
   VideoReader& reader_;
   BoundedQueue<VideoFrame> frames_;
   PacketQueue* audio_;
@@ -54,8 +67,9 @@ class ReaderStage {
 
 // One frame on its way to the writer.
 struct OutputFrame {
-  HostTensor chunk;   // the download the frame is part of: wait for it before reading `rgb`
-  torch::Tensor rgb;  // [3, H, W] float, a view into chunk.tensor
+  HostTensor chunk;   // the download the frame is part of: wait for it before reading `rgb` or `planes`
+  torch::Tensor rgb;  // [3, H, W] float, a view into chunk.tensor; undefined when `planes` are given
+  std::array<torch::Tensor, 3> planes;  // the frame converted (TensorToFrame::quantize), views into chunk.tensor
   int64_t pts = 0;
   int64_t duration = 0;
   torch::Tensor reference;  // the input frame [3, H, W] in [-1, 1] for quality metrics; undefined: none
@@ -73,8 +87,11 @@ class WriterStage {
   void push(OutputFrame frame);
   // Waits until every frame is written and the file finished; rethrows what the writer thread threw.
   void finish();
+  // Complete once finish() has returned.
+  const StageTimes& times() const { return times_; }
 
  private:
+  StageTimes times_;
   void run();
   void drain_audio();
   void rethrow();

@@ -129,6 +129,13 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const std::filesyste
   const AVPixelFormat wanted =
       options_.pixel_format != AV_PIX_FMT_NONE ? options_.pixel_format : format_.pixel_format;
   pixel_format_ = choose_pixel_format(codec_, wanted, name.string());
+  if (format_.width > 0 && format_.height > 0) make_converter(format_.width, format_.height);
+}
+
+void VideoWriter::make_converter(int width, int height) {
+  converter_.emplace(pixel_format_, width, height,
+                     resolve_colour(pixel_format_, output_tags(format_, pixel_format_), width, height),
+                     chroma_location_for(format_.chroma_location, pixel_format_));
 }
 
 void VideoWriter::open(int width, int height) {
@@ -199,8 +206,7 @@ void VideoWriter::open(int width, int height) {
   frame_->width = width;
   frame_->height = height;
   check_av(av_frame_get_buffer(frame_.get(), 0), "cannot allocate a frame for", name_);
-  converter_.emplace(pixel_format_, width, height, resolve_colour(pixel_format_, tags, width, height),
-                     enc->chroma_sample_location);
+  if (!converter_ || width != format_.width || height != format_.height) make_converter(width, height);
 
   for (PacketPtr& packet : early_audio_) mux_audio(packet.get());
   early_audio_.clear();
@@ -210,6 +216,17 @@ void VideoWriter::write(const torch::Tensor& rgb, int64_t pts, int64_t duration)
   if (!encoder_) open(static_cast<int>(rgb.size(2)), static_cast<int>(rgb.size(1)));
   check_av(av_frame_make_writable(frame_.get()), "cannot reuse the frame buffer for", name_);
   converter_->convert(rgb, frame_.get());
+  send(pts, duration);
+}
+
+void VideoWriter::write_planes(const std::array<torch::Tensor, 3>& planes, int64_t pts, int64_t duration) {
+  if (!encoder_) open(static_cast<int>(planes[0].size(-1)), static_cast<int>(planes[0].size(-2)));
+  check_av(av_frame_make_writable(frame_.get()), "cannot reuse the frame buffer for", name_);
+  converter_->write_planes(planes, frame_.get());
+  send(pts, duration);
+}
+
+void VideoWriter::send(int64_t pts, int64_t duration) {
   frame_->pts = pts;
   compat::set_frame_duration(frame_.get(), duration);
   frame_->color_primaries = encoder_->color_primaries;

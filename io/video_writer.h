@@ -43,6 +43,11 @@ class VideoWriter {
   // rgb: [3, H, W] float on the CPU, [-1, 1] (Note [Colour] for values beyond); pts and duration in the
   // format's time base.
   void write(const torch::Tensor& rgb, int64_t pts, int64_t duration);
+  // A frame already converted by converter().quantize() (CPU planes), e.g. on the GPU beside the model.
+  void write_planes(const std::array<torch::Tensor, 3>& planes, int64_t pts, int64_t duration);
+  // The colour conversion this writer applies; null when the format gave no frame size (the first frame
+  // sets it then). Its quantize() may run on any thread.
+  const TensorToFrame* converter() const { return converter_ ? &*converter_ : nullptr; }
   // A packet of one of the audio streams given at construction, timestamps in the input's time base.
   // Packets of streams the container cannot take are dropped.
   void write_audio(PacketPtr packet);
@@ -56,6 +61,8 @@ class VideoWriter {
 
  private:
   void open(int width, int height);
+  void make_converter(int width, int height);
+  void send(int64_t pts, int64_t duration);  // frame_ to the encoder
   void drain_encoder();
   void mux_audio(AVPacket* packet);
 

@@ -79,10 +79,12 @@ fi
 
 if has memory; then
   step "memory: GPU tiers emulated by capping the allocator at the preset's budget"
-  for row in rtx4060-8g:decode:1280x720 rtx4060-8g:encode:1280x720 rtx3060-12g:decode:1920x1080 \
-             rtx4090-24g:decode:1920x1080 rtx4090-24g:decode:3840x2160; do
+  for row in none:decode:1920x1080 rtx4060-8g:decode:1280x720 rtx4060-8g:encode:1280x720 \
+             rtx4060-8g:decode:1920x1080 rtx3060-12g:decode:1920x1080 rtx4080-16g:decode:1920x1080 \
+             rtx4090-24g:decode:3840x2160; do
     IFS=: read -r preset op size <<<"$row"
-    RUNS=1 bench --random --op "$op" --size "$size" --preset "$preset" --warmup 0
+    args=(); [[ $preset != none ]] && args=(--preset "$preset")
+    RUNS=1 bench --random --op "$op" --size "$size" "${args[@]}" --warmup 0
   done
 fi
 
@@ -114,7 +116,7 @@ file_run() {
   local name=$1; shift
   local start; start=$(date +%s.%N)
   if timeout 200 "$BUILD/vaecodec" "$@" --json --quiet >"$OUT/last_run.json" 2>>"$OUT/runs.err"; then
-    python3 -c "import json,sys,time; j=json.load(open(sys.argv[1])); j['name']=sys.argv[2]; j['wall_s']=time.time()-float(sys.argv[3]); print(json.dumps(j)); p=j.get('plan') or {}; print('  %s: %d frames, run %.1f s (wall %.1f s), device peak %.2f GiB, host RSS %.0f MiB, plan chunk %s tiled %s offload %s, psnr %s' % (sys.argv[2], j['frames'], j['seconds'], j['wall_s'], j['peak_device_bytes']/2**30, j['peak_host_rss_bytes']/2**20, p.get('chunk'), p.get('tiled'), p.get('offload'), (j.get('quality') or {}).get('psnr')), file=sys.stderr)" \
+    python3 -c "import json,sys,time; j=json.load(open(sys.argv[1])); j['name']=sys.argv[2]; j['wall_s']=time.time()-float(sys.argv[3]); print(json.dumps(j)); p=j.get('plan') or {}; print('  %s: %d frames, run %.1f s (wall %.1f s), device peak %.2f GiB, host RSS %.0f MiB, plan chunk %s tiled %s offload %s, psnr %s' % (sys.argv[2], j['frames'], j['seconds'], j['wall_s'], j['peak_device_bytes']/2**30, j['peak_host_rss_bytes']/2**20, p.get('chunk'), p.get('tiled'), p.get('offload'), (j.get('quality') or {}).get('psnr')), file=sys.stderr); print('    stages: ' + ', '.join('%s %.2f s' % kv for kv in sorted(j.get('stage_seconds', {}).items())), file=sys.stderr)" \
       "$OUT/last_run.json" "$name" "$start" >>"$OUT/runs.jsonl"
   else
     echo "  FAILED: $name"; tail -2 "$OUT/runs.err"

@@ -172,6 +172,14 @@ TEST_CASE("cli roundtrip: --json summary, --metrics and weights from VAECODEC_WE
   CHECK(j["fps"].get<double>() > 0);
   CHECK(j["peak_host_rss_bytes"].get<int64_t>() > 0);
   CHECK(j.contains("peak_device_bytes"));
+  // The time by stage: every part is there, none negative, none longer than the run.
+  for (const char* stage : {"read", "write", "model", "model_waits_for_read", "model_waits_for_write",
+                            "write_waits_for_gpu"}) {
+    INFO(stage);
+    REQUIRE(j["stage_seconds"].contains(stage));
+    CHECK(j["stage_seconds"][stage].get<double>() >= 0);
+    CHECK(j["stage_seconds"][stage].get<double>() <= j["seconds"].get<double>());
+  }
   CHECK(j["latent_shape"] == std::vector<int64_t>{1, 16, 3, 6, 9});
   CHECK(j["quality"]["psnr"].is_number());
   const nlohmann::json quality = read_json(dir / "quality.json");

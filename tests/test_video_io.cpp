@@ -3,6 +3,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <functional>
+
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -467,6 +470,57 @@ TEST_CASE("pass-through model: encode then decode gives the round trip's frames"
   io::decode(model, dir / "latents.safetensors", dir / "decoded.mkv", quiet_options());
   CHECK(torch::equal(read_rgb(dir / "roundtrip.mkv"), read_rgb(dir / "decoded.mkv")));
   CHECK(probe(dir / "decoded.mkv").pts_seconds == probe(clip).pts_seconds);
+}
+
+TEST_CASE("on CUDA the colour conversion gives the CPU's code values", "[video][gpu]") {
+  // Note [Colour conversion on the GPU]: the same float32 arithmetic on another device; a rounding tie may
+  // land one code value apart, nothing more.
+  REQUIRE(torch::cuda::is_available());
+  torch::manual_seed(0);
+  const int width = 70, height = 42;
+  // Four frames with values beyond [-1, 1] too, as a decoder gives them.
+  const torch::Tensor rgb = torch::rand({4, 3, height, width}) * 2.4 - 1.2;
+  for (const AVPixelFormat format : {AV_PIX_FMT_YUV420P, AV_PIX_FMT_YUV422P10LE, AV_PIX_FMT_GBRP}) {
+    INFO(io::pixel_format_name(format));
+    const io::TensorToFrame converter(format, width, height, {AVCOL_SPC_BT709, AVCOL_RANGE_MPEG},
+                                      AVCHROMA_LOC_LEFT);
+    const auto on_cpu = converter.quantize(rgb);
+    const auto on_gpu = converter.quantize(rgb.to(torch::kCUDA));
+    for (int p = 0; p < 3; ++p) {
+      INFO("plane " << p);
+      REQUIRE(on_gpu[p].sizes() == on_cpu[p].sizes());
+      const torch::Tensor diff = (on_gpu[p].cpu().to(torch::kInt) - on_cpu[p].to(torch::kInt)).abs();
+      CHECK(diff.max().item<int>() <= 1);
+      CHECK(diff.gt(0).sum().item<int64_t>() <= on_cpu[p].numel() / 1000);
+      // One frame of the batch is the frame converted alone.
+      CHECK(torch::equal(converter.quantize(rgb[2])[p], on_cpu[p][2]));
+    }
+  }
+}
+
+TEST_CASE("timing: colour conversion of one 1280x720 yuv420p frame each way", "[.][timing]") {
+  // Not a test: run by hand (`vaecodec_tests "[timing]"`) to see what the I/O threads cost per frame.
+  const int width = 1280, height = 720;
+  io::FramePtr in = random_frame(AV_PIX_FMT_YUV420P, width, height, false, AVCHROMA_LOC_LEFT);
+  torch::Tensor rgb = torch::empty({3, height, width});
+  io::FrameToTensor reader(width, height);
+  io::FramePtr out = io::make_frame();
+  out->format = AV_PIX_FMT_YUV420P;
+  out->width = width;
+  out->height = height;
+  REQUIRE(av_frame_get_buffer(out.get(), 0) == 0);
+  io::TensorToFrame writer(AV_PIX_FMT_YUV420P, width, height, {AVCOL_SPC_BT709, AVCOL_RANGE_MPEG},
+                           AVCHROMA_LOC_LEFT);
+  const auto time_ms = [](const std::function<void()>& f) {
+    f();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 5; ++i) f();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / 5;
+  };
+  std::cout << "frame to tensor: " << time_ms([&] { reader.convert(in.get(), rgb); }) << " ms, tensor to frame: "
+            << time_ms([&] { writer.convert(rgb, out.get()); }) << " ms (" << at::get_num_threads()
+            << " threads)\n";
+  CHECK(rgb.isfinite().all().item<bool>());
 }
 
 }  // namespace vaecodec::test
