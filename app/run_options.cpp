@@ -85,6 +85,10 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   sub.add_flag("-q,--quiet", options.quiet, "no progress line");
   sub.add_flag("--json", options.json, "print a JSON summary on stdout");
   sub.add_flag("--strict", options.strict, "fail on damaged input instead of decoding what can be decoded");
+  sub.add_option("--autotune", options.autotune,
+                 "let cuDNN time its convolution algorithms at start-up: on, off, or auto (for clips of " +
+                     std::to_string(io::kAutotuneFrames) + " frames or more)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   add_memory_options(sub, options.memory, options.device, options.dtype, options.chunk);
 }
 
@@ -141,6 +145,9 @@ std::shared_ptr<core::VaeModel> load_model(const RunOptions& options) {
 
 io::PipelineOptions pipeline_options(const RunOptions& options) {
   io::PipelineOptions p;
+  p.autotune = options.autotune == "on" ? io::Autotune::kOn
+               : options.autotune == "off" ? io::Autotune::kOff
+                                           : io::Autotune::kAuto;
   p.chunks.latent_frames = options.chunk;
   p.writer.codec = options.codec;
   p.writer.crf = options.crf;

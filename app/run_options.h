@@ -37,6 +37,7 @@ struct RunOptions {
   bool quiet = false;
   bool json = false;
   bool strict = false;
+  std::string autotune = "auto";  // --autotune auto|on|off (Note [Autotuning] in io/pipeline.h)
   // encode: write latents times the model's latent scale; decode: the input's are so scaled (--latent-scale,
   // Note [latent scale] in io/latent_file.h).
   bool latent_scale = false;

@@ -69,6 +69,14 @@ const TensorToFrame* device_converter(const core::VaeModel& model, const VideoWr
   return model.device().is_cuda() ? writer.converter() : nullptr;
 }
 
+// Turns cuDNN's algorithm timing on or off for a run of `frames` frames (Note [Autotuning]); 0: unknown.
+void apply_autotune(const core::VaeModel& model, Autotune autotune, int64_t frames) {
+  if (!model.device().is_cuda()) return;
+  const bool long_clip = frames == 0 || frames >= kAutotuneFrames;  // unknown length: assume long
+  const bool on = autotune == Autotune::kOn || (autotune == Autotune::kAuto && long_clip);
+  at::globalContext().setBenchmarkCuDNN(on);
+}
+
 // The run's time by stage (RunSummary::stage_seconds).
 std::map<std::string, double> stage_seconds(const StageTimes* reader, const StageTimes* writer, double total) {
   std::map<std::string, double> t;
@@ -165,6 +173,7 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   std::optional<QualityMeter> meter;
   if (!options.metrics.empty()) meter.emplace();
   Progress progress("roundtrip", reader.frame_count_hint(), quiet_if(options.quiet));
+  apply_autotune(model, options.autotune, reader.frame_count_hint());
   PacketQueue audio(kUnbounded);
   const size_t capacity = frame_queue_capacity(info, chunking);
   WriterStage writing(writer, capacity, &audio, meter ? &*meter : nullptr, &progress);
@@ -232,6 +241,7 @@ RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& 
 
   TempOutput temp(output);
   Progress progress("encode", reader.frame_count_hint(), quiet_if(options.quiet));
+  apply_autotune(model, options.autotune, reader.frame_count_hint());
   EncodeFeeder feeder(model, chunking, geometry, transfer);
   std::vector<HostTensor> chunks;
   std::vector<int64_t> pts;
@@ -378,6 +388,7 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
   TempOutput temp(output);
   VideoWriter writer(temp.path(), output, plan.format, options.writer);
   Progress progress("decode", plan.frames, quiet_if(options.quiet));
+  apply_autotune(model, options.autotune, plan.frames);
   const size_t capacity = frame_queue_capacity(info, chunking);
   WriterStage writing(writer, capacity, nullptr, nullptr, &progress);
   DecodedFrameSink sink(geometry, transfer, writing, device_converter(model, writer));

@@ -18,6 +18,14 @@
 namespace vaecodec::io {
 
 // How the three runs below work. Defaults suit the CLI.
+// Note [Autotuning]
+// cuDNN can time its algorithms for every new convolution shape and keep the fastest: on an H100 that makes a
+// Wan2.1 720p chunk 14-18% faster, but the timing costs 3-5 s once per run (more for larger frames), which an
+// 81-frame clip never earns back (file to file: 9.3 s with it, 7.1 s without). kAuto times only for clips of
+// at least kAutotuneFrames frames, where the gain outweighs the start-up (docs/benchmarks.md).
+enum class Autotune { kAuto, kOn, kOff };
+constexpr int64_t kAutotuneFrames = 480;
+
 struct PipelineOptions {
   core::ChunkOptions chunks;      // latent frames per chunk: memory and speed, not the result
   // With a value the run is planned (core/planner.h): the plan's chunk and tiles replace `chunks`, the
@@ -29,6 +37,7 @@ struct PipelineOptions {
   std::filesystem::path metrics;  // roundtrip: per-frame PSNR/SSIM to .json or .csv; empty: none
   // decode: the frame rate when the latent file has no timing (a bare file); 0/1: none given.
   AVRational fps{0, 1};
+  Autotune autotune = Autotune::kAuto;  // on CUDA (Note [Autotuning])
 };
 
 // What a run did, for the summary line and --json.

@@ -16,7 +16,7 @@ PHASES=${PHASES:-tests speed variants models memory roundtrip}
 mkdir -p "$OUT"
 step() { echo "== $* ($(date +%T))"; }
 bench() {  # bench ARGS...: one JSON line to bench.jsonl, a short line to the log
-  timeout 150 "$BUILD/vaecodec" bench --frames 81 --dtype bf16 --runs "$RUNS" --json "$@" >"$OUT/last.json" \
+  timeout "${BENCH_TIMEOUT:-150}" "$BUILD/vaecodec" bench --frames 81 --dtype bf16 --runs "$RUNS" --json "$@" >"$OUT/last.json" \
     2>>"$OUT/bench.err"
   local rc=$?
   if ((rc == 0)); then
@@ -133,12 +133,33 @@ if has roundtrip; then
   bench --weights /tmp/wan21_random.pth --op roundtrip --size 1280x720
 fi
 
+if has autotune; then
+  step "cuDNN autotuning: what it costs at start-up and what it gains per chunk"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  if [[ -z ${AUTOTUNE_FILES_ONLY:-} ]]; then
+    bench --random --op decode --size 1280x720 --no-autotune
+    bench --random --op encode --size 1280x720 --no-autotune
+    RUNS=1 bench --random --op decode --size 1280x720 --warmup 0
+  fi
+  for mode in off on auto; do
+    file_run "roundtrip 720p x81 autotune $mode" roundtrip /tmp/clip81.mp4 -o /tmp/rt81.mp4 \
+      --weights /tmp/wan21_random.pth --autotune $mode
+  done
+  [[ -z ${AUTOTUNE_FILES_ONLY:-} ]] && RUNS=1 bench --random --op decode --size 1920x1080
+fi
+
+if has tier4k; then
+  step "4K decode in the 24 GB tier"
+  BENCH_TIMEOUT=${BENCH_TIMEOUT:-400} RUNS=1 bench --random --op decode --size 3840x2160 --preset rtx4090-24g --warmup 0
+fi
+
 if has long; then
   step "long clips: 1001 frames of 1280x720 file to file, against 81 frames (GPU and host memory)"
   make_weights
   clip 81 /tmp/clip81.mp4
   clip 1001 /tmp/clip1001.mp4
-  for preset in none rtx4060-8g; do
+  for preset in ${LONG_PRESETS:-none rtx4060-8g}; do
     args=(); [[ $preset != none ]] && args=(--preset "$preset")
     file_run "roundtrip 720p x81 $preset" roundtrip /tmp/clip81.mp4 -o /tmp/rt81.mp4 \
       --weights /tmp/wan21_random.pth "${args[@]}"
