@@ -149,6 +149,33 @@ if has autotune; then
   [[ -z ${AUTOTUNE_FILES_ONLY:-} ]] && RUNS=1 bench --random --op decode --size 1920x1080
 fi
 
+if has model_files; then
+  step "SeedVR2 and Wan2.2 file to file: random weights of the released configs, 1280x720 x81, bf16"
+  clip 81 /tmp/clip81.mp4
+  python3 - <<'PY'
+import json, math, torch
+for name in ("seedvr2", "wan22"):
+    keys = json.load(open(f"tests/data/{name}-released-keys.json"))
+    g = torch.Generator().manual_seed(0)
+    sd = {}
+    for key, shape in keys.items():
+        if key.endswith("gamma") or (len(shape) == 1 and "norm" in key and key.endswith("weight")):
+            sd[key] = 1 + 0.1 * torch.randn(shape, generator=g)
+        elif len(shape) >= 2:
+            sd[key] = torch.randn(shape, generator=g) / math.sqrt(math.prod(shape[1:]))
+        else:
+            sd[key] = 0.02 * torch.randn(shape, generator=g)
+    torch.save(sd, f"/tmp/{name}_random.pth")
+PY
+  for name in seedvr2 wan22; do
+    file_run "$name roundtrip 720p x81" roundtrip /tmp/clip81.mp4 -o /tmp/rt_$name.mp4 --weights /tmp/${name}_random.pth
+    file_run "$name encode 720p x81" encode /tmp/clip81.mp4 -o /tmp/z_$name.safetensors --weights /tmp/${name}_random.pth
+    file_run "$name decode 720p x81" decode /tmp/z_$name.safetensors -o /tmp/dec_$name.mp4 --weights /tmp/${name}_random.pth
+    ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames \
+      -of csv=p=0 /tmp/rt_$name.mp4 | sed "s/^/  $name roundtrip output (w,h,frames): /"
+  done
+fi
+
 if has tier4k; then
   step "4K decode in the 24 GB tier"
   BENCH_TIMEOUT=${BENCH_TIMEOUT:-400} RUNS=1 bench --random --op decode --size 3840x2160 --preset rtx4090-24g --warmup 0
