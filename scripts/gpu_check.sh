@@ -176,6 +176,17 @@ PY
   done
 fi
 
+if has tiers; then
+  step "the other tiers: 1280x720 and 1920x1080 decode under each budget"
+  RUNS=1 bench --random --op decode --size 1280x720 --warmup 0
+  for preset in rtx3060-12g rtx4080-16g rtx4090-24g rtx5090-32g l40s-48g h100-80g h200-141g; do
+    RUNS=1 bench --random --op decode --size 1280x720 --preset "$preset" --warmup 0
+  done
+  for preset in rtx4090-24g rtx5090-32g l40s-48g h100-80g h200-141g; do
+    RUNS=1 bench --random --op decode --size 1920x1080 --preset "$preset" --warmup 0
+  done
+fi
+
 if has tier4k; then
   step "4K decode in the 24 GB tier"
   BENCH_TIMEOUT=${BENCH_TIMEOUT:-400} RUNS=1 bench --random --op decode --size 3840x2160 --preset rtx4090-24g --warmup 0
