@@ -46,14 +46,16 @@ torch::Tensor DeviceTransfer::upload(const torch::Tensor& host) {
 }
 
 HostTensor DeviceTransfer::download(const torch::Tensor& device_tensor) {
-  if (!cuda_) return {device_tensor.to(torch::kCPU, torch::kFloat).contiguous(), nullptr};
+  // 16-bit floats arrive as float32; integer code values (converted frames) keep their type.
+  const auto type = device_tensor.is_floating_point() ? torch::kFloat : device_tensor.scalar_type();
+  if (!cuda_) return {device_tensor.to(torch::kCPU, type).contiguous(), nullptr};
   c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(device_.index());
-  const torch::Tensor source = device_tensor.to(torch::kFloat).contiguous();
+  const torch::Tensor source = device_tensor.to(type).contiguous();
   c10::cuda::CUDAEvent computed;
   computed.record(compute);
   computed.block(cuda_->copy);
   torch::Tensor host =
-      torch::empty(source.sizes(), torch::TensorOptions().dtype(torch::kFloat).pinned_memory(true));
+      torch::empty(source.sizes(), torch::TensorOptions().dtype(type).pinned_memory(true));
   auto ready = std::make_shared<c10::cuda::CUDAEvent>();
   {
     c10::cuda::CUDAStreamGuard guard(cuda_->copy);

@@ -2,29 +2,10 @@
 
 #include <algorithm>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "core/kernels/element.cuh"
 
 namespace vaecodec::core::kernels {
 namespace {
-
-template <typename T>
-__device__ __forceinline__ float to_float(T v);
-template <>
-__device__ __forceinline__ float to_float(float v) { return v; }
-template <>
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <>
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16(v); }
-template <>
-__device__ __forceinline__ __half from_float(float v) { return __float2half(v); }
 
 // V consecutive channels of one pixel, loaded and stored as one (up to 16-byte) access.
 template <typename T, int V>
@@ -111,7 +92,7 @@ template <typename T, int V>
 __global__ void group_apply(const T* __restrict__ x, FrameLayout in_layout, T* __restrict__ y,
                             FrameLayout out_layout, const float* __restrict__ weight, const float* __restrict__ bias,
                             const Moments* __restrict__ partials, int partial_splits, int64_t pixels, int channels,
-                            int groups, float eps, bool silu) {
+                            int groups, float eps, bool apply_silu) {
   extern __shared__ float coefficients[];  // scale[channels], shift[channels], mean[groups], rstd[groups]
   float* scale = coefficients;
   float* shift = scale + channels;
@@ -153,7 +134,7 @@ __global__ void group_apply(const T* __restrict__ x, FrameLayout in_layout, T* _
 #pragma unroll
     for (int i = 0; i < V; ++i) {
       float v = to_float(pack.v[i]) * a[i] + b[i];
-      if (silu) v = v / (1.0f + __expf(-v));
+      if (apply_silu) v = silu(v);
       result.v[i] = from_float<T>(v);
     }
     *reinterpret_cast<Pack<T, V>*>(out + p * channels + lane * V) = result;

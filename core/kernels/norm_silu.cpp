@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "core/error.h"
@@ -70,9 +71,10 @@ bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, 
                        aligned(a.x_frame_stride) && aligned(a.y_batch_stride) && aligned(a.y_frame_stride);
   if (!wide_ok) a.vector_width = 1;
   if (channels / a.vector_width > kFrameGroupNormMaxLanes) return false;
-  // Enough blocks to fill the GPU a few times over, each with at least a few hundred pixels.
+  // Enough blocks to fill the GPU a few times over (four per multiprocessor), each with a few hundred pixels.
   const int64_t frames = a.batch * a.frames;
-  const int64_t want = (4 * 132 + frames - 1) / frames;
+  const int64_t processors = at::cuda::getDeviceProperties(x.device().index())->multiProcessorCount;
+  const int64_t want = (4 * processors + frames - 1) / frames;
   a.splits = static_cast<int>(std::clamp<int64_t>(std::min(want, a.pixels / 256), 1, 1024));
 
   auto w = weight.to(torch::kFloat).contiguous();

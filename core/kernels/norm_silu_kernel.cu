@@ -1,30 +1,9 @@
 #include "core/kernels/norm_silu_kernel.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "core/kernels/element.cuh"
 
 namespace vaecodec::core::kernels {
 namespace {
-
-template <typename T>
-__device__ __forceinline__ float to_float(T v);
-template <>
-__device__ __forceinline__ float to_float(float v) { return v; }
-template <>
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <>
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16(v); }
-template <>
-__device__ __forceinline__ __half from_float(float v) { return __float2half(v); }
-
-__device__ __forceinline__ float silu(float v) { return v / (1.0f + __expf(-v)); }
 
 constexpr int kWarp = 32;
 constexpr int kMaxPerLane = 32;  // channels up to 1024 held in registers

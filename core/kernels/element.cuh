@@ -1,0 +1,30 @@
+#pragma once
+
+// Loads and stores of the storage types the kernels take (float, bf16, fp16), computed in float32.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace vaecodec::core::kernels {
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v);
+template <>
+__device__ __forceinline__ float to_float(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16(v); }
+template <>
+__device__ __forceinline__ __half from_float(float v) { return __float2half(v); }
+
+__device__ __forceinline__ float silu(float v) { return v / (1.0f + __expf(-v)); }
+
+}  // namespace vaecodec::core::kernels
