@@ -15,6 +15,9 @@ void add_memory_options(CLI::App& sub, MemoryOptions& memory, std::string& devic
                  "GPU tier: budget, dtype and engine options (vaecodec presets lists them), e.g. rtx4090-24g");
   sub.add_option("--preset-file", memory.preset_file, "a preset in a JSON file (format: see presets/*.json)");
   sub.add_option("--vram", memory.vram, "peak GPU memory budget, e.g. 8G, 7.5GiB, 512M (over the preset's)");
+  sub.add_option("--vram-margin", memory.margin,
+                 "share of the budget kept free for the allocator's fragmentation (default 0.15, or the preset's)")
+      ->check(CLI::Range(0.0, 0.95));
   sub.add_option("--tile", memory.tile,
                  "fixed spatial tiles in latent pixels, 64 or WIDTHxHEIGHT (default: the planner's, only when "
                  "needed)");
@@ -37,8 +40,6 @@ void resolve_memory_options(MemoryOptions& memory, std::string& device, std::str
   if (!memory.preset_file.empty()) memory.chosen = core::load_preset_file(memory.preset_file);
 
   core::PlannerOptions planner;
-  // Without a preset the run keeps its --chunk (default 1) and plans only for a budget.
-  planner.max_chunk = chunk;
   if (memory.chosen) {
     planner = memory.chosen->planner;
     if (!device_given) device = memory.chosen->device;
@@ -53,6 +54,7 @@ void resolve_memory_options(MemoryOptions& memory, std::string& device, std::str
     }
   }
   if (!memory.tile.empty()) planner.tile = core::parse_tile(memory.tile);
+  if (memory.margin >= 0) planner.margin = memory.margin;
   memory.planner = planner;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <sstream>
 #include <vector>
 
@@ -15,16 +16,32 @@ namespace vaecodec::core {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-// The share of a budget the allocator may hold reserved but unallocated under the cap: measured at 25-30% on an
-// H100 with the default allocator (12/16/24 GB tiers ran out of memory at estimates of 82-91% of the budget;
-// docs/benchmarks.md). Kept at 30% until runs with expandable segments (app/main.cpp) measure less.
-constexpr double kFragmentationMargin = 0.30;
+
+// Note [Plan cost]
+// The planner ranks the plans that fit by a time model, in seconds per latent frame:
+//   compute  = the model's FLOPs for the tiles' pixels (overlaps count twice) at kComputeRate, plus
+//              kCallSeconds per model call (one per tile per chunk)
+//   transfer = offloaded only: every tile's cache goes up and comes back once per chunk, so
+//              (host cache) / chunk each way at kCopyRate; the two directions run on their own streams,
+//              beside the model (Note [Offloaded caches]), so the plan takes the longer of compute and transfer
+//              and kOverlapLoss of the shorter (copies and kernels share the memory bus and the host's cores)
+// The rates are the H100's (Wan2.1 decode runs at about 265 TFLOP/s; the offloaded plans' extra time measured
+// 37-40 GB/s of cache copies, docs/benchmarks.md). Only their ratio matters for the choice, and consumer cards
+// have a similar one (less compute, and PCIe 4.0 instead of 5.0). The model is coarse on purpose: it only has to
+// tell plans apart whose costs differ by tens of percent (tile overlap, cache copies), and where two plans cost
+// within kCostTolerance of each other the one with the smaller peak wins.
+constexpr double kComputeRate = 250e12;  // FLOP/s
+constexpr double kCopyRate = 35e9;       // bytes/s, host <-> device
+constexpr double kCallSeconds = 2e-3;    // fixed cost of one model call
+constexpr double kOverlapLoss = 0.3;
+constexpr double kCostTolerance = 0.03;
 
 // Note [Memory model]
 // The peak device memory of a run, in parts (MemoryEstimate):
 //   weights     = parameters x dtype size (the whole model: encoder and decoder are loaded together)
 //   cache       = cache_elements x dtype size x the pixels of every tile (each carries its own causal cache;
-//                 offloaded, the two tiles being swapped), summed over encoder and decoder for a round trip
+//                 offloaded, three tiles': Note [Offloaded caches]), summed over encoder and decoder for a
+//                 round trip
 //   activations = a x (pixels of one tile) x (frames in flight: temporal_factor x chunk), the largest model
 //                 call's working set (the larger of encoder and decoder for a round trip)
 //   io          = the chunk's input and output in the model dtype, and a float32 accumulator when tiled
@@ -45,6 +62,7 @@ struct Calibration {
   int64_t width, height, frames, chunk;
   double peak_gib;
   double resident_gib;
+  double tflop;  // the model's FLOPs for the measured run (bench's model_tflop)
   const char* source;
 };
 
@@ -55,17 +73,17 @@ struct Calibration {
 // element size (marked "derived").
 const std::vector<Calibration>& calibrations() {
   static const std::vector<Calibration> table = {
-      {"wan2.1-vae", Op::kDecode, torch::kBFloat16, 2364.5, 126892531, 1280, 720, 81, 1, 8.984, 0.852,
+      {"wan2.1-vae", Op::kDecode, torch::kBFloat16, 2364.5, 126892531, 1280, 720, 81, 1, 8.984, 0.852, 639.22,
        "H100 bench decode 1280x720x81 chunk 1: 8.98 GiB peak allocated"},
-      {"wan2.1-vae", Op::kEncode, torch::kBFloat16, 1404.0, 126892531, 1280, 720, 81, 1, 7.219, 0.852,
+      {"wan2.1-vae", Op::kEncode, torch::kBFloat16, 1404.0, 126892531, 1280, 720, 81, 1, 7.219, 0.852, 381.67,
        "H100 bench encode 1280x720x81 chunk 1: 7.22 GiB peak allocated"},
-      {"seedvr2-vae", Op::kDecode, torch::kBFloat16, 4320.5, 250648227, 1280, 720, 81, 1, 14.91, 0.852,
+      {"seedvr2-vae", Op::kDecode, torch::kBFloat16, 4320.5, 250648227, 1280, 720, 81, 1, 14.91, 0.852, 1771.79,
        "H100 bench decode 1280x720x81 chunk 1: 14.91 GiB peak allocated"},
-      {"seedvr2-vae", Op::kEncode, torch::kBFloat16, 1962.75, 250648227, 1280, 720, 81, 1, 9.59, 0.852,
+      {"seedvr2-vae", Op::kEncode, torch::kBFloat16, 1962.75, 250648227, 1280, 720, 81, 1, 9.59, 0.852, 677.94,
        "H100 bench encode 1280x720x81 chunk 1: 9.59 GiB peak allocated"},
-      {"wan2.2-vae", Op::kDecode, torch::kBFloat16, 1784.375, 704688668, 1280, 704, 81, 1, 8.78, 0.829,
+      {"wan2.2-vae", Op::kDecode, torch::kBFloat16, 1784.375, 704688668, 1280, 704, 81, 1, 8.78, 0.829, 1347.62,
        "H100 bench decode 1280x704x81 chunk 1: 8.78 GiB peak allocated"},
-      {"wan2.2-vae", Op::kEncode, torch::kBFloat16, 588.5, 704688668, 1280, 704, 81, 1, 4.80, 0.829,
+      {"wan2.2-vae", Op::kEncode, torch::kBFloat16, 588.5, 704688668, 1280, 704, 81, 1, 4.80, 0.829, 256.50,
        "H100 bench encode 1280x704x81 chunk 1: 4.80 GiB peak allocated"},
   };
   return table;
@@ -79,6 +97,7 @@ int64_t element_size(torch::ScalarType dtype) {
 struct Coefficients {
   double cache_elements = 0;   // per pixel
   double activation_bytes = 0;  // per pixel and frame in flight, in the request's dtype
+  double flops = 0;             // per pixel and frame
   std::string note;
 };
 
@@ -113,6 +132,7 @@ Coefficients coefficients(const PlanRequest& request, Op op) {
   const double rest = row->peak_gib * kGiB - row->resident_gib * kGiB - weights - cache - io;
   k.activation_bytes = std::max(rest, 0.0) / (pixels * frames) *
                        (static_cast<double>(element_size(request.dtype)) / size);
+  k.flops = row->tflop * 1e12 / (pixels * static_cast<double>(row->frames));
   return k;
 }
 
@@ -135,12 +155,6 @@ int64_t origin(int64_t index, int64_t count, int64_t extent, int64_t tile) {
 int64_t tiled_area(const TileGrid& g) {
   return g.count() * g.tile_height * g.tile_width;
 }
-
-struct Candidate {
-  int64_t chunk;
-  TileGrid tiles;
-  bool offload;
-};
 
 
 }  // namespace
@@ -233,9 +247,10 @@ MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const 
   const double f2 = static_cast<double>(request.spatial_factor * request.spatial_factor);
   const double frame_pixels = static_cast<double>(request.width * request.height);
   const double tile_pixels = static_cast<double>(tiles.tile_height * tiles.tile_width) * f2;
-  // Every tile's cache on the device, or (offloaded) the tile running and the one being swapped.
+  // Every tile's cache on the device, or (offloaded) three: the tile running, the next one coming up and the
+  // last one going down (Note [Offloaded caches]).
   const double cache_pixels = static_cast<double>(tiled_area(tiles)) * f2;
-  const double device_cache_pixels = offload ? std::min<int64_t>(2, tiles.count()) * tile_pixels : cache_pixels;
+  const double device_cache_pixels = offload ? std::min<int64_t>(3, tiles.count()) * tile_pixels : cache_pixels;
   const double frames = static_cast<double>(request.temporal_factor * chunk);
 
   MemoryEstimate e;
@@ -262,26 +277,45 @@ MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const 
   return e;
 }
 
+// The plan's time per latent frame (Note [Plan cost]).
+double plan_cost(const PlanRequest& request, int64_t chunk, const TileGrid& tiles, const MemoryEstimate& estimate) {
+  const double f2 = static_cast<double>(request.spatial_factor * request.spatial_factor);
+  const double pixels = static_cast<double>(tiled_area(tiles)) * f2;
+  const double frames = static_cast<double>(request.temporal_factor);
+  double flops = 0;
+  for (Op op : {Op::kEncode, Op::kDecode})
+    if (request.op == op || request.op == Op::kRoundtrip) flops += coefficients(request, op).flops;
+  const double compute = flops * pixels * frames / kComputeRate +
+                         kCallSeconds * static_cast<double>(tiles.count()) / static_cast<double>(chunk);
+  const double transfer = static_cast<double>(estimate.host_cache) / static_cast<double>(chunk) / kCopyRate;
+  return std::max(compute, transfer) + kOverlapLoss * std::min(compute, transfer);
+}
+
 // Note [Planner]
-// Faster plans first, the first whose estimate fits the budget wins:
-//   1. the whole frame, the longest chunk (up to max_chunk): no tiles, no overlap computed twice;
-//   2. tiles, fewest first (for one count, the squarest), each with the longest chunk that fits: overlap
-//      costs compute, and small tiles lose context;
-//   3. the same with the tile caches waiting in host memory between visits (costs PCIe traffic every chunk).
-// Temporal chunks never cut the causal cache, so none of this changes the result except the spatial tiles'
-// blend (Note [Tile blending]).
+// Every candidate - the whole frame or a grid of tiles (every rows x cols split whose tiles are at least
+// min_tile), each chunk length up to max_chunk, caches on the device or offloaded - gets a memory estimate
+// (Note [Memory model]) and a time (Note [Plan cost]). Of those whose estimate fits the usable part of the
+// budget, the cheapest wins; within kCostTolerance of it, the smallest peak. So the whole frame wins whenever
+// it fits (tiles only add work), chunks stay at one latent frame unless offloaded copies make longer ones pay,
+// and a plan with few wide tiles and offloaded caches competes fairly with one of many small tiles whose
+// caches all stay on the device. Temporal chunks never cut the causal cache, so none of this changes the
+// result except the spatial tiles' blend (Note [Tile blending]).
 Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
   if (request.width <= 0 || request.height <= 0 || request.width % request.spatial_factor ||
       request.height % request.spatial_factor)
     throw Error("cannot plan for a " + std::to_string(request.width) + "x" + std::to_string(request.height) +
                 " frame: the size must be a positive multiple of " + std::to_string(request.spatial_factor));
+  if (!(options.margin >= 0 && options.margin < 1))
+    throw Error("the memory margin must be at least 0 and below 1, got " + std::to_string(options.margin));
   const int64_t lh = request.height / request.spatial_factor, lw = request.width / request.spatial_factor;
-  const int64_t max_chunk = options.chunk > 0 ? options.chunk : std::max<int64_t>(options.max_chunk, 1);
+  // Without a budget nothing is traded for memory: one latent frame per call unless --chunk says otherwise.
+  const int64_t max_chunk =
+      options.chunk > 0 ? options.chunk : options.budget_bytes > 0 ? std::max<int64_t>(options.max_chunk, 1) : 1;
   const int64_t min_chunk = options.chunk > 0 ? options.chunk : 1;
   const int64_t budget = options.budget_bytes;
   // The allocator caps reserved memory, which exceeds the allocated peak the model estimates by the
-  // fragmentation of its cached blocks: plan to a little below the cap.
-  const auto usable = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - kFragmentationMargin));
+  // fragmentation of its cached blocks: plan to the budget less the margin.
+  const auto usable = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - options.margin));
 
   std::vector<TileGrid> grids;
   if (options.tile) {
@@ -291,7 +325,6 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
     if (options.tiling) {
       // Every rows x cols split whose tiles are at least min_tile (or the frame) on each side.
       const int64_t o = options.tile_overlap;
-      std::vector<TileGrid> cut;
       for (int64_t rows = 1; rows <= lh; ++rows) {
         const int64_t th = rows == 1 ? lh : ceil_div(lh + (rows - 1) * o, rows);
         if (rows > 1 && (th < std::min(options.min_tile, lh) || th <= o)) break;
@@ -300,43 +333,46 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
           const int64_t tw = cols == 1 ? lw : ceil_div(lw + (cols - 1) * o, cols);
           if (cols > 1 && (tw < std::min(options.min_tile, lw) || tw <= o)) break;
           TileGrid g = TileGrid::cover(lh, lw, {th, tw}, o);
-          if (g.rows == rows && g.cols == cols) cut.push_back(g);
+          if (g.rows == rows && g.cols == cols) grids.push_back(g);
         }
       }
-      auto squareness = [](const TileGrid& g) {
-        return std::abs(std::log(static_cast<double>(g.tile_width) / static_cast<double>(g.tile_height)));
-      };
-      std::stable_sort(cut.begin(), cut.end(), [&](const TileGrid& a, const TileGrid& b) {
-        if (a.count() != b.count()) return a.count() < b.count();
-        return squareness(a) < squareness(b);
-      });
-      grids.insert(grids.end(), cut.begin(), cut.end());
     }
   }
 
-  auto plan_of = [&](const Candidate& c) {
-    Plan p;
-    p.op = request.op;
-    p.chunk = c.chunk;
-    p.tiles = c.tiles;
-    p.offload = c.offload;
-    p.budget_bytes = budget;
-    p.estimate = estimate_memory(request, c.chunk, c.tiles, c.offload, options.reserved_bytes);
-    p.calibration = coefficients(request, request.op == Op::kRoundtrip ? Op::kDecode : request.op).note;
-    return p;
-  };
-
+  const double untiled_cost = [&] {
+    const TileGrid whole = TileGrid::whole(lh, lw);
+    return plan_cost(request, 1, whole, estimate_memory(request, 1, whole, false, options.reserved_bytes));
+  }();
+  std::vector<Plan> fits;
   std::optional<Plan> smallest;
   for (bool offload : {false, true}) {
     if (offload && !options.offload) break;
     for (const TileGrid& g : grids) {
       if (offload && !g.tiled()) continue;  // one tile: its cache is always in use
-      for (int64_t n = max_chunk; n >= min_chunk; --n) {
-        Plan p = plan_of({n, g, offload});
-        if (budget <= 0 || p.estimate.total() <= usable) return p;
+      for (int64_t n = min_chunk; n <= max_chunk; ++n) {
+        Plan p;
+        p.op = request.op;
+        p.chunk = n;
+        p.tiles = g;
+        p.offload = offload;
+        p.budget_bytes = budget;
+        p.estimate = estimate_memory(request, n, g, offload, options.reserved_bytes);
+        p.cost = plan_cost(request, n, g, p.estimate) / untiled_cost;
+        if (budget <= 0 || p.estimate.total() <= usable) fits.push_back(p);
         if (!smallest || p.estimate.total() < smallest->estimate.total()) smallest = p;
       }
     }
+  }
+  if (!fits.empty()) {
+    double cheapest = fits.front().cost;
+    for (const Plan& p : fits) cheapest = std::min(cheapest, p.cost);
+    const Plan* best = nullptr;  // the smallest peak among the plans within the tolerance of the cheapest
+    for (const Plan& p : fits)
+      if (p.cost <= cheapest * (1 + kCostTolerance) && (!best || p.estimate.total() < best->estimate.total()))
+        best = &p;
+    Plan plan = *best;
+    plan.calibration = coefficients(request, request.op == Op::kRoundtrip ? Op::kDecode : request.op).note;
+    return plan;
   }
   std::ostringstream s;
   s << op_name(request.op) << " of " << request.width << "x" << request.height << " does not fit in "
@@ -345,7 +381,7 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
     s << ": the smallest plan (chunk " << smallest->chunk << ", "
       << (smallest->tiles.tiled() ? std::to_string(smallest->tiles.count()) + " tiles" : "untiled")
       << (smallest->offload ? ", caches offloaded" : "") << ") needs " << format_size(smallest->estimate.total())
-      << "; give --vram " << std::ceil(smallest->estimate.total() / (1.0 - kFragmentationMargin) / kGiB * 10) / 10
+      << "; give --vram " << std::ceil(smallest->estimate.total() / (1.0 - options.margin) / kGiB * 10) / 10
       << "G or more";
   if (!options.tiling && !options.tile) s << ", or allow tiling";
   throw Error(s.str());
@@ -361,6 +397,7 @@ std::string Plan::summary() const {
     s << "untiled " << tiles.latent_width << "x" << tiles.latent_height << " latent px";
   s << "; estimated peak " << format_size(estimate.total());
   if (budget_bytes > 0) s << " of " << format_size(budget_bytes) << " budget";
+  if (cost > 1.005) s << ", about " << std::fixed << std::setprecision(1) << cost << "x the untiled time";
   return s.str();
 }
 
@@ -379,6 +416,7 @@ nlohmann::json Plan::to_json() const {
           {"offload", offload},
           {"budget_bytes", budget_bytes},
           {"estimate_bytes", estimate.total()},
+          {"relative_time", cost},
           {"estimate",
            {{"weights", estimate.weights},
             {"cache", estimate.cache},

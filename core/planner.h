@@ -25,7 +25,7 @@ TileSize parse_tile(const std::string& text);  // "64" (square) or "48x80" (WIDT
 // What the planner may choose from. Presets and the command line fill it; the defaults plan for no budget.
 struct PlannerOptions {
   int64_t budget_bytes = 0;  // peak device memory the run must stay under; 0: no budget
-  int64_t max_chunk = 1;     // the largest number of latent frames per model call the planner may pick
+  int64_t max_chunk = 8;     // the largest number of latent frames per model call the planner may pick
   int64_t chunk = 0;         // a fixed chunk length (--chunk); 0: the planner picks
   bool tiling = true;        // spatial tiles are allowed when nothing untiled fits
   int64_t tile_overlap = 8;  // latent pixels shared by neighbouring tiles (Note [Tile blending])
@@ -33,6 +33,8 @@ struct PlannerOptions {
   bool offload = true;       // tile caches may wait in host memory between visits when they do not fit
   std::optional<TileSize> tile;  // a fixed tile size (--tile), overriding the planner's
   int64_t reserved_bytes = 0;    // device memory held outside the run, e.g. bench's resident clip
+  // The share of the budget kept free for the allocator's fragmentation: plans are made for the rest.
+  double margin = 0.15;
 };
 
 // How a frame is cut into tiles, in latent pixels. Tiles have one size; their origins spread evenly so that
@@ -70,7 +72,7 @@ struct PlanRequest {
 // Estimated peak device memory of a run, by part (Note [Memory model]).
 struct MemoryEstimate {
   int64_t weights = 0;      // parameters
-  int64_t cache = 0;        // causal caches on the device (every tile's, or two tiles' when offloaded)
+  int64_t cache = 0;        // causal caches on the device (every tile's, or three tiles' when offloaded)
   int64_t activations = 0;  // the largest model call's working set
   int64_t io = 0;           // the chunk's input and output, and the blend accumulator when tiled
   int64_t reserved = 0;     // PlannerOptions::reserved_bytes
@@ -86,6 +88,7 @@ struct Plan {
   bool offload = false;   // tile caches live in host memory between visits
   int64_t budget_bytes = 0;
   MemoryEstimate estimate;
+  double cost = 1;          // estimated time against the untiled plan's (Note [Plan cost])
   std::string calibration;  // where the coefficients come from
   std::string summary() const;  // one line for stderr
   nlohmann::json to_json() const;
@@ -95,8 +98,8 @@ struct Plan {
 MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const TileGrid& tiles, bool offload,
                                int64_t reserved_bytes = 0);
 
-// Picks the fastest plan whose estimate stays under the budget (Note [Planner]); throws Error with the
-// smallest budget that would do when none does.
+// Picks the fastest plan whose estimate stays under the budget less the margin (Note [Planner]); throws
+// Error with the smallest budget that would do when none does.
 Plan plan_run(const PlanRequest& request, const PlannerOptions& options);
 
 // Caps the CUDA caching allocator of `device` at `budget_bytes` (a backstop: the plan should stay below it).

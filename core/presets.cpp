@@ -124,9 +124,13 @@ Preset parse_preset(const nlohmann::json& j, const std::string& origin) {
       } else if (key == "offload") {
         if (!value.is_boolean()) throw Error(origin + ": \"" + where + "\" must be true or false");
         p.planner.offload = value.get<bool>();
+      } else if (key == "margin") {
+        if (!value.is_number() || !(value.get<double>() >= 0 && value.get<double>() < 1))
+          throw Error(origin + ": \"" + where + "\" must be a number from 0 to below 1, got " + value.dump());
+        p.planner.margin = value.get<double>();
       } else {
         throw Error(origin + ": unknown engine option \"" + key +
-                    "\" (max_chunk, tiling, tile_overlap, min_tile, offload)");
+                    "\" (max_chunk, tiling, tile_overlap, min_tile, offload, margin)");
       }
     }
   }

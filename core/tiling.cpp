@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include <c10/cuda/CUDAGuard.h>
+
 #include "core/error.h"
 
 namespace vaecodec::core {
@@ -42,8 +44,8 @@ void move_cache(CausalCache& cache, torch::Device device) {
     CausalCache::Slot& slot = cache.next();
     if (!slot.history.defined() || slot.history.device() == device) continue;
     if (device.is_cpu()) {
-      torch::Tensor host = torch::empty(slot.history.sizes(),
-                                        slot.history.options().device(torch::kCPU).pinned_memory(true));
+      torch::Tensor host =
+          torch::empty_like(slot.history, slot.history.options().device(torch::kCPU).pinned_memory(true));
       host.copy_(slot.history, /*non_blocking=*/true);
       slot.history = host;
     } else {
@@ -94,6 +96,65 @@ TileSet::TileSet(VaeModel& model, TileGrid grid, Direction direction, bool offlo
     }
 }
 
+TileSet::~TileSet() {
+  // Copies may still be in flight into host memory the tiles own.
+  if (up_) up_->synchronize();
+  if (down_) down_->synchronize();
+}
+
+// Note [Offloaded caches]
+// With offload on a CUDA device, the caches of the tiles not running wait in pinned host memory, and their
+// copies run on two side streams, one each way, so that they overlap the model: while tile i runs, tile i+1's
+// cache goes up and tile i-1's comes down (the last tile of a chunk fetches the first one of the next chunk).
+// Tile i+1's upload starts only once tile i-1's model call is done, so at most three tiles' caches are on the
+// device at once (the planner counts three). A tile's upload also waits for its own previous download, and
+// each slot's cache comes back into the same pinned buffer every time (host memory: one copy of the caches).
+// Device tensors that a side stream fills or reads are marked with record_stream, so the caching allocator
+// reuses their memory only once every stream that uses them is past that use. Off CUDA, `offload` only moves
+// the caches, in order, on the caller's thread.
+void TileSet::upload(Tile& tile, Tile* after) {
+  const torch::Device device = model_.device();
+  const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(device.index());
+  c10::cuda::CUDAStreamGuard guard(*up_);
+  if (tile.downloaded.isCreated()) tile.downloaded.block(*up_);
+  if (after != nullptr && after->computed.isCreated()) after->computed.block(*up_);
+  tile.cache.rewind();
+  for (size_t i = 0; i < tile.cache.size(); ++i) {
+    CausalCache::Slot& slot = tile.cache.next();
+    if (!slot.history.defined() || slot.history.device() == device) continue;
+    slot.history = slot.history.to(device, /*non_blocking=*/true);
+    slot.history.record_stream(compute);
+  }
+  tile.cache.rewind();
+  tile.uploaded.record(*up_);
+  tile.uploading = true;
+}
+
+void TileSet::download(Tile& tile) {
+  const torch::Device device = model_.device();
+  tile.computed.record(c10::cuda::getCurrentCUDAStream(device.index()));
+  c10::cuda::CUDAStreamGuard guard(*down_);
+  tile.computed.block(*down_);
+  tile.cache.rewind();
+  for (size_t i = 0; i < tile.cache.size(); ++i) {
+    CausalCache::Slot& slot = tile.cache.next();
+    if (!slot.history.defined() || !slot.history.is_cuda()) continue;
+    // The slot's host buffer from the last visit is free again: its upload finished before the model call
+    // that this download waits for.
+    if (tile.host.size() <= i) tile.host.resize(i + 1);
+    torch::Tensor& host = tile.host[i];
+    if (!host.defined() || host.sizes() != slot.history.sizes() || host.strides() != slot.history.strides() ||
+        host.scalar_type() != slot.history.scalar_type())
+      host = torch::empty_like(slot.history, slot.history.options().device(torch::kCPU).pinned_memory(true));
+    host.copy_(slot.history, /*non_blocking=*/true);
+    slot.history.record_stream(*down_);
+    slot.history = host;
+  }
+  tile.cache.rewind();
+  tile.downloaded.record(*down_);
+  tile.uploading = false;
+}
+
 int64_t TileSet::cache_bytes() const {
   int64_t n = 0;
   for (const Tile& t : tiles_) n += t.cache.bytes();
@@ -119,14 +180,31 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
       tiles_[i].weight = weights[i].to(device, accumulation_dtype(dtype)).view(
           {1, 1, 1, weights[i].size(0), weights[i].size(1)});
   }
+  const bool overlap = offload_ && device.is_cuda();
+  if (overlap && !up_) {
+    up_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+    down_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+  }
   torch::Tensor sum;
   torch::ScalarType out_dtype = dtype;  // the model's output dtype (encode answers float32 latents)
-  for (Tile& tile : tiles_) {
+  for (size_t i = 0; i < tiles_.size(); ++i) {
+    Tile& tile = tiles_[i];
     const torch::Tensor crop = x.narrow(3, tile.row * in_scale, grid_.tile_height * in_scale)
                                    .narrow(4, tile.col * in_scale, grid_.tile_width * in_scale);
-    if (offload_) move_cache(tile.cache, device);
-    const torch::Tensor out = call(crop, tile.cache);
-    if (offload_) move_cache(tile.cache, torch::kCPU);
+    torch::Tensor out;
+    if (overlap) {
+      if (!tile.uploading) upload(tile, nullptr);
+      tile.uploaded.block(c10::cuda::getCurrentCUDAStream(device.index()));
+      Tile& next = tiles_[(i + 1) % tiles_.size()];
+      if (&next != &tile && !next.uploading) upload(next, last_computed_);
+      out = call(crop, tile.cache);
+      download(tile);
+      last_computed_ = &tile;
+    } else {
+      if (offload_) move_cache(tile.cache, device);
+      out = call(crop, tile.cache);
+      if (offload_) move_cache(tile.cache, torch::kCPU);
+    }
     if (!sum.defined()) {
       out_dtype = out.scalar_type();
       auto sizes = out.sizes().vec();

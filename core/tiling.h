@@ -2,8 +2,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/torch.h>
 
 #include "core/causal_cache.h"
@@ -29,11 +32,15 @@ std::vector<torch::Tensor> blend_weights(const TileGrid& grid, int64_t scale);
 
 // The tiles of a run, their caches and the blend (Note [Tile blending]). One model call per tile per chunk; the
 // engine's EncodeRun/DecodeRun use it when ChunkOptions::tiles cuts the frame.
-// With `offload`, a tile's cache waits in (pinned) host memory while the other tiles run.
+// With `offload`, a tile's cache waits in (pinned) host memory while the other tiles run (Note [Offloaded
+// caches]).
 class TileSet {
  public:
   enum class Direction { kEncode, kDecode };
   TileSet(VaeModel& model, TileGrid grid, Direction direction, bool offload);
+  ~TileSet();
+  TileSet(const TileSet&) = delete;
+  TileSet& operator=(const TileSet&) = delete;
   // x: one chunk of the whole frame, [B, C, t, H, W] (pixels for encode, latents for decode), any device.
   torch::Tensor run(const torch::Tensor& x);
   const TileGrid& grid() const { return grid_; }
@@ -44,12 +51,26 @@ class TileSet {
     int64_t row = 0, col = 0;  // origin, latent pixels
     CausalCache cache;
     torch::Tensor weight;  // [1, 1, 1, h, w] on the device in the accumulation dtype; undefined until needed
+    // Offloaded on a CUDA device: the cache's copies and the tile's last model call.
+    std::vector<torch::Tensor> host;  // per cache slot: its pinned host buffer
+    bool uploading = false;         // an upload has been queued since the last download
+    at::cuda::CUDAEvent uploaded;   // on the upload stream: the cache is on the device
+    at::cuda::CUDAEvent computed;   // on the compute stream: the tile's last model call is done
+    at::cuda::CUDAEvent downloaded; // on the download stream: the cache is back in host memory
   };
+  // Queues the copy of `tile`'s cache to the device, after the download it may still be waiting for and,
+  // when given, after `after` (which bounds how many caches are on the device at once).
+  void upload(Tile& tile, Tile* after);
+  // Queues the copy of `tile`'s cache back to host memory, after the model call just queued for it.
+  void download(Tile& tile);
+
   VaeModel& model_;
   TileGrid grid_;
   Direction direction_;
   bool offload_;
   std::vector<Tile> tiles_;
+  std::optional<c10::cuda::CUDAStream> up_, down_;  // the copy streams (offloaded, on a CUDA device)
+  Tile* last_computed_ = nullptr;                    // the tile whose model call was queued last
 };
 
 // The tiles for frames of latent_height x latent_width, or nullptr when `grid` does not cut them (a default

@@ -6,6 +6,8 @@
 # nlohmann-json headers under .devkit/include when the machine lacks them.
 #   PHASES="tests speed variants models memory roundtrip long"   which parts run (always in this order)
 #   RUNS=3                                           timed runs per benchmark (the median is reported)
+#   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
+# Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -21,7 +23,7 @@ bench() {  # bench ARGS...: one JSON line to bench.jsonl, a short line to the lo
   local rc=$?
   if ((rc == 0)); then
     cat "$OUT/last.json" >>"$OUT/bench.jsonl"
-    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('  %s %s %s chunk %s %s: %.3f s, %.0f TFLOP, %.0f TFLOP/s, %.2f GiB' % (j['model'], j['op'], j['size'], j['chunk_latent_frames'], 'cl' if j.get('channels_last') else 'ncdhw', j['median_s'], j['model_tflop'], j['tflops'], j.get('peak_allocated_gib', 0)))" "$OUT/last.json"
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); p=j.get('plan') or {}; t=p.get('tiles') or {}; print('  %s %s %s %s chunk %s %s%s: %.3f s, %.0f TFLOP, %.0f TFLOP/s, %.2f GiB allocated, %.2f reserved, estimate %.2f, budget %.2f, within %s' % (j['model'], j['op'], j['size'], j.get('preset') or '-', j['chunk_latent_frames'], '%sx%s tiles' % (t.get('rows'), t.get('cols')) if p.get('tiled') else 'untiled', ' offload' if p.get('offload') else '', j['median_s'], j['model_tflop'], j['tflops'], j.get('peak_allocated_gib', 0), j.get('peak_reserved_gib', 0), j.get('estimate_gib', 0), j.get('budget_bytes', 0)/2**30, j.get('within_budget')))" "$OUT/last.json"
   else
     echo "  FAILED ($rc): bench $*"; tail -2 "$OUT/bench.err"
   fi
@@ -176,14 +178,26 @@ PY
   done
 fi
 
-if has tiers; then
-  step "the other tiers: 1280x720 and 1920x1080 decode under each budget"
-  RUNS=1 bench --random --op decode --size 1280x720 --warmup 0
-  for preset in rtx3060-12g rtx4080-16g rtx4090-24g rtx5090-32g l40s-48g h100-80g h200-141g; do
-    RUNS=1 bench --random --op decode --size 1280x720 --preset "$preset" --warmup 0
+if has margin; then
+  # With no margin the planner keeps the whole frame just above its estimate: does the allocator's cap hold?
+  step "fragmentation: untiled decodes under caps 0-6% above the estimate (--vram-margin 0)"
+  for row in 1280x720:9GiB 1280x720:9.5GiB 1920x1080:20GiB 1920x1080:21GiB; do
+    IFS=: read -r size vram <<<"$row"
+    RUNS=1 bench --random --op decode --size "$size" --vram "$vram" --vram-margin 0 --warmup 1
   done
-  for preset in rtx4090-24g rtx5090-32g l40s-48g h100-80g h200-141g; do
-    RUNS=1 bench --random --op decode --size 1920x1080 --preset "$preset" --warmup 0
+fi
+
+if has tiers; then
+  # Each row: one warm-up run (cuDNN timing, the allocator's first growth) and one timed run; the row without a
+  # preset is the unconstrained reference for the slowdown.
+  step "tiers: ${TIER_OPS:-decode} of ${TIER_SIZES:-1280x720 1920x1080} under each budget"
+  for size in ${TIER_SIZES:-1280x720 1920x1080}; do
+    for op in ${TIER_OPS:-decode}; do
+      for preset in ${TIER_PRESETS:-none rtx4060-8g rtx3060-12g rtx4080-16g rtx4090-24g rtx5090-32g l40s-48g h100-80g h200-141g}; do
+        args=(); [[ $preset != none ]] && args=(--preset "$preset")
+        RUNS=1 bench --random --op "$op" --size "$size" "${args[@]}" --warmup 1
+      done
+    done
   done
 fi
 

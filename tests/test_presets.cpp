@@ -111,7 +111,8 @@ TEST_CASE("preset files: the format, and every error names the file and the key"
   TempDir dir;
   const auto path = dir / "mine.json";
   write(path, R"({"name": "mine", "description": "a 10 GB card", "budget": "9.5G", "dtype": "fp16",
-                  "engine": {"max_chunk": 3, "tiling": false, "tile_overlap": 4, "min_tile": 24, "offload": false}})");
+                  "engine": {"max_chunk": 3, "tiling": false, "tile_overlap": 4, "min_tile": 24, "offload": false,
+                             "margin": 0.05}})");
   const core::Preset p = core::load_preset_file(path);
   CHECK(p.name == "mine");
   CHECK(p.source == path.string());
@@ -123,6 +124,7 @@ TEST_CASE("preset files: the format, and every error names the file and the key"
   CHECK(p.planner.tile_overlap == 4);
   CHECK(p.planner.min_tile == 24);
   CHECK_FALSE(p.planner.offload);
+  CHECK(p.planner.margin == 0.05);
 
   CHECK(core::parse_preset(nlohmann::json::parse(R"({"name": "b", "budget": 1000})"), "x").planner.budget_bytes ==
         1000);
@@ -140,6 +142,7 @@ TEST_CASE("preset files: the format, and every error names the file and the key"
       {R"({"name": "a", "budget": "8G", "device": "tpu"})", "\"device\" must be cuda or cpu"},
       {R"({"name": "a", "budget": "8G", "engine": {"chunk": 2}})", "unknown engine option \"chunk\""},
       {R"({"name": "a", "budget": "8G", "engine": {"max_chunk": 0}})", "\"engine.max_chunk\" must be a positive"},
+      {R"({"name": "a", "budget": "8G", "engine": {"margin": 1.5}})", "\"engine.margin\" must be a number from 0"},
       {R"({"name": "a", "budget": "8G", "engine": {"tiling": "yes"}})", "\"engine.tiling\" must be true or false"},
       {R"([1, 2])", "a preset is a JSON object"},
   };
