@@ -109,23 +109,31 @@ TileSet::~TileSet() {
 // Tile i+1's upload starts only once tile i-1's model call is done, so at most three tiles' caches are on the
 // device at once (the planner counts three). A tile's upload also waits for its own previous download, and
 // each slot's cache comes back into the same pinned buffer every time (host memory: one copy of the caches).
-// Device tensors that a side stream fills or reads are marked with record_stream, so the caching allocator
-// reuses their memory only once every stream that uses them is past that use. Off CUDA, `offload` only moves
-// the caches, in order, on the caller's thread.
-void TileSet::upload(Tile& tile, Tile* after) {
+// All device memory comes from the compute stream's pool; a cache being copied down is marked with
+// record_stream, so the allocator reuses its memory only once the copy is done. Off CUDA, `offload` only
+// moves the caches, in order, on the caller's thread.
+void TileSet::upload(Tile& tile) {
   const torch::Device device = model_.device();
-  const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(device.index());
-  c10::cuda::CUDAStreamGuard guard(*up_);
-  if (tile.downloaded.isCreated()) tile.downloaded.block(*up_);
-  if (after != nullptr && after->computed.isCreated()) after->computed.block(*up_);
+  // The device memory comes from the compute stream's pool (a pool of the copy stream would keep its own
+  // freed blocks, out of the model's reach): the copy stream first waits for everything queued on the compute
+  // stream so far, which may still use those blocks and includes the previous tile's model call, so at most
+  // three tiles' caches are on the device.
   tile.cache.rewind();
+  std::vector<std::pair<CausalCache::Slot*, torch::Tensor>> copies;
   for (size_t i = 0; i < tile.cache.size(); ++i) {
     CausalCache::Slot& slot = tile.cache.next();
-    if (!slot.history.defined() || slot.history.device() == device) continue;
-    slot.history = slot.history.to(device, /*non_blocking=*/true);
-    slot.history.record_stream(compute);
+    if (slot.history.defined() && slot.history.device() != device)
+      copies.emplace_back(&slot, torch::empty_like(slot.history, slot.history.options().device(device)));
   }
   tile.cache.rewind();
+  tile.allocated.record(c10::cuda::getCurrentCUDAStream(device.index()));
+  c10::cuda::CUDAStreamGuard guard(*up_);
+  tile.allocated.block(*up_);
+  if (tile.downloaded.isCreated()) tile.downloaded.block(*up_);
+  for (auto& [slot, target] : copies) {
+    target.copy_(slot->history, /*non_blocking=*/true);
+    slot->history = target;
+  }
   tile.uploaded.record(*up_);
   tile.uploading = true;
 }
@@ -193,13 +201,12 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
                                    .narrow(4, tile.col * in_scale, grid_.tile_width * in_scale);
     torch::Tensor out;
     if (overlap) {
-      if (!tile.uploading) upload(tile, nullptr);
+      if (!tile.uploading) upload(tile);
       tile.uploaded.block(c10::cuda::getCurrentCUDAStream(device.index()));
       Tile& next = tiles_[(i + 1) % tiles_.size()];
-      if (&next != &tile && !next.uploading) upload(next, last_computed_);
+      if (&next != &tile && !next.uploading) upload(next);
       out = call(crop, tile.cache);
       download(tile);
-      last_computed_ = &tile;
     } else {
       if (offload_) move_cache(tile.cache, device);
       out = call(crop, tile.cache);

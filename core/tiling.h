@@ -54,13 +54,14 @@ class TileSet {
     // Offloaded on a CUDA device: the cache's copies and the tile's last model call.
     std::vector<torch::Tensor> host;  // per cache slot: its pinned host buffer
     bool uploading = false;         // an upload has been queued since the last download
+    at::cuda::CUDAEvent allocated;  // on the compute stream: the upload's device memory may be written
     at::cuda::CUDAEvent uploaded;   // on the upload stream: the cache is on the device
     at::cuda::CUDAEvent computed;   // on the compute stream: the tile's last model call is done
     at::cuda::CUDAEvent downloaded; // on the download stream: the cache is back in host memory
   };
-  // Queues the copy of `tile`'s cache to the device, after the download it may still be waiting for and,
-  // when given, after `after` (which bounds how many caches are on the device at once).
-  void upload(Tile& tile, Tile* after);
+  // Queues the copy of `tile`'s cache to the device, after the download it may still be waiting for and
+  // after everything queued on the compute stream so far.
+  void upload(Tile& tile);
   // Queues the copy of `tile`'s cache back to host memory, after the model call just queued for it.
   void download(Tile& tile);
 
@@ -70,7 +71,6 @@ class TileSet {
   bool offload_;
   std::vector<Tile> tiles_;
   std::optional<c10::cuda::CUDAStream> up_, down_;  // the copy streams (offloaded, on a CUDA device)
-  Tile* last_computed_ = nullptr;                    // the tile whose model call was queued last
 };
 
 // The tiles for frames of latent_height x latent_width, or nullptr when `grid` does not cut them (a default
