@@ -37,6 +37,11 @@ std::vector<std::vector<double>> axis_weights(const std::vector<int64_t>& origin
   return w;
 }
 
+// Pinned host memory of `t`'s sizes and strides (a channels-last cache copies as one block).
+torch::Tensor pinned_like(const torch::Tensor& t) {
+  return torch::empty_strided(t.sizes(), t.strides(), t.options().device(torch::kCPU).pinned_memory(true));
+}
+
 // Moves a cache's history to `device` (pinned host memory when leaving a CUDA device, so the copies overlap).
 void move_cache(CausalCache& cache, torch::Device device) {
   cache.rewind();
@@ -44,8 +49,7 @@ void move_cache(CausalCache& cache, torch::Device device) {
     CausalCache::Slot& slot = cache.next();
     if (!slot.history.defined() || slot.history.device() == device) continue;
     if (device.is_cpu()) {
-      torch::Tensor host =
-          torch::empty_like(slot.history, slot.history.options().device(torch::kCPU).pinned_memory(true));
+      torch::Tensor host = pinned_like(slot.history);
       host.copy_(slot.history, /*non_blocking=*/true);
       slot.history = host;
     } else {
@@ -109,9 +113,10 @@ TileSet::~TileSet() {
 // Tile i+1's upload starts only once tile i-1's model call is done, so at most three tiles' caches are on the
 // device at once (the planner counts three). A tile's upload also waits for its own previous download, and
 // each slot's cache comes back into the same pinned buffer every time (host memory: one copy of the caches).
-// All device memory comes from the compute stream's pool; a cache being copied down is marked with
-// record_stream, so the allocator reuses its memory only once the copy is done. Off CUDA, `offload` only
-// moves the caches, in order, on the caller's thread.
+// All device memory comes from the compute stream's pool. A cache going down keeps its device memory until the
+// next tile's model call is queued; the compute stream then waits for that copy (done long before, unless the
+// copies are slower than the model) and frees it, so freed memory never waits on another stream's events.
+// Off CUDA, `offload` only moves the caches, in order, on the caller's thread.
 void TileSet::upload(Tile& tile) {
   const torch::Device device = model_.device();
   // The device memory comes from the compute stream's pool (a pool of the copy stream would keep its own
@@ -153,9 +158,9 @@ void TileSet::download(Tile& tile) {
     torch::Tensor& host = tile.host[i];
     if (!host.defined() || host.sizes() != slot.history.sizes() || host.strides() != slot.history.strides() ||
         host.scalar_type() != slot.history.scalar_type())
-      host = torch::empty_like(slot.history, slot.history.options().device(torch::kCPU).pinned_memory(true));
+      host = pinned_like(slot.history);
     host.copy_(slot.history, /*non_blocking=*/true);
-    slot.history.record_stream(*down_);
+    tile.leaving.push_back(slot.history);
     slot.history = host;
   }
   tile.cache.rewind();
@@ -207,6 +212,13 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
       if (&next != &tile && !next.uploading) upload(next);
       out = call(crop, tile.cache);
       download(tile);
+      // The tile before this one has been going down while this one ran: once it is down its device memory
+      // returns to the compute stream's pool, before the next model call.
+      if (leaving_ != nullptr) {
+        leaving_->downloaded.block(c10::cuda::getCurrentCUDAStream(device.index()));
+        leaving_->leaving.clear();
+      }
+      leaving_ = &tile;
     } else {
       if (offload_) move_cache(tile.cache, device);
       out = call(crop, tile.cache);

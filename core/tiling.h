@@ -52,7 +52,8 @@ class TileSet {
     CausalCache cache;
     torch::Tensor weight;  // [1, 1, 1, h, w] on the device in the accumulation dtype; undefined until needed
     // Offloaded on a CUDA device: the cache's copies and the tile's last model call.
-    std::vector<torch::Tensor> host;  // per cache slot: its pinned host buffer
+    std::vector<torch::Tensor> host;     // per cache slot: its pinned host buffer
+    std::vector<torch::Tensor> leaving;  // the device tensors of a download in flight
     bool uploading = false;         // an upload has been queued since the last download
     at::cuda::CUDAEvent allocated;  // on the compute stream: the upload's device memory may be written
     at::cuda::CUDAEvent uploaded;   // on the upload stream: the cache is on the device
@@ -71,6 +72,7 @@ class TileSet {
   bool offload_;
   std::vector<Tile> tiles_;
   std::optional<c10::cuda::CUDAStream> up_, down_;  // the copy streams (offloaded, on a CUDA device)
+  Tile* leaving_ = nullptr;                          // the tile whose download was queued last
 };
 
 // The tiles for frames of latent_height x latent_width, or nullptr when `grid` does not cut them (a default
