@@ -7,7 +7,7 @@
 #   PHASES="tests speed variants models memory roundtrip long"   which parts run (always in this order)
 #   RUNS=3                                           timed runs per benchmark (the median is reported)
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
-# Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files long
+# Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -204,6 +204,23 @@ fi
 if has tier4k; then
   step "4K decode in the 24 GB tier"
   BENCH_TIMEOUT=${BENCH_TIMEOUT:-400} RUNS=1 bench --random --op decode --size 3840x2160 --preset rtx4090-24g --warmup 0
+fi
+
+if has psnr; then
+  step "tiles against the whole frame: the planner's tiled plans, lossless output, PSNR against the untiled run"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  for preset in none rtx4060-8g rtx3060-12g; do
+    args=(); [[ $preset != none ]] && args=(--preset "$preset")
+    file_run "roundtrip 720p x81 $preset ffv1" roundtrip /tmp/clip81.mp4 -o /tmp/tiles_$preset.mkv --codec ffv1 \
+      --weights /tmp/wan21_random.pth "${args[@]}"
+    [[ $preset == none ]] && continue
+    ffmpeg -v info -i /tmp/tiles_none.mkv -i /tmp/tiles_$preset.mkv -lavfi "[0:v][1:v]psnr" -f null - 2>&1 \
+      | grep -o "PSNR y:.*" | sed "s/^/  $preset against untiled: /"
+  done
+  RUNS=1 bench --random --op decode --size 1920x1080 --preset rtx4060-8g --compare-untiled --warmup 0
+  RUNS=1 bench --random --op roundtrip --size 1280x720 --preset rtx4060-8g --compare-untiled --warmup 0
+  grep -h untiled "$OUT/bench.jsonl" | python3 -c "import json,sys; [print('  %s %s: %s' % (j['op'], j['size'], {k: v for k, v in j.items() if 'untiled' in k})) for j in map(json.loads, sys.stdin)]"
 fi
 
 if has long; then
