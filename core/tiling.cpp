@@ -42,23 +42,6 @@ torch::Tensor pinned_like(const torch::Tensor& t) {
   return torch::empty_strided(t.sizes(), t.strides(), t.options().device(torch::kCPU).pinned_memory(true));
 }
 
-// Moves a cache's history to `device` (pinned host memory when leaving a CUDA device, so the copies overlap).
-void move_cache(CausalCache& cache, torch::Device device) {
-  cache.rewind();
-  for (size_t i = 0; i < cache.size(); ++i) {
-    CausalCache::Slot& slot = cache.next();
-    if (!slot.history.defined() || slot.history.device() == device) continue;
-    if (device.is_cpu()) {
-      torch::Tensor host = pinned_like(slot.history);
-      host.copy_(slot.history, /*non_blocking=*/true);
-      slot.history = host;
-    } else {
-      slot.history = slot.history.to(device, /*non_blocking=*/true);
-    }
-  }
-  cache.rewind();
-}
-
 torch::ScalarType accumulation_dtype(torch::ScalarType dtype) {
   return dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
 }
@@ -116,7 +99,7 @@ TileSet::~TileSet() {
 // All device memory comes from the compute stream's pool. A cache going down keeps its device memory until the
 // next tile's model call is queued; the compute stream then waits for that copy (done long before, unless the
 // copies are slower than the model) and frees it, so freed memory never waits on another stream's events.
-// Off CUDA, `offload` only moves the caches, in order, on the caller's thread.
+// Off CUDA, `offload` changes nothing: the caches are in host memory already.
 void TileSet::upload(Tile& tile) {
   const torch::Device device = model_.device();
   // The device memory comes from the compute stream's pool (a pool of the copy stream would keep its own
@@ -220,9 +203,7 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
       }
       leaving_ = &tile;
     } else {
-      if (offload_) move_cache(tile.cache, device);
-      out = call(crop, tile.cache);
-      if (offload_) move_cache(tile.cache, torch::kCPU);
+      out = call(crop, tile.cache);  // off CUDA the caches stay where they are: in host memory already
     }
     if (!sum.defined()) {
       out_dtype = out.scalar_type();
