@@ -16,8 +16,7 @@ void add_memory_options(CLI::App& sub, MemoryOptions& memory, std::string& devic
   sub.add_option("--preset-file", memory.preset_file, "a preset in a JSON file (format: see presets/*.json)");
   sub.add_option("--vram", memory.vram, "peak GPU memory budget, e.g. 8G, 7.5GiB, 512M (over the preset's)");
   sub.add_option("--vram-margin", memory.margin,
-                 "share of the budget kept free for the allocator's fragmentation (default 0.15, or the preset's)")
-      ->check(CLI::Range(0.0, 0.95));
+                 "share of the budget kept free for the allocator's fragmentation (default 0.15, or the preset's)");
   sub.add_option("--tile", memory.tile,
                  "fixed spatial tiles in latent pixels, 64 or WIDTHxHEIGHT (default: the planner's, only when "
                  "needed)");
@@ -54,7 +53,12 @@ void resolve_memory_options(MemoryOptions& memory, std::string& device, std::str
     }
   }
   if (!memory.tile.empty()) planner.tile = core::parse_tile(memory.tile);
-  if (memory.margin >= 0) planner.margin = memory.margin;
+  if (memory.margin != -1) {
+    if (!(memory.margin >= 0 && memory.margin < 1))
+      throw Error("--vram-margin: expected the share of the budget to keep free, from 0 to below 1, got " +
+                  std::to_string(memory.margin));
+    planner.margin = memory.margin;
+  }
   memory.planner = planner;
 }
 

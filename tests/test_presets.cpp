@@ -230,6 +230,16 @@ TEST_CASE("cli: plan shows the chunk, the tiles and the estimate for a budget", 
   CHECK(fp16.at("dtype") == "Half");
   CHECK(fp16.at("preset") == "rtx4090-24g");
 
+  // The margin: 720p decode needs about 8.1 GiB untiled; 9.5 GiB holds it with no margin, not with half kept free.
+  const auto tight = nlohmann::json::parse(run_cli("plan --size 1280x720 --vram 9.5G --vram-margin 0 --json").out);
+  CHECK(tight.at("plan").at("tiled") == false);
+  CHECK(tight.at("plan").at("relative_time") == 1.0);
+  const auto wide = nlohmann::json::parse(run_cli("plan --size 1280x720 --vram 9.5G --vram-margin 0.5 --json").out);
+  CHECK(wide.at("plan").at("tiled") == true);
+  CHECK(wide.at("plan").at("relative_time").get<double>() > 1.0);
+  CHECK(wide.at("plan").at("estimate_bytes").get<double>() <= 0.5 * 9.5 * kGiB);
+  check_one_line_error(run_cli("plan --size 1280x720 --vram-margin 1.5"), "--vram-margin");
+
   check_one_line_error(run_cli("plan --size 1280x720 --vram 1G"), "does not fit in 1 GiB");
   check_one_line_error(run_cli("plan --size 1280x720 --vram 1G"), "give --vram ");
 }
