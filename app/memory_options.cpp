@@ -75,7 +75,8 @@ std::string describe_presets(bool json) {
                      {"dtype", p.dtype},
                      {"max_chunk", p.planner.max_chunk},
                      {"tiling", p.planner.tiling},
-                     {"tile_overlap", p.planner.tile_overlap}});
+                     {"tile_overlap", p.planner.tile_overlap},
+                     {"margin", p.planner.margin}});
     return out.dump() + "\n";
   }
   std::ostringstream s;
