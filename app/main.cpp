@@ -10,10 +10,10 @@
 #include "core/error.h"
 
 int main(int argc, char** argv) {
-  // Note [Allocator fragmentation]: under a VRAM cap the caching allocator's reserved-but-unallocated blocks
-  // reached 25-30% of the budget on an H100 (out of memory at an estimated 8.98 GiB of an 11 GiB cap).
-  // Expandable segments let it grow and reuse one mapping instead of carving fixed blocks; set before the
-  // first CUDA allocation, unless the user chose allocator settings.
+  // Under a VRAM cap the default caching allocator's reserved-but-unallocated blocks reached 25-30% of the
+  // budget on an H100; with expandable segments (one growing mapping instead of fixed blocks) the cap held at
+  // 5% over the allocated peak (docs/benchmarks.md, "Fragmentation"). Set before the first CUDA allocation,
+  // unless the user chose allocator settings; the planner's margin (PlannerOptions::margin) assumes it.
   setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
   CLI::App app{"vaecodec: run videos through causal video VAEs (encode, decode, round trip) on the GPU"};
   app.set_version_flag("--version", std::string("vaecodec ") + VAECODEC_VERSION);

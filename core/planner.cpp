@@ -277,14 +277,20 @@ MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const 
   return e;
 }
 
-// The plan's time per latent frame (Note [Plan cost]).
-double plan_cost(const PlanRequest& request, int64_t chunk, const TileGrid& tiles, const MemoryEstimate& estimate) {
-  const double f2 = static_cast<double>(request.spatial_factor * request.spatial_factor);
-  const double pixels = static_cast<double>(tiled_area(tiles)) * f2;
-  const double frames = static_cast<double>(request.temporal_factor);
+// The model's FLOPs per pixel and frame of the request (both networks for a round trip).
+double flops_per_pixel(const PlanRequest& request) {
   double flops = 0;
   for (Op op : {Op::kEncode, Op::kDecode})
     if (request.op == op || request.op == Op::kRoundtrip) flops += coefficients(request, op).flops;
+  return flops;
+}
+
+// The plan's time per latent frame (Note [Plan cost]); `flops` from flops_per_pixel.
+double plan_cost(const PlanRequest& request, double flops, int64_t chunk, const TileGrid& tiles,
+                 const MemoryEstimate& estimate) {
+  const double f2 = static_cast<double>(request.spatial_factor * request.spatial_factor);
+  const double pixels = static_cast<double>(tiled_area(tiles)) * f2;
+  const double frames = static_cast<double>(request.temporal_factor);
   const double compute = flops * pixels * frames / kComputeRate +
                          kCallSeconds * static_cast<double>(tiles.count()) / static_cast<double>(chunk);
   const double transfer = static_cast<double>(estimate.host_cache) / static_cast<double>(chunk) / kCopyRate;
@@ -339,9 +345,10 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
     }
   }
 
+  const double flops = flops_per_pixel(request);
   const double untiled_cost = [&] {
     const TileGrid whole = TileGrid::whole(lh, lw);
-    return plan_cost(request, 1, whole, estimate_memory(request, 1, whole, false, options.reserved_bytes));
+    return plan_cost(request, flops, 1, whole, estimate_memory(request, 1, whole, false, options.reserved_bytes));
   }();
   std::vector<Plan> fits;
   std::optional<Plan> smallest;
@@ -357,7 +364,7 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
         p.offload = offload;
         p.budget_bytes = budget;
         p.estimate = estimate_memory(request, n, g, offload, options.reserved_bytes);
-        p.cost = plan_cost(request, n, g, p.estimate) / untiled_cost;
+        p.cost = plan_cost(request, flops, n, g, p.estimate) / untiled_cost;
         if (budget <= 0 || p.estimate.total() <= usable) fits.push_back(p);
         if (!smallest || p.estimate.total() < smallest->estimate.total()) smallest = p;
       }
