@@ -5,11 +5,13 @@
 #include <limits>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -45,6 +47,7 @@ struct BenchOptions {
   std::string layout = "auto";  // auto, channels-last or contiguous (Note [Channels-last])
   bool profile = false;         // time and FLOPs per stage (Note [Stage timing])
   bool compare_untiled = false;  // tiled plans: also run untiled and report the difference
+  std::string trace;            // a Chrome trace of one extra run (kernels with their operators and shapes)
   MemoryOptions memory;
 };
 
@@ -53,6 +56,26 @@ std::optional<bool> channels_last_option(const std::string& layout) {
   if (layout == "channels-last") return true;
   if (layout == "contiguous") return false;
   throw Error("--layout: expected auto, channels-last or contiguous, got '" + layout + "'");
+}
+
+// One run under LibTorch's Kineto profiler, saved as a Chrome trace: every kernel with the operator that
+// launched it and that operator's input shapes (scripts/dev/trace_summary.py sums them up). Untimed: the
+// profiler's own cost would show in the medians.
+template <typename Run>
+void write_trace(const std::string& path, Run&& run) {
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const prof::ProfilerConfig config(prof::ProfilerState::KINETO, /*report_input_shapes=*/true);
+  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
+  prof::prepareProfiler(config, activities);
+  prof::enableProfiler(config, activities);
+  try {
+    run();
+  } catch (...) {
+    prof::disableProfiler();
+    throw;
+  }
+  prof::disableProfiler()->save(path);
 }
 
 void synchronize(const torch::Device& device) {
@@ -156,6 +179,10 @@ void bench(const BenchOptions& o) {
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   core::FlopCounter::enable(false);
+  if (!o.trace.empty()) write_trace(o.trace, [&] {
+      run_op(*model, o.op, video, latents, plan);
+      synchronize(device);
+    });
   std::sort(seconds.begin(), seconds.end());
   const double median = seconds[seconds.size() / 2];
   const double tflop = static_cast<double>(core::FlopCounter::total()) / 1e12;
@@ -279,6 +306,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--profile", o->profile, "Time and FLOPs per model stage (first timed run)");
   cmd->add_flag("--compare-untiled", o->compare_untiled,
                 "When the plan tiles, also run untiled (no budget) and report the difference");
+  cmd->add_option("--trace", o->trace, "Write a Chrome trace (Kineto) of one extra, untimed run to this file");
   add_memory_options(*cmd, o->memory, o->device, o->dtype, o->chunk);
   cmd->callback([o] { bench(*o); });
 }

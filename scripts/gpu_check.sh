@@ -7,7 +7,8 @@
 #   PHASES="tests speed variants models memory roundtrip long"   which parts run (always in this order)
 #   RUNS=3                                           timed runs per benchmark (the median is reported)
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
-# Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr long
+# Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control long
+#   profile
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -221,6 +222,38 @@ if has psnr; then
   RUNS=1 bench --random --op decode --size 1920x1080 --preset rtx4060-8g --compare-untiled --warmup 0
   RUNS=1 bench --random --op roundtrip --size 1280x720 --preset rtx4060-8g --compare-untiled --warmup 0
   grep -h untiled "$OUT/bench.jsonl" | python3 -c "import json,sys; [print('  %s %s: %s' % (j['op'], j['size'], {k: v for k, v in j.items() if 'untiled' in k})) for j in map(json.loads, sys.stdin)]"
+fi
+
+if has control; then
+  # How far apart do two untiled runs get when only the precision differs? The tiles' PSNR above is only as
+  # meaningful as this floor: random weights may amplify bf16 rounding as much as a tile boundary.
+  step "precision control: untiled bf16 against untiled fp32, tiled fp32 against untiled fp32 (720p x81, ffv1)"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  for run in bf16:none fp32:none fp32:rtx4060-8g bf16:rtx4060-8g; do
+    IFS=: read -r dtype preset <<<"$run"
+    args=(); [[ $preset != none ]] && args=(--preset "$preset")
+    file_run "roundtrip 720p x81 $dtype $preset ffv1" roundtrip /tmp/clip81.mp4 -o /tmp/ctl_${dtype}_$preset.mkv \
+      --codec ffv1 --weights /tmp/wan21_random.pth "${args[@]}" --dtype "$dtype"
+  done
+  for pair in bf16_none:fp32_none fp32_rtx4060-8g:fp32_none bf16_rtx4060-8g:bf16_none; do
+    IFS=: read -r a b <<<"$pair"
+    ffmpeg -v info -i /tmp/ctl_$b.mkv -i /tmp/ctl_$a.mkv -lavfi "[0:v][1:v]psnr" -f null - 2>&1 \
+      | grep -o "PSNR y:.*" | sed "s/^/  $a against $b: /"
+  done
+fi
+
+if has profile; then
+  # Kernel by kernel (LibTorch's Kineto profiler): which operators and shapes take the GPU's time, and how much
+  # of the run the GPU is idle. Plus micro-benchmarks of formulations the engine could switch to.
+  step "kernel profile: ${PROFILE_OPS:-decode encode} 1280x720 x81 (bench --trace)"
+  for op in ${PROFILE_OPS:-decode encode}; do
+    RUNS=1 bench --random --op "$op" --size 1280x720 --trace "/tmp/trace_$op.json"
+    python3 scripts/dev/trace_summary.py "/tmp/trace_$op.json" --top 25 | tee "$OUT/trace_$op.txt"
+  done
+  for micro in ${MICRO:-}; do
+    timeout 120 python3 "scripts/dev/$micro" 2>&1 | tee -a "$OUT/micro.txt"
+  done
 fi
 
 if has long; then

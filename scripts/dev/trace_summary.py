@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Sums the GPU time of a `vaecodec bench --trace` Chrome trace.
+
+Prints the GPU kernels' total time grouped by the operator that launched them and its input shapes (the
+convolutions by shape, the norms, the copies), then by kernel name. Usage:
+    trace_summary.py TRACE.json [--top N]
+"""
+import argparse
+import collections
+import json
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("trace")
+    parser.add_argument("--top", type=int, default=30)
+    args = parser.parse_args()
+    events = json.load(open(args.trace))["traceEvents"]
+
+    ops = {}
+    for e in events:
+        if e.get("cat") == "cpu_op":
+            ops[e["args"].get("External id")] = e
+    kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    total_us = sum(k["dur"] for k in kernels)
+    if kernels:
+        span_us = max(k["ts"] + k["dur"] for k in kernels) - min(k["ts"] for k in kernels)
+    else:
+        span_us = 0.0
+    print(f"GPU busy {total_us / 1e3:.1f} ms of a {span_us / 1e3:.1f} ms span, {len(kernels)} kernels")
+
+    by_op = collections.defaultdict(lambda: [0.0, 0])
+    by_kernel = collections.defaultdict(lambda: [0.0, 0])
+    for k in kernels:
+        op = ops.get(k["args"].get("External id"))
+        if op is None:
+            key = ("(no operator)", "")
+        else:
+            dims = [d for d in op["args"].get("Input Dims", []) if d]
+            key = (op["name"], " ".join("x".join(map(str, d)) for d in dims[:2]))
+        by_op[key][0] += k["dur"]
+        by_op[key][1] += 1
+        by_kernel[k["name"][:110]][0] += k["dur"]
+        by_kernel[k["name"][:110]][1] += 1
+
+    def table(title, rows):
+        print(f"\n{title}")
+        print(f"{'ms':>9} {'share':>6} {'calls':>6}  what")
+        for key, (us, calls) in sorted(rows.items(), key=lambda kv: -kv[1][0])[: args.top]:
+            label = " ".join(key) if isinstance(key, tuple) else key
+            print(f"{us / 1e3:9.1f} {100 * us / max(total_us, 1):5.1f}% {calls:6d}  {label}")
+
+    table("by operator and input shapes", by_op)
+    table("by kernel", by_kernel)
+
+
+if __name__ == "__main__":
+    main()
