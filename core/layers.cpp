@@ -22,8 +22,8 @@ CausalConv3d::CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kerne
   history_ = kernel[0] > 1 ? kernel[0] - stride[0] : 0;
 }
 
-torch::Tensor CausalConv3d::convolve(const torch::Tensor& x) const {
-  auto out = at::conv3d(x, weight_, bias_, {stride_[0], stride_[1], stride_[2]},
+torch::Tensor CausalConv3d::convolve(const torch::Tensor& x, bool with_bias) const {
+  auto out = at::conv3d(x, weight_, with_bias ? bias_ : torch::Tensor(), {stride_[0], stride_[1], stride_[2]},
                         {0, spatial_padding_[0], spatial_padding_[1]});
   count_conv_flops(out, weight_);
   return out;
@@ -69,8 +69,8 @@ CausalConv3d::Buffer CausalConv3d::prepare_with(at::IntArrayRef sizes, const tor
   return b;
 }
 
-torch::Tensor CausalConv3d::run(Buffer& b) {
-  if (!b.slot) return convolve(b.whole);
+torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias) {
+  if (!b.slot) return convolve(b.whole, with_bias);
   const int64_t past = b.whole.size(2) - b.fill.size(2);
   if (b.replicate_pending) b.whole.narrow(2, 0, past).copy_(b.fill.narrow(2, 0, 1).expand_as(b.whole.narrow(2, 0, past)));
   if (history_ > 0) {
@@ -78,7 +78,7 @@ torch::Tensor CausalConv3d::run(Buffer& b) {
     b.slot->history = b.whole.narrow(2, b.whole.size(2) - keep, keep).clone();
   }
   b.slot->started = true;
-  return convolve(b.whole);
+  return convolve(b.whole, with_bias);
 }
 
 RMSNorm::RMSNorm(int64_t channels, int gamma_rank) : channels_(channels) {
@@ -101,9 +101,17 @@ torch::Tensor RMSNorm::forward_silu(const torch::Tensor& x) const {
   return torch::silu(forward(x));
 }
 
-void RMSNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out) const {
-  if (kernels::rms_norm_silu_into(x, gamma_, out)) return;
-  out.copy_(torch::silu(forward(x)));
+void RMSNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& bias) const {
+  if (x.is_cuda() &&
+      kernels::rms_norm_silu_into(x, gamma_f32_.of(gamma_), out, bias.defined() ? bias_f32_.of(bias) : bias))
+    return;
+  out.copy_(torch::silu(forward(bias.defined() ? x + bias.reshape({channels_, 1, 1, 1}) : x)));
+}
+
+void add_residual(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias, FloatCopy& bias_f32) {
+  if (y.is_cuda() && kernels::add_residual_(y, s, bias_f32.of(bias))) return;
+  y.add_(s);
+  y.add_(bias.reshape({-1, 1, 1, 1}));
 }
 
 }  // namespace vaecodec::core

@@ -83,8 +83,9 @@ class CausalConv3d : public CausalModule {
   // The same with an explicit slot (layers that share one slot with their own state); copies x into the
   // causal buffer (Note [Causal buffer]).
   torch::Tensor forward_with(const torch::Tensor& x, CausalCache::Slot& slot);
-  // Plain convolution over x, no temporal padding or history.
-  torch::Tensor convolve(const torch::Tensor& x) const;
+  // Plain convolution over x, no temporal padding or history; without the bias when !with_bias (the caller
+  // adds it later: Note [Deferred bias]).
+  torch::Tensor convolve(const torch::Tensor& x, bool with_bias = true) const;
 
   // Note [Causal buffer]
   // forward() concatenates the history and the chunk: a copy of the whole chunk per convolution. A producer that
@@ -109,8 +110,9 @@ class CausalConv3d : public CausalModule {
   static torch::TensorOptions layout_of(const torch::Tensor& t) {
     return t.options().memory_format(t.suggest_memory_format());
   }
-  torch::Tensor run(Buffer& buffer);
+  torch::Tensor run(Buffer& buffer, bool with_bias = true);
 
+  const torch::Tensor& bias() const { return bias_; }
   bool looks_back() const { return history_ > 0 || pad_front_ > 0; }
   int64_t in_channels() const { return weight_.size(1); }
   int64_t out_channels() const { return weight_.size(0); }
@@ -125,6 +127,34 @@ class CausalConv3d : public CausalModule {
   CausalPad pad_;
 };
 
+// Note [Deferred bias]
+// LibTorch adds a convolution's bias in a separate pass over its output (cuDNN computes the convolution alone),
+// and at full resolution that pass is not cheap: a broadcast add over the whole chunk, 10% of a Wan2.1 decode on
+// the H100. Where the output goes next into something that reads it anyway, the bias goes there instead: a
+// residual block's first convolution hands its bias to the second norm (which normalises x + bias), the second
+// hands its own to the residual add (y += shortcut + bias, one pass). Same function; on the GPU the sums are
+// float32 and rounded once, where adding the bias first would round twice.
+
+// A float32 copy of a parameter, made once per storage (the kernels take float32 per-channel parameters).
+class FloatCopy {
+ public:
+  const torch::Tensor& of(const torch::Tensor& p) {
+    if (!copy_.defined() || source_ != p.data_ptr() || copy_.device() != p.device()) {
+      copy_ = p.to(torch::kFloat).contiguous();
+      source_ = p.data_ptr();
+    }
+    return copy_;
+  }
+
+ private:
+  torch::Tensor copy_;
+  const void* source_ = nullptr;
+};
+
+// y += s + bias (bias [C]), in place: one fused pass on the GPU (with bias_f32, bias's float32 copy), composite
+// elsewhere.
+void add_residual(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias, FloatCopy& bias_f32);
+
 // Note [RMSNorm]
 // Wan's norm: over channels only, per voxel: x / max(||x||_2, 1e-12) * sqrt(C) * gamma. It never mixes positions,
 // so it is safe under any split in space or time. Computed in float32 whatever the storage dtype, which keeps
@@ -137,12 +167,15 @@ class RMSNorm : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x) const;
   // SiLU(RMSNorm(x)), fused on the GPU.
   torch::Tensor forward_silu(const torch::Tensor& x) const;
-  // The same written into out (shaped like x; on the GPU laid out like x, then written in place).
-  void forward_silu_into(const torch::Tensor& x, const torch::Tensor& out) const;
+  // The same written into out (shaped like x; on the GPU laid out like x, then written in place), of x + bias
+  // when bias ([C]) is defined (Note [Deferred bias]).
+  void forward_silu_into(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& bias = {}) const;
 
  private:
   torch::Tensor gamma_;
   int64_t channels_;
+  mutable FloatCopy gamma_f32_;
+  mutable FloatCopy bias_f32_;
 };
 
 // SiLU(norm(x)) written straight into conv's causal buffer, then conv (Note [Causal buffer]): no copy of the

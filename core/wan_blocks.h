@@ -26,6 +26,7 @@ class WanResidualBlock : public CausalModule {
  private:
   std::shared_ptr<RMSNorm> norm1_, norm2_;
   std::shared_ptr<CausalConv3d> conv1_, conv2_, shortcut_;
+  FloatCopy bias2_f32_;  // conv2_'s bias for the residual add (Note [Deferred bias])
 };
 
 // Single-head self-attention over the pixels of each frame. Keys: norm.gamma, to_qkv.*, proj.*
@@ -55,8 +56,6 @@ class WanHead : public CausalModule {
 
 enum class ResampleMode { kUpsample2d, kUpsample3d, kDownsample2d, kDownsample3d };
 
-// Nearest-neighbour 2x in H and W: every pixel repeated into a 2x2 block (exact in any dtype). Keeps x's layout.
-torch::Tensor nearest_2x(const torch::Tensor& x);
 // [B, 2C, t, H, W] -> [B, C, 2t, H, W]: output frame i's channels [0, C) become frame 2i, [C, 2C) frame 2i + 1.
 // Keeps the layout.
 torch::Tensor interleave_frames(const torch::Tensor& y);
@@ -78,11 +77,16 @@ class WanResample : public CausalModule {
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
 
  private:
-  torch::Tensor spatial(const torch::Tensor& x) const;
+  torch::Tensor spatial(const torch::Tensor& x);
+  torch::Tensor upsample(const torch::Tensor& x);
 
   ResampleMode mode_;
   torch::Tensor weight_, bias_;  // spatial conv
   std::shared_ptr<CausalConv3d> time_conv_;
+  // The upsampler's conv as four 2x2 phase kernels (Note [Upsampling on the input grid]), made once per
+  // dtype, device and layout.
+  torch::Tensor phase_weight_, phase_bias_;
+  const void* phase_source_ = nullptr;
 };
 
 }  // namespace vaecodec::core

@@ -230,16 +230,26 @@ if has control; then
   step "precision control: untiled bf16 against untiled fp32, tiled fp32 against untiled fp32 (720p x81, ffv1)"
   make_weights
   clip 81 /tmp/clip81.mp4
-  for run in bf16:none fp32:none fp32:rtx4060-8g bf16:rtx4060-8g; do
+  runs=${CONTROL_RUNS:-bf16:none fp32:none fp32:rtx4060-8g bf16:rtx4060-8g}
+  for run in $runs; do
     IFS=: read -r dtype preset <<<"$run"
     args=(); [[ $preset != none ]] && args=(--preset "$preset")
     file_run "roundtrip 720p x81 $dtype $preset ffv1" roundtrip /tmp/clip81.mp4 -o /tmp/ctl_${dtype}_$preset.mkv \
       --codec ffv1 --weights /tmp/wan21_random.pth "${args[@]}" --dtype "$dtype"
   done
-  for pair in bf16_none:fp32_none fp32_rtx4060-8g:fp32_none bf16_rtx4060-8g:bf16_none; do
+  # Each run against the untiled run of its dtype, and bf16 against fp32; per frame: PSNR at frames 1, 2, 5,
+  # 10, 20, 40, 81.
+  pairs=""
+  for run in $runs; do
+    IFS=: read -r dtype preset <<<"$run"
+    [[ $preset != none ]] && pairs+=" ${dtype}_$preset:${dtype}_none"
+  done
+  [[ " $runs " == *" bf16:none "* && " $runs " == *" fp32:none "* ]] && pairs+=" bf16_none:fp32_none"
+  for pair in $pairs; do
     IFS=: read -r a b <<<"$pair"
-    ffmpeg -v info -i /tmp/ctl_$b.mkv -i /tmp/ctl_$a.mkv -lavfi "[0:v][1:v]psnr" -f null - 2>&1 \
-      | grep -o "PSNR y:.*" | sed "s/^/  $a against $b: /"
+    ffmpeg -v info -i /tmp/ctl_$b.mkv -i /tmp/ctl_$a.mkv -lavfi "[0:v][1:v]psnr=stats_file=/tmp/ps_$a.txt" -f null - \
+      2>&1 | grep -o "PSNR y:.*" | sed "s/^/  $a against $b: /"
+    awk '$1 ~ /^n:(1|2|5|10|20|40|81)$/ {printf "%s %s  ", $1, $6} END {print ""}' /tmp/ps_$a.txt | sed "s/^/    per frame: /"
   done
 fi
 

@@ -5,6 +5,7 @@
 
 #include "core/engine.h"
 #include "core/error.h"
+#include "core/layers.h"
 #include "core/model_registry.h"
 #include "core/safetensors.h"
 #include "core/vae_model.h"
@@ -135,6 +136,59 @@ TEST_CASE("on CUDA the layers keep the channels-last layout", "[model][layout][g
   const auto decoded = core::decode_latents(*last, latent, {1});
   CHECK(decoded.is_contiguous(torch::MemoryFormat::ChannelsLast3d));
   CHECK(relative_error(decoded.cpu(), core::decode_latents(*plain, latent, {1}).cpu()) <= 1e-5);
+}
+
+TEST_CASE("on CUDA the fused RMSNorm+SiLU and residual add match float64", "[model][gpu]") {
+  // Note [Vectorised norm]: the 16-byte kernel for channel counts it divides (96 = 4 lanes x 3 vectors of 8
+  // bf16, 192, 384, 128, 1024), the warp-per-voxel kernel for the others (20; 12 in bf16), the planar kernel for
+  // contiguous tensors; each with and without the deferred bias (Note [Deferred bias]), into a causal buffer's tail.
+  REQUIRE(torch::cuda::is_available());
+  torch::manual_seed(0);
+  const auto cl = torch::MemoryFormat::ChannelsLast3d;
+  for (const int64_t c : {96, 192, 384, 128, 1024, 20, 12}) {
+    for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+      for (const bool channels_last : {true, false}) {
+        for (const bool with_bias : {false, true}) {
+          INFO(c << " channels, " << c10::toString(dtype) << (channels_last ? " channels-last" : " contiguous")
+                 << (with_bias ? ", bias" : ""));
+          core::RMSNorm norm(c);
+          {
+            torch::NoGradGuard no_grad;
+            norm.named_parameters()["gamma"].copy_(1 + 0.1 * torch::randn({c, 1, 1, 1}));
+          }
+          const auto format = channels_last ? cl : torch::MemoryFormat::Contiguous;
+          const auto x = (torch::randn({2, c, 3, 9, 13}) + 0.5).to(torch::kCUDA, dtype).contiguous(format);
+          const auto bias = with_bias ? (0.3 * torch::randn({c})).to(dtype) : torch::Tensor();
+          // Float64 from the very values the kernel reads.
+          core::RMSNorm reference(c);
+          {
+            torch::NoGradGuard no_grad;
+            reference.named_parameters()["gamma"].copy_(norm.named_parameters()["gamma"]);
+          }
+          reference.to(torch::kDouble);
+          auto xd = x.cpu().to(torch::kDouble);
+          if (with_bias) xd = xd + bias.to(torch::kDouble).reshape({c, 1, 1, 1});
+          const auto expected = torch::silu(reference.forward(xd));
+          norm.to(torch::kCUDA, dtype);
+          auto buffer = torch::zeros({2, c, 5, 9, 13}, x.options().memory_format(format));
+          norm.forward_silu_into(x, buffer.narrow(2, 2, 3), with_bias ? bias.cuda() : bias);
+          const double tolerance = dtype == torch::kFloat ? 1e-5 : 5e-3;
+          CHECK(relative_error(buffer.narrow(2, 2, 3).cpu().to(torch::kDouble), expected) <= tolerance);
+          CHECK(buffer.narrow(2, 0, 2).abs().max().item<double>() == 0);  // the head is left alone
+
+          // y += s + bias, in place.
+          auto y = torch::randn({2, c, 3, 9, 13}).to(torch::kCUDA, dtype).contiguous(format);
+          const auto s = torch::randn({2, c, 3, 9, 13}).to(torch::kCUDA, dtype).contiguous(format);
+          const auto b = (0.3 * torch::randn({c})).to(torch::kCUDA, dtype);
+          auto sum = y.cpu().to(torch::kDouble) + s.cpu().to(torch::kDouble) +
+                     b.cpu().to(torch::kDouble).reshape({c, 1, 1, 1});
+          core::FloatCopy b32;
+          core::add_residual(y, s, b, b32);
+          CHECK(relative_error(y.cpu().to(torch::kDouble), sum) <= tolerance);
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("a run rejects frame counts other than 1 + 4k", "[model][chunks]") {

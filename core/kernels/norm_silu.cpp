@@ -38,6 +38,11 @@ bool frames_channels_last(const torch::Tensor& t) {
   return (c == 1 || t.stride(1) == 1) && (w == 1 || t.stride(4) == c) && (t.size(3) == 1 || t.stride(3) == w * c);
 }
 
+// A float32 copy of a per-channel parameter on `device` (no copy when it already is one).
+torch::Tensor as_float(const torch::Tensor& p, const torch::Device& device) {
+  return p.to(device, torch::kFloat).contiguous();
+}
+
 }  // namespace
 
 bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
@@ -93,7 +98,8 @@ bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, 
   return true;
 }
 
-bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out) {
+bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
+                        const torch::Tensor& bias) {
   if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type())
     return false;
   const auto type = element_type(x.scalar_type());
@@ -103,11 +109,35 @@ bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, cons
   if (!same_layout(x, out)) return false;
   const int64_t batch = x.size(0), channels = x.size(1), spatial = x.numel() / std::max<int64_t>(1, batch * channels);
   if (channels_last && channels > 1024) return false;
-  auto g = gamma.to(torch::kFloat).contiguous().reshape({channels});
+  const auto g = as_float(gamma, x.device()).reshape({channels});
+  torch::Tensor b;
+  if (bias.defined()) b = as_float(bias, x.device()).reshape({channels});
   const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index());
-  const cudaError_t err = launch_rms_norm_silu(x.data_ptr(), g.data_ptr<float>(), out.data_ptr(), *type, batch,
-                                               channels, spatial, channels_last, stream.stream());
+  const cudaError_t err =
+      launch_rms_norm_silu(x.data_ptr(), g.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr,
+                           out.data_ptr(), *type, batch, channels, spatial, channels_last, stream.stream());
   if (err != cudaSuccess) throw Error(std::string("RMSNorm+SiLU kernel launch failed: ") + cudaGetErrorString(err));
+  return true;
+}
+
+bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias) {
+  if (!y.is_cuda() || y.dim() != 5 || s.device() != y.device() || s.scalar_type() != y.scalar_type() ||
+      s.sizes() != y.sizes())
+    return false;
+  const auto type = element_type(y.scalar_type());
+  const auto format = torch::MemoryFormat::ChannelsLast3d;
+  if (!type || !y.is_contiguous(format) || !s.is_contiguous(format)) return false;
+  const int64_t channels = y.size(1);
+  if ((channels * y.element_size()) % 16 != 0 || reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(s.data_ptr()) % 16 != 0)
+    return false;
+  torch::Tensor b;
+  if (bias.defined()) b = as_float(bias, y.device()).reshape({channels});
+  const int processors = at::cuda::getDeviceProperties(y.device().index())->multiProcessorCount;
+  const auto stream = c10::cuda::getCurrentCUDAStream(y.device().index());
+  const cudaError_t err = launch_add_residual(y.data_ptr(), s.data_ptr(), b.defined() ? b.data_ptr<float>() : nullptr,
+                                              *type, y.numel(), channels, processors, stream.stream());
+  if (err != cudaSuccess) throw Error(std::string("residual add kernel launch failed: ") + cudaGetErrorString(err));
   return true;
 }
 

@@ -10,9 +10,14 @@ namespace vaecodec::core::kernels {
 // kernel does not apply (CPU tensors, unsupported dtype or layout), and the caller takes the composite path.
 // x: [B, C, T, H, W], contiguous or channels-last-3d; gamma: [C, ...].
 std::optional<torch::Tensor> rms_norm_silu(const torch::Tensor& x, const torch::Tensor& gamma);
-// The same written into `out` (shaped like x, laid out like x in memory, possibly a view into a larger buffer);
-// false when the kernel does not apply and nothing was written.
-bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out);
+// The same written into `out` (shaped like x, laid out like x in memory, possibly a view into a larger buffer),
+// of x + bias when bias ([C]) is defined; false when the kernel does not apply and nothing was written.
+bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
+                        const torch::Tensor& bias = {});
+
+// y += s + bias (bias [C], optional), in place, in one pass computed in float32: for channels-last 5-D CUDA
+// tensors of the same shape and dtype. False when the kernel does not apply and nothing was written.
+bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias = {});
 
 // SeedVR2's per-frame GroupNorm (then SiLU when `silu`) written into `out`, for a 5-D CUDA tensor whose frames
 // are channels-last inside (x and out: [B, C, T, H, W] with strides 1 over C, C over W, W * C over H; any batch
