@@ -26,13 +26,21 @@ WanResidualBlock::WanResidualBlock(int64_t in, int64_t out) {
 
 torch::Tensor WanResidualBlock::forward(const torch::Tensor& x, CausalCache& cache) {
   // Each convolution's bias is added by the pass after it (Note [Deferred bias]); dropout is inactive at inference.
-  auto first = conv1_->prepare(x, cache);
-  norm1_->forward_silu_into(x, first.fill);
-  torch::Tensor h = conv1_->run(first, /*with_bias=*/false);
-  auto second = conv2_->prepare(h, cache);
-  norm2_->forward_silu_into(h, second.fill, conv1_->bias());
-  torch::Tensor out = conv2_->run(second, /*with_bias=*/false);
-  add_residual(out, shortcut_ ? shortcut_->forward(x, cache) : x, conv2_->bias(), bias2_f32_);  // out is this block's own
+  // Every buffer goes out of scope as soon as its convolution has run: the peak is one buffer and its output.
+  torch::Tensor out;
+  {
+    torch::Tensor h;
+    {
+      auto first = conv1_->prepare(x, cache);
+      norm1_->forward_silu_into(x, first.fill);
+      h = conv1_->run(first, /*with_bias=*/false);
+    }
+    auto second = conv2_->prepare(h, cache);
+    norm2_->forward_silu_into(h, second.fill, conv1_->bias());
+    h.reset();
+    out = conv2_->run(second, /*with_bias=*/false);
+  }
+  add_residual(out, shortcut_ ? shortcut_->forward(x, cache) : x, conv2_->bias(), bias2_f32_);  // out is our own
   return out;
 }
 
