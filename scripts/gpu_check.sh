@@ -7,8 +7,8 @@
 #   PHASES="tests speed variants models memory roundtrip long"   which parts run (always in this order)
 #   RUNS=3                                           timed runs per benchmark (the median is reported)
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
-# Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control long
-#   profile
+# Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
+#   profile startup long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -264,6 +264,18 @@ if has profile; then
   for micro in ${MICRO:-}; do
     timeout 120 python3 "scripts/dev/$micro" 2>&1 | tee -a "$OUT/micro.txt"
   done
+fi
+
+if has startup; then
+  # A file run pays a fixed start-up (first calls of every convolution shape) that bench's warm-up hides: clips
+  # of several lengths give the fixed part and the per-frame rate.
+  step "start-up: file round trips of 9, 41, 81, 161 frames; first calls of convolution shapes"
+  make_weights
+  for n in 9 41 81 161; do
+    clip "$n" "/tmp/clip$n.mp4"
+    file_run "roundtrip 720p x$n" roundtrip "/tmp/clip$n.mp4" -o "/tmp/rt$n.mp4" --weights /tmp/wan21_random.pth
+  done
+  timeout 120 python3 scripts/dev/startup_probe.py 2>&1 | tee -a "$OUT/startup.txt"
 fi
 
 if has long; then
