@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <iomanip>
 #include <limits>
 #include <iostream>
@@ -127,6 +128,8 @@ void bench(const BenchOptions& o) {
   const auto dtype = resolve_dtype(o.dtype, device);
   auto model = make_model(o, device, dtype);
   if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(o.autotune);
+  if (const char* limit = std::getenv("VAECODEC_AUTOTUNE_CANDIDATES"))
+    at::globalContext().setBenchmarkLimitCuDNN(std::atoi(limit));
   const auto& info = model->info();
   const int64_t f = info.spatial_factor, tf = info.temporal_factor;
   if (width % f || height % f) throw Error("--size must be a multiple of " + std::to_string(f));

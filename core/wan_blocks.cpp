@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/flops.h"
+#include "core/kernels/norm_silu.h"
 
 namespace vaecodec::core {
 
@@ -137,12 +138,15 @@ torch::Tensor WanResample::upsample(const torch::Tensor& x) {
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b) phases.push_back(pair(pair(w, 2, a), 3, b));
     phase_weight_ = torch::cat(phases, 0).unsqueeze(2).to(x.scalar_type()).contiguous(format);  // [4O, C, 1, 2, 2]
-    phase_bias_ = bias_.to(x.scalar_type()).repeat({4});
     phase_source_ = weight_.data_ptr();
   }
   const int64_t n = x.size(0), t = x.size(2), h = x.size(3), w = x.size(4), o = weight_.size(0);
-  auto r = at::conv3d(x, phase_weight_, phase_bias_, {1, 1, 1}, {0, 1, 1});  // [N, 4O, T, H + 1, W + 1]
+  auto r = at::conv3d(x, phase_weight_, {}, {1, 1, 1}, {0, 1, 1});  // [N, 4O, T, H + 1, W + 1]
   auto out = torch::empty({n, o, t, 2 * h, 2 * w}, x.options().memory_format(format));
+  if (x.is_cuda() && kernels::interleave_phases_into(r, bias_f32_.of(bias_), out)) {
+    count_conv_flops(out, weight_);
+    return out;
+  }
   if (format == torch::MemoryFormat::ChannelsLast3d) {
     auto grid = out.permute({0, 2, 3, 4, 1}).view({n, t, h, 2, w, 2, o});
     auto parts = r.permute({0, 2, 3, 4, 1}).view({n, t, h + 1, w + 1, 4, o});
@@ -156,6 +160,7 @@ torch::Tensor WanResample::upsample(const torch::Tensor& x) {
       for (int b = 0; b < 2; ++b)
         grid.select(4, a).select(5, b).copy_(parts.select(1, 2 * a + b).narrow(3, a, h).narrow(4, b, w));
   }
+  out.add_(bias_.reshape({-1, 1, 1, 1}));
   count_conv_flops(out, weight_);
   return out;
 }

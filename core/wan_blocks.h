@@ -85,8 +85,9 @@ class WanResample : public CausalModule {
   std::shared_ptr<CausalConv3d> time_conv_;
   // The upsampler's conv as four 2x2 phase kernels (Note [Upsampling on the input grid]), made once per
   // dtype, device and layout.
-  torch::Tensor phase_weight_, phase_bias_;
+  torch::Tensor phase_weight_;
   const void* phase_source_ = nullptr;
+  FloatCopy bias_f32_;
 };
 
 }  // namespace vaecodec::core

@@ -6,6 +6,7 @@
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/layers.h"
+#include "core/wan_blocks.h"
 #include "core/model_registry.h"
 #include "core/safetensors.h"
 #include "core/vae_model.h"
@@ -187,6 +188,35 @@ TEST_CASE("on CUDA the fused RMSNorm+SiLU and residual add match float64", "[mod
           CHECK(relative_error(y.cpu().to(torch::kDouble), sum) <= tolerance);
         }
       }
+    }
+  }
+}
+
+TEST_CASE("on CUDA the upsampler on the input grid matches float64", "[model][gpu]") {
+  // Note [Upsampling on the input grid]: the 2x2 phase convolution and the interleave kernel (channels-last,
+  // with the bias), against the same layer in float64 on the CPU, whose result the golden data checks.
+  REQUIRE(torch::cuda::is_available());
+  torch::manual_seed(0);
+  struct Shape {
+    int64_t in, out, t, h, w;
+  };
+  for (const Shape s : {Shape{32, 16, 2, 5, 7}, Shape{192, 96, 1, 9, 16}, Shape{16, 24, 3, 4, 4}, Shape{16, 12, 2, 3, 5}}) {
+    for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+      INFO(s.in << " -> " << s.out << " channels, " << s.t << "x" << s.h << "x" << s.w << ", " << c10::toString(dtype));
+      core::WanResample layer(s.in, core::ResampleMode::kUpsample2d, s.out);
+      {
+        torch::NoGradGuard no_grad;
+        for (auto& p : layer.parameters()) p.copy_(torch::randn(p.sizes()) / std::sqrt(double(s.in * 9)));
+      }
+      const auto x = torch::randn({2, s.in, s.t, s.h, s.w});
+      core::CausalCache cache;
+      layer.to(torch::kDouble);
+      const auto expected = layer.forward(x.to(torch::kDouble), cache);
+      layer.to(torch::kCUDA, dtype);
+      const auto xg = x.to(torch::kCUDA, dtype).contiguous(torch::MemoryFormat::ChannelsLast3d);
+      const auto got = layer.forward(xg, cache);
+      CHECK(got.is_contiguous(torch::MemoryFormat::ChannelsLast3d));
+      CHECK(relative_error(got.cpu().to(torch::kDouble), expected) <= (dtype == torch::kFloat ? 1e-5 : 1e-2));
     }
   }
 }

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/kernels/group_norm_kernel.h"
+#include "core/kernels/interleave_kernel.h"
 #include "core/kernels/norm_silu_kernel.h"
 
 namespace vaecodec::core::kernels {
@@ -138,6 +139,29 @@ bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::
   const cudaError_t err = launch_add_residual(y.data_ptr(), s.data_ptr(), b.defined() ? b.data_ptr<float>() : nullptr,
                                               *type, y.numel(), channels, processors, stream.stream());
   if (err != cudaSuccess) throw Error(std::string("residual add kernel launch failed: ") + cudaGetErrorString(err));
+  return true;
+}
+
+bool interleave_phases_into(const torch::Tensor& phases, const torch::Tensor& bias, const torch::Tensor& out) {
+  const auto format = torch::MemoryFormat::ChannelsLast3d;
+  if (!phases.is_cuda() || phases.dim() != 5 || out.dim() != 5 || out.device() != phases.device() ||
+      out.scalar_type() != phases.scalar_type() || !phases.is_contiguous(format) || !out.is_contiguous(format))
+    return false;
+  const auto type = element_type(phases.scalar_type());
+  if (!type) return false;
+  const int64_t n = out.size(0), c = out.size(1), t = out.size(2), h = out.size(3) / 2, w = out.size(4) / 2;
+  if (phases.sizes() != at::IntArrayRef({n, 4 * c, t, h + 1, w + 1}) || out.size(3) != 2 * h || out.size(4) != 2 * w)
+    return false;
+  if (bias.defined() && (bias.scalar_type() != torch::kFloat || !bias.is_contiguous() || bias.numel() != c ||
+                         bias.device() != out.device()))
+    return false;
+  const int processors = at::cuda::getDeviceProperties(out.device().index())->multiProcessorCount;
+  const auto stream = c10::cuda::getCurrentCUDAStream(out.device().index());
+  const cudaError_t err =
+      launch_interleave_phases(phases.data_ptr(), bias.defined() ? bias.data_ptr<float>() : nullptr, out.data_ptr(),
+                               *type, n * t, h, w, c, processors, stream.stream());
+  if (err == cudaErrorInvalidValue) return false;
+  if (err != cudaSuccess) throw Error(std::string("upsampler kernel launch failed: ") + cudaGetErrorString(err));
   return true;
 }
 
