@@ -8,7 +8,7 @@
 #   RUNS=3                                           timed runs per benchmark (the median is reported)
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
 # Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
-#   profile startup long
+#   profile startup candidates long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -276,6 +276,26 @@ if has startup; then
     file_run "roundtrip 720p x$n" roundtrip "/tmp/clip$n.mp4" -o "/tmp/rt$n.mp4" --weights /tmp/wan21_random.pth
   done
   timeout 120 python3 scripts/dev/startup_probe.py 2>&1 | tee -a "$OUT/startup.txt"
+fi
+
+if has candidates; then
+  # cuDNN's timing tries up to N candidates per convolution shape (LibTorch's default 10): fewer cost less at
+  # start-up; do they find kernels as fast? File runs of 81 and 161 frames give the start-up and the rate.
+  step "autotune candidates: file round trips with cuDNN timing of 1, 2, 3, 10 candidates per shape, and without"
+  make_weights
+  for n in 81 161; do clip "$n" "/tmp/clip$n.mp4"; done
+  for cand in off 1 2 3 10; do
+    for n in 81 161; do
+      if [[ $cand == off ]]; then
+        file_run "roundtrip 720p x$n autotune off" roundtrip "/tmp/clip$n.mp4" -o "/tmp/rt$n.mp4" \
+          --weights /tmp/wan21_random.pth --autotune off
+      else
+        VAECODEC_AUTOTUNE_CANDIDATES=$cand file_run "roundtrip 720p x$n candidates $cand" roundtrip \
+          "/tmp/clip$n.mp4" -o "/tmp/rt$n.mp4" --weights /tmp/wan21_random.pth --autotune on
+      fi
+    done
+  done
+  VAECODEC_AUTOTUNE_CANDIDATES=2 RUNS=2 bench --random --op roundtrip --size 1280x720
 fi
 
 if has long; then
