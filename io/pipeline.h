@@ -19,12 +19,14 @@ namespace vaecodec::io {
 
 // How the three runs below work. Defaults suit the CLI.
 // Note [Autotuning]
-// cuDNN can time its algorithms for every new convolution shape and keep the fastest: on an H100 that makes a
-// Wan2.1 720p chunk 14-18% faster, but the timing costs 3-5 s once per run (more for larger frames), which an
-// 81-frame clip never earns back (file to file: 9.3 s with it, 7.1 s without). kAuto times only for clips of
-// at least kAutotuneFrames frames, where the gain outweighs the start-up (docs/benchmarks.md).
+// cuDNN can time its algorithms for every new convolution shape and keep the fastest. On an H100 (Wan2.1, 720p
+// round trip file to file) that makes the steady run 16% faster (40 instead of 47.5 ms a frame) but costs about
+// 2 s at the start, whatever the number of candidates it tries per shape (1, 2, 3 or LibTorch's 10: 7.7-8.3 s
+// for 81 frames against 5.7 s untimed; fewer candidates find slower kernels: bench round trip 3.51 s with 2
+// against 2.92 s with 10). It pays from about 270 frames on: kAuto times clips of at least kAutotuneFrames
+// frames (docs/benchmarks.md, "End to end").
 enum class Autotune { kAuto, kOn, kOff };
-constexpr int64_t kAutotuneFrames = 480;
+constexpr int64_t kAutotuneFrames = 320;
 
 struct PipelineOptions {
   core::ChunkOptions chunks;      // latent frames per chunk: memory and speed, not the result
