@@ -27,4 +27,14 @@ __device__ __forceinline__ __half from_float(float v) { return __float2half(v); 
 
 __device__ __forceinline__ float silu(float v) { return v / (1.0f + __expf(-v)); }
 
+// 16 bytes of T, for one vectorised load or store.
+template <typename T>
+struct Vec16 {
+  static constexpr int kElements = 16 / sizeof(T);
+  union {
+    uint4 raw;
+    T v[kElements];
+  };
+};
+
 }  // namespace vaecodec::core::kernels

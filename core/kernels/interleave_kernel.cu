@@ -8,22 +8,12 @@
 namespace vaecodec::core::kernels {
 namespace {
 
-// 16 bytes of T.
-template <typename T>
-struct Vec {
-  static constexpr int kElements = 16 / sizeof(T);
-  union {
-    uint4 raw;
-    T v[kElements];
-  };
-};
-
 // One thread per output pixel and 16-byte vector of channels: out[f, 2i + a, 2j + b, c] =
 // phases[f, i + a, j + b, (2a + b) * O + c] + bias[c]. Writes are consecutive across threads.
 template <typename T>
 __global__ void interleave_phases(const T* __restrict__ phases, const float* __restrict__ bias, T* __restrict__ out,
                                   int64_t frames, int height, int width, int channels) {
-  constexpr int E = Vec<T>::kElements;
+  constexpr int E = Vec16<T>::kElements;
   const int vectors = channels / E;
   const int64_t total = frames * 4 * height * width * vectors;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -36,7 +26,7 @@ __global__ void interleave_phases(const T* __restrict__ phases, const float* __r
     const int a = y & 1, b = x & 1;
     const int64_t row = f * (height + 1) + (y >> 1) + a;
     const int64_t src = (row * (width + 1) + (x >> 1) + b) * 4 * channels + (2 * a + b) * channels + vec * E;
-    Vec<T> p;
+    Vec16<T> p;
     p.raw = *reinterpret_cast<const uint4*>(phases + src);
     if (bias) {
 #pragma unroll
@@ -49,7 +39,7 @@ __global__ void interleave_phases(const T* __restrict__ phases, const float* __r
 template <typename T>
 cudaError_t launch(const void* phases, const float* bias, void* out, int64_t frames, int64_t height, int64_t width,
                    int64_t channels, int processors, cudaStream_t stream) {
-  constexpr int E = Vec<T>::kElements;
+  constexpr int E = Vec16<T>::kElements;
   if (channels % E != 0 || reinterpret_cast<uintptr_t>(phases) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0)
     return cudaErrorInvalidValue;
   const int64_t total = frames * 4 * height * width * (channels / E);

@@ -19,20 +19,11 @@ constexpr int kThreads = 256;
 // warp) and each lane moves V 16-byte vectors, so a warp reads 32 * 16 bytes per access and reduces in log2(G)
 // shuffles. G * V * E == C exactly (E elements per vector), chosen by the launcher. The optional bias (the
 // previous convolution's, deferred: Note [Deferred bias] in core/layers.h) is added in float32 before the norm.
-template <typename T>
-struct Pack {
-  static constexpr int kElements = 16 / sizeof(T);
-  union {
-    uint4 raw;
-    T v[kElements];
-  };
-};
-
 template <typename T, int V>
 __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __restrict__ gamma,
                                      const float* __restrict__ bias, T* __restrict__ y, int64_t voxels, int channels,
                                      int group_shift, float scale) {
-  constexpr int E = Pack<T>::kElements;
+  constexpr int E = Vec16<T>::kElements;
   const int group = 1 << group_shift;
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t voxel = thread >> group_shift;
@@ -45,7 +36,7 @@ __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __res
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const int c0 = (lane + k * group) * E;
-      Pack<T> p;
+      Vec16<T> p;
       p.raw = *reinterpret_cast<const uint4*>(in + c0);
 #pragma unroll
       for (int e = 0; e < E; ++e) {
@@ -61,7 +52,7 @@ __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __res
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const int c0 = (lane + k * group) * E;
-    Pack<T> p;
+    Vec16<T> p;
 #pragma unroll
     for (int e = 0; e < E; ++e) p.v[e] = from_float<T>(silu(v[k][e] * inv * gamma[c0 + e]));
     *reinterpret_cast<uint4*>(out + c0) = p.raw;
@@ -123,7 +114,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // The vectorised kernel's shape for `channels`: V vectors per lane and log2 of the group size, or V = 0.
 template <typename T>
 void vector_shape(int64_t channels, int& vectors, int& group_shift) {
-  constexpr int E = Pack<T>::kElements;
+  constexpr int E = Vec16<T>::kElements;
   vectors = 0;
   for (int v : {3, 4, 2, 1}) {
     if (channels % (v * E) != 0) continue;
@@ -180,10 +171,10 @@ cudaError_t launch(const void* xv, const float* gamma, const float* bias, void* 
 template <typename T>
 __global__ void add_residual_vectorised(T* __restrict__ y, const T* __restrict__ s, const float* __restrict__ bias,
                                         int64_t vectors, int channels) {
-  constexpr int E = Pack<T>::kElements;
+  constexpr int E = Vec16<T>::kElements;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += stride) {
-    Pack<T> a, b;
+    Vec16<T> a, b;
     a.raw = reinterpret_cast<const uint4*>(y)[i];
     b.raw = reinterpret_cast<const uint4*>(s)[i];
     const int c0 = static_cast<int>((i * E) % channels);
@@ -197,7 +188,7 @@ __global__ void add_residual_vectorised(T* __restrict__ y, const T* __restrict__
 template <typename T>
 cudaError_t launch_residual(void* y, const void* s, const float* bias, int64_t elements, int64_t channels,
                             int processors, cudaStream_t stream) {
-  constexpr int E = Pack<T>::kElements;
+  constexpr int E = Vec16<T>::kElements;
   if (channels % E != 0 || !aligned16(y) || !aligned16(s)) return cudaErrorInvalidValue;
   const int64_t vectors = elements / E;
   const int64_t blocks = std::min<int64_t>((vectors + kThreads - 1) / kThreads, int64_t{processors} * 16);
