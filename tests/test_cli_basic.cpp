@@ -1,4 +1,4 @@
-// The first commands, run as a user runs them: --version, info, inspect.
+// The first commands, run as a user runs them: --version, info, inspect, bench.
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -67,6 +67,30 @@ TEST_CASE("vaecodec inspect describes a weights file", "[cli][basic]") {
   const auto bad = run_cli("inspect " + (data_dir() / "wan21-tiny" / "meta.json").string());
   CHECK(bad.status == 1);
   CHECK_THAT(bad.out, Catch::StartsWith("vaecodec: error: ") && Catch::Contains("meta.json: not a checkpoint"));
+}
+
+TEST_CASE("bench times the model, prints JSON and writes a kernel trace", "[cli][basic]") {
+  // The CPU run of the tiny model: what bench reports, and --trace's Chrome trace of one extra run (on a GPU it
+  // also holds the kernels; scripts/dev/trace_summary.py reads it).
+  TempDir dir;
+  const auto trace = dir / "trace.json";
+  const auto weights = data_dir() / "wan21-tiny" / "weights.safetensors";
+  const auto r = run_cli("bench --weights " + weights.string() +
+                         " --device cpu --dtype fp32 --size 64x48 --frames 5 --runs 2 --warmup 0 --json --trace " +
+                         trace.string());
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  CHECK(j.at("op") == "decode");
+  CHECK(j.at("runs").size() == 2);
+  CHECK(j.at("median_s").get<double>() > 0);
+  CHECK(j.at("model_tflop").get<double>() > 0);
+  REQUIRE(std::filesystem::exists(trace));
+  const auto events = read_json(trace).at("traceEvents");
+  int convolutions = 0;
+  for (const auto& e : events)
+    if (e.value("cat", "") == "cpu_op" && e.value("name", "").find("conv") != std::string::npos) ++convolutions;
+  CHECK(convolutions > 0);
 }
 
 }  // namespace vaecodec::test
