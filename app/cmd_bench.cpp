@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <iomanip>
 #include <limits>
 #include <iostream>
@@ -127,9 +126,7 @@ void bench(const BenchOptions& o) {
   const auto device = resolve_device(o.device);
   const auto dtype = resolve_dtype(o.dtype, device);
   auto model = make_model(o, device, dtype);
-  if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(o.autotune);
-  if (const char* limit = std::getenv("VAECODEC_AUTOTUNE_CANDIDATES"))
-    at::globalContext().setBenchmarkLimitCuDNN(std::atoi(limit));
+  if (device.is_cuda()) core::set_cudnn_autotune(o.autotune);
   const auto& info = model->info();
   const int64_t f = info.spatial_factor, tf = info.temporal_factor;
   if (width % f || height % f) throw Error("--size must be a multiple of " + std::to_string(f));

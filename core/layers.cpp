@@ -96,11 +96,6 @@ torch::Tensor RMSNorm::forward(const torch::Tensor& x) const {
   return (xf / norm * (std::sqrt(static_cast<double>(channels_)) * g)).to(x.scalar_type());
 }
 
-torch::Tensor RMSNorm::forward_silu(const torch::Tensor& x) const {
-  if (auto fused = kernels::rms_norm_silu(x, gamma_)) return *fused;
-  return torch::silu(forward(x));
-}
-
 void RMSNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& bias) const {
   if (x.is_cuda() &&
       kernels::rms_norm_silu_into(x, gamma_f32_.of(gamma_), out, bias.defined() ? bias_f32_.of(bias) : bias))

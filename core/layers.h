@@ -165,10 +165,8 @@ class RMSNorm : public torch::nn::Module {
   RMSNorm(int64_t channels, int gamma_rank = 4);
   // x: [B, C, ...]
   torch::Tensor forward(const torch::Tensor& x) const;
-  // SiLU(RMSNorm(x)), fused on the GPU.
-  torch::Tensor forward_silu(const torch::Tensor& x) const;
-  // The same written into out (shaped like x; on the GPU laid out like x, then written in place), of x + bias
-  // when bias ([C]) is defined (Note [Deferred bias]).
+  // SiLU(RMSNorm(x)) written into out (shaped like x; on the GPU laid out like x, then written in place; fused
+  // there), of x + bias when bias ([C]) is defined (Note [Deferred bias]).
   void forward_silu_into(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& bias = {}) const;
 
  private:
@@ -185,6 +183,17 @@ torch::Tensor norm_silu_conv(const Norm& norm, CausalConv3d& conv, const torch::
   auto buffer = conv.prepare(x, cache);
   norm.forward_silu_into(x, buffer.fill);
   return conv.run(buffer);
+}
+
+// The same with the biases deferred (Note [Deferred bias]): the norm takes the previous convolution's bias
+// (`x_bias`, may be undefined) and conv's own bias is left for the caller to add. x is taken by value so that a
+// caller handing over its last reference (std::move) frees it before the convolution allocates its output.
+inline torch::Tensor norm_silu_conv_deferred(const RMSNorm& norm, CausalConv3d& conv, torch::Tensor x,
+                                             const torch::Tensor& x_bias, CausalCache& cache) {
+  auto buffer = conv.prepare(x, cache);
+  norm.forward_silu_into(x, buffer.fill, x_bias);
+  x.reset();
+  return conv.run(buffer, /*with_bias=*/false);
 }
 
 // Adds a convolution's FLOPs to the FlopCounter, from its output and weight.

@@ -96,16 +96,15 @@ TileSet::~TileSet() {
 // Tile i+1's upload starts only once tile i-1's model call is done, so at most three tiles' caches are on the
 // device at once (the planner counts three). A tile's upload also waits for its own previous download, and
 // each slot's cache comes back into the same pinned buffer every time (host memory: one copy of the caches).
-// All device memory comes from the compute stream's pool. A cache going down keeps its device memory until the
-// next tile's model call is queued; the compute stream then waits for that copy (done long before, unless the
-// copies are slower than the model) and frees it, so freed memory never waits on another stream's events.
+// All device memory comes from the compute stream's pool (a copy stream's pool would keep its freed blocks out
+// of the model's reach): an upload allocates on the compute stream, and its copy waits for everything queued
+// there so far (the `allocated` event, which also orders it after tile i-1's call). A cache going down keeps
+// its device memory until the next tile's model call is queued; the compute stream then waits for that copy
+// (done long before, unless the copies are slower than the model) and frees it, so freed memory never waits on
+// another stream's events.
 // Off CUDA, `offload` changes nothing: the caches are in host memory already.
 void TileSet::upload(Tile& tile) {
   const torch::Device device = model_.device();
-  // The device memory comes from the compute stream's pool (a pool of the copy stream would keep its own
-  // freed blocks, out of the model's reach): the copy stream first waits for everything queued on the compute
-  // stream so far, which may still use those blocks and includes the previous tile's model call, so at most
-  // three tiles' caches are on the device.
   tile.cache.rewind();
   std::vector<std::pair<CausalCache::Slot*, torch::Tensor>> copies;
   for (size_t i = 0; i < tile.cache.size(); ++i) {

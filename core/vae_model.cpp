@@ -1,6 +1,7 @@
 #include "core/vae_model.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -164,12 +165,24 @@ void place_model(VaeModel& model, const ModelOptions& options) {
     at::globalContext().setAllowTF32CuDNN(false);
     at::globalContext().setAllowTF32CuBLAS(false);
   }
-  // A run calls the convolutions with a few fixed chunk shapes: letting cuDNN time its algorithms once per
-  // shape pays for itself within the first chunks.
-  if (options.device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
+  // On unless the caller decides: a run calls the convolutions with a few fixed chunk shapes, and the timing
+  // pays for itself on long runs (the file pipeline turns it off for short clips, Note [Autotuning]).
+  if (options.device.is_cuda()) set_cudnn_autotune(true);
   model.to(options.device, options.dtype);
   model.set_channels_last(options.channels_last.value_or(options.device.is_cuda()));
   model.eval();
+}
+
+void set_cudnn_autotune(bool on) {
+  at::globalContext().setBenchmarkCuDNN(on);
+  if (const char* limit = std::getenv("VAECODEC_AUTOTUNE_CANDIDATES")) {
+    char* end = nullptr;
+    const long n = std::strtol(limit, &end, 10);
+    if (end == limit || *end != '\0' || n < 0 || n > 1000)
+      throw Error(std::string("VAECODEC_AUTOTUNE_CANDIDATES: expected a count of candidates (0: all), got '") +
+                  limit + "'");
+    at::globalContext().setBenchmarkLimitCuDNN(static_cast<int>(n));
+  }
 }
 
 }  // namespace vaecodec::core

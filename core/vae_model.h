@@ -91,6 +91,11 @@ std::shared_ptr<VaeModel> build_model(const std::string& family, const nlohmann:
 // Moves a built model to options.device and options.dtype and sets it up for runs there (layout, no TF32 in
 // float32, cuDNN autotuning); build_model(checkpoint, ...) ends with it.
 void place_model(VaeModel& model, const ModelOptions& options);
+
+// Lets cuDNN time its algorithms for each new convolution shape, or not (Note [Autotuning] in io/pipeline.h: the
+// file pipeline decides per clip). VAECODEC_AUTOTUNE_CANDIDATES=N sets how many candidates it times per shape
+// (LibTorch's default 10; 0: all), a knob for measuring the start-up; anything but a count is refused.
+void set_cudnn_autotune(bool on);
 // The family and config a checkpoint holds, or throws naming what does not fit any known family.
 ModelInfo recognise_model(const Checkpoint& checkpoint);
 

@@ -27,22 +27,10 @@ WanResidualBlock::WanResidualBlock(int64_t in, int64_t out) {
 
 torch::Tensor WanResidualBlock::forward(const torch::Tensor& x, CausalCache& cache) {
   // Each convolution's bias is added by the pass after it (Note [Deferred bias]); dropout is inactive at inference.
-  // Every buffer goes out of scope as soon as its convolution has run: the peak is one buffer and its output.
-  torch::Tensor out;
-  {
-    torch::Tensor h;
-    {
-      auto first = conv1_->prepare(x, cache);
-      norm1_->forward_silu_into(x, first.fill);
-      h = conv1_->run(first, /*with_bias=*/false);
-    }
-    auto second = conv2_->prepare(h, cache);
-    norm2_->forward_silu_into(h, second.fill, conv1_->bias());
-    h.reset();
-    out = conv2_->run(second, /*with_bias=*/false);
-  }
-  add_residual(out, shortcut_ ? shortcut_->forward(x, cache) : x, conv2_->bias(), bias2_f32_);  // out is our own
-  return out;
+  torch::Tensor h = norm_silu_conv_deferred(*norm1_, *conv1_, x, {}, cache);
+  h = norm_silu_conv_deferred(*norm2_, *conv2_, std::move(h), conv1_->bias(), cache);
+  add_residual(h, shortcut_ ? shortcut_->forward(x, cache) : x, conv2_->bias(), bias2_f32_);  // h is our own
+  return h;
 }
 
 WanAttentionBlock::WanAttentionBlock(int64_t channels) {
@@ -143,24 +131,15 @@ torch::Tensor WanResample::upsample(const torch::Tensor& x) {
   const int64_t n = x.size(0), t = x.size(2), h = x.size(3), w = x.size(4), o = weight_.size(0);
   auto r = at::conv3d(x, phase_weight_, {}, {1, 1, 1}, {0, 1, 1});  // [N, 4O, T, H + 1, W + 1]
   auto out = torch::empty({n, o, t, 2 * h, 2 * w}, x.options().memory_format(format));
-  if (x.is_cuda() && kernels::interleave_phases_into(r, bias_f32_.of(bias_), out)) {
-    count_conv_flops(out, weight_);
-    return out;
-  }
-  if (format == torch::MemoryFormat::ChannelsLast3d) {
-    auto grid = out.permute({0, 2, 3, 4, 1}).view({n, t, h, 2, w, 2, o});
-    auto parts = r.permute({0, 2, 3, 4, 1}).view({n, t, h + 1, w + 1, 4, o});
-    for (int a = 0; a < 2; ++a)
-      for (int b = 0; b < 2; ++b)
-        grid.select(3, a).select(4, b).copy_(parts.narrow(2, a, h).narrow(3, b, w).select(4, 2 * a + b));
-  } else {
+  if (!x.is_cuda() || !kernels::interleave_phases_into(r, bias_f32_.of(bias_), out)) {
+    // Splitting a dimension is a view in any layout: H -> (h, a), W -> (w, b), the channels -> (phase, O).
     auto grid = out.view({n, o, t, h, 2, w, 2});
     auto parts = r.view({n, 4, o, t, h + 1, w + 1});
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b)
         grid.select(4, a).select(5, b).copy_(parts.select(1, 2 * a + b).narrow(3, a, h).narrow(4, b, w));
+    out.add_(bias_.reshape({-1, 1, 1, 1}));
   }
-  out.add_(bias_.reshape({-1, 1, 1, 1}));
   count_conv_flops(out, weight_);
   return out;
 }

@@ -1,7 +1,6 @@
 #include "io/pipeline.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <limits>
 
 #include "core/error.h"
@@ -75,11 +74,7 @@ void apply_autotune(const core::VaeModel& model, Autotune autotune, int64_t fram
   if (!model.device().is_cuda()) return;
   const bool long_clip = frames == 0 || frames >= kAutotuneFrames;  // unknown length: assume long
   const bool on = autotune == Autotune::kOn || (autotune == Autotune::kAuto && long_clip);
-  at::globalContext().setBenchmarkCuDNN(on);
-  // How many of cuDNN's candidates per shape the timing tries (LibTorch's default: 10). For measuring the
-  // start-up against the gain (scripts/gpu_check.sh, phase autotune).
-  if (const char* limit = std::getenv("VAECODEC_AUTOTUNE_CANDIDATES"))
-    at::globalContext().setBenchmarkLimitCuDNN(std::atoi(limit));
+  core::set_cudnn_autotune(on);
 }
 
 // The run's time by stage (RunSummary::stage_seconds).

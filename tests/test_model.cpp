@@ -221,6 +221,20 @@ TEST_CASE("on CUDA the upsampler on the input grid matches float64", "[model][gp
   }
 }
 
+TEST_CASE("VAECODEC_AUTOTUNE_CANDIDATES takes a count of candidates or is refused", "[model]") {
+  const int before = at::globalContext().benchmarkLimitCuDNN();
+  ::setenv("VAECODEC_AUTOTUNE_CANDIDATES", "3", 1);
+  core::set_cudnn_autotune(false);
+  CHECK(at::globalContext().benchmarkLimitCuDNN() == 3);
+  for (const char* bad : {"", "three", "3x", "-1"}) {
+    INFO("'" << bad << "'");
+    ::setenv("VAECODEC_AUTOTUNE_CANDIDATES", bad, 1);
+    REQUIRE_THROWS_WITH(core::set_cudnn_autotune(false), Catch::Contains("VAECODEC_AUTOTUNE_CANDIDATES: expected"));
+  }
+  ::unsetenv("VAECODEC_AUTOTUNE_CANDIDATES");
+  at::globalContext().setBenchmarkLimitCuDNN(before);
+}
+
 TEST_CASE("a run rejects frame counts other than 1 + 4k", "[model][chunks]") {
   auto model = tiny_wan21();
   core::EncodeRun run(*model);

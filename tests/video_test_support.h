@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -129,60 +130,110 @@ struct Probe {
   int64_t frames() const { return static_cast<int64_t>(pts_seconds.size()); }
 };
 
+// A file's best video stream, opened for decoding.
+struct OpenVideo {
+  io::InputFormatPtr format;
+  AVStream* stream = nullptr;
+  io::CodecContextPtr decoder;
+};
+
+inline OpenVideo open_video(const std::filesystem::path& path) {
+  using namespace io;
+  OpenVideo v;
+  AVFormatContext* raw = nullptr;
+  check_av(avformat_open_input(&raw, path.c_str(), nullptr, nullptr), "test: cannot open", path);
+  v.format.reset(raw);
+  check_av(avformat_find_stream_info(raw, nullptr), "test: no stream info in", path);
+  v.stream = raw->streams[check_av(av_find_best_stream(raw, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0),
+                                   "test: no video in", path)];
+  const AVCodec* codec = avcodec_find_decoder(v.stream->codecpar->codec_id);
+  v.decoder.reset(avcodec_alloc_context3(codec));
+  check_av(avcodec_parameters_to_context(v.decoder.get(), v.stream->codecpar), "test: parameters of", path);
+  v.decoder->pkt_timebase = v.stream->time_base;
+  check_av(avcodec_open2(v.decoder.get(), codec, nullptr), "test: cannot open the decoder of", path);
+  return v;
+}
+
+// Decodes the whole video stream: on_frame(frame) for every decoded frame, on_packet(packet) for every packet of
+// the other streams.
+template <typename OnFrame, typename OnPacket>
+void decode_all(OpenVideo& v, OnFrame&& on_frame, OnPacket&& on_packet) {
+  using namespace io;
+  PacketPtr packet = make_packet();
+  FramePtr frame = make_frame();
+  auto receive = [&] {
+    while (avcodec_receive_frame(v.decoder.get(), frame.get()) == 0) {
+      on_frame(*frame);
+      av_frame_unref(frame.get());
+    }
+  };
+  while (av_read_frame(v.format.get(), packet.get()) >= 0) {
+    if (packet->stream_index == v.stream->index) {
+      avcodec_send_packet(v.decoder.get(), packet.get());
+      receive();
+    } else {
+      on_packet(*packet);
+    }
+    av_packet_unref(packet.get());
+  }
+  avcodec_send_packet(v.decoder.get(), nullptr);
+  receive();
+}
+
 inline Probe probe(const std::filesystem::path& path) {
   using namespace io;
-  AVFormatContext* raw = nullptr;
-  check_av(avformat_open_input(&raw, path.c_str(), nullptr, nullptr), "probe: cannot open", path);
-  InputFormatPtr format(raw);
-  check_av(avformat_find_stream_info(raw, nullptr), "probe: no stream info in", path);
-  const int index =
-      check_av(av_find_best_stream(raw, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0), "probe: no video in", path);
-  AVStream* stream = raw->streams[index];
-  const AVCodec* codec = avcodec_find_decoder(stream->codecpar->codec_id);
-  CodecContextPtr decoder(avcodec_alloc_context3(codec));
-  check_av(avcodec_parameters_to_context(decoder.get(), stream->codecpar), "probe: parameters of", path);
-  decoder->pkt_timebase = stream->time_base;
-  check_av(avcodec_open2(decoder.get(), codec, nullptr), "probe: cannot open the decoder of", path);
-
+  OpenVideo v = open_video(path);
+  AVFormatContext* raw = v.format.get();
   Probe p;
-  p.codec = codec->name;
-  p.time_base = stream->time_base;
-  p.frame_rate = stream->avg_frame_rate;
+  p.codec = v.decoder->codec->name;
+  p.time_base = v.stream->time_base;
+  p.frame_rate = v.stream->avg_frame_rate;
   for (unsigned i = 0; i < raw->nb_streams; ++i)
     if (raw->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
       ++p.audio_streams;
       p.audio_codec = avcodec_get_name(raw->streams[i]->codecpar->codec_id);
     }
-  PacketPtr packet = make_packet();
-  FramePtr frame = make_frame();
-  auto receive = [&] {
-    while (avcodec_receive_frame(decoder.get(), frame.get()) == 0) {
-      if (p.pts_seconds.empty()) {
-        p.width = frame->width;
-        p.height = frame->height;
-        p.pixel_format = static_cast<AVPixelFormat>(frame->format);
-        p.colour = colour_tags_of(frame.get());
-        p.chroma_location = frame->chroma_location;
-      }
-      p.pts_seconds.push_back(frame->best_effort_timestamp * av_q2d(stream->time_base));
-      av_frame_unref(frame.get());
-    }
-  };
-  while (av_read_frame(raw, packet.get()) >= 0) {
-    AVStream* st = raw->streams[packet->stream_index];
-    if (packet->stream_index == index) {
-      avcodec_send_packet(decoder.get(), packet.get());
-      receive();
-    } else if (st->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
-      ++p.audio_packets;
-      p.audio_seconds = std::max(p.audio_seconds, (packet->pts + packet->duration) * av_q2d(st->time_base));
-    }
-    av_packet_unref(packet.get());
-  }
-  avcodec_send_packet(decoder.get(), nullptr);
-  receive();
+  decode_all(
+      v,
+      [&](const AVFrame& frame) {
+        if (p.pts_seconds.empty()) {
+          p.width = frame.width;
+          p.height = frame.height;
+          p.pixel_format = static_cast<AVPixelFormat>(frame.format);
+          p.colour = colour_tags_of(&frame);
+          p.chroma_location = frame.chroma_location;
+        }
+        p.pts_seconds.push_back(frame.best_effort_timestamp * av_q2d(v.stream->time_base));
+      },
+      [&](const AVPacket& packet) {
+        const AVStream* st = raw->streams[packet.stream_index];
+        if (st->codecpar->codec_type != AVMEDIA_TYPE_AUDIO) return;
+        ++p.audio_packets;
+        p.audio_seconds = std::max(p.audio_seconds, (packet.pts + packet.duration) * av_q2d(st->time_base));
+      });
   std::sort(p.pts_seconds.begin(), p.pts_seconds.end());
   return p;
+}
+
+// The coded values of an 8-bit planar Y'CbCr video: Y', Cb and Cr, each [T, h, w] (int16), decoded by libavcodec.
+inline std::array<torch::Tensor, 3> read_planes(const std::filesystem::path& path) {
+  OpenVideo v = open_video(path);
+  std::array<std::vector<torch::Tensor>, 3> frames;
+  decode_all(
+      v,
+      [&](const AVFrame& frame) {
+        const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(frame.format));
+        REQUIRE(desc->comp[0].depth == 8);
+        REQUIRE((desc->flags & AV_PIX_FMT_FLAG_PLANAR) != 0);
+        for (int p = 0; p < 3; ++p) {
+          const int h = p ? AV_CEIL_RSHIFT(frame.height, desc->log2_chroma_h) : frame.height;
+          const int w = p ? AV_CEIL_RSHIFT(frame.width, desc->log2_chroma_w) : frame.width;
+          frames[p].push_back(torch::from_blob(frame.data[p], {h, w}, {frame.linesize[p], 1}, torch::kUInt8)
+                                  .to(torch::kShort));
+        }
+      },
+      [](const AVPacket&) {});
+  return {torch::stack(frames[0]), torch::stack(frames[1]), torch::stack(frames[2])};
 }
 
 // Every frame of a video as RGB [T, 3, H, W] in [-1, 1], through vaecodec's own reader.

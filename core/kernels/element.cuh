@@ -4,6 +4,9 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "core/kernels/element_type.h"
 
 namespace vaecodec::core::kernels {
 
@@ -26,6 +29,18 @@ template <>
 __device__ __forceinline__ __half from_float(float v) { return __float2half(v); }
 
 __device__ __forceinline__ float silu(float v) { return v / (1.0f + __expf(-v)); }
+
+// Calls f with a value of the storage type that `type` names, for the caller to take its type from:
+// with_element_type(type, [&](auto zero) { using T = decltype(zero); return launch<T>(...); }).
+template <typename F>
+cudaError_t with_element_type(ElementType type, F&& f) {
+  switch (type) {
+    case ElementType::kFloat32: return f(float{});
+    case ElementType::kBFloat16: return f(__nv_bfloat16{});
+    case ElementType::kFloat16: return f(__half{});
+  }
+  return cudaErrorInvalidValue;
+}
 
 // 16 bytes of T, for one vectorised load or store.
 template <typename T>

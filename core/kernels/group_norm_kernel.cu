@@ -184,12 +184,7 @@ size_t frame_group_norm_workspace_bytes(int64_t batch, int64_t frames, int64_t g
 cudaError_t launch_frame_group_norm(const FrameGroupNormArgs& args, cudaStream_t stream) {
   if (args.batch * args.frames * args.pixels == 0) return cudaSuccess;
   if (args.channels / args.vector_width > kFrameGroupNormMaxLanes) return cudaErrorInvalidValue;
-  switch (args.type) {
-    case ElementType::kFloat32: return launch_for<float>(args, stream);
-    case ElementType::kBFloat16: return launch_for<__nv_bfloat16>(args, stream);
-    case ElementType::kFloat16: return launch_for<__half>(args, stream);
-  }
-  return cudaErrorInvalidValue;
+  return with_element_type(args.type, [&](auto zero) { return launch_for<decltype(zero)>(args, stream); });
 }
 
 }  // namespace vaecodec::core::kernels

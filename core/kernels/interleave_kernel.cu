@@ -57,15 +57,9 @@ cudaError_t launch(const void* phases, const float* bias, void* out, int64_t fra
 cudaError_t launch_interleave_phases(const void* phases, const float* bias, void* out, ElementType type,
                                      int64_t frames, int64_t height, int64_t width, int64_t channels, int processors,
                                      cudaStream_t stream) {
-  switch (type) {
-    case ElementType::kFloat32:
-      return launch<float>(phases, bias, out, frames, height, width, channels, processors, stream);
-    case ElementType::kBFloat16:
-      return launch<__nv_bfloat16>(phases, bias, out, frames, height, width, channels, processors, stream);
-    case ElementType::kFloat16:
-      return launch<__half>(phases, bias, out, frames, height, width, channels, processors, stream);
-  }
-  return cudaErrorInvalidValue;
+  return with_element_type(type, [&](auto zero) {
+    return launch<decltype(zero)>(phases, bias, out, frames, height, width, channels, processors, stream);
+  });
 }
 
 }  // namespace vaecodec::core::kernels

@@ -4,7 +4,7 @@
 
 #include <cuda_runtime.h>
 
-#include "core/kernels/norm_silu_kernel.h"
+#include "core/kernels/element_type.h"
 
 namespace vaecodec::core::kernels {
 

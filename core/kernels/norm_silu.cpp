@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <ATen/cuda/CUDAContext.h>
@@ -132,12 +133,11 @@ bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::
   if ((channels * y.element_size()) % 16 != 0 || reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(s.data_ptr()) % 16 != 0)
     return false;
-  torch::Tensor b;
-  if (bias.defined()) b = as_float(bias, y.device()).reshape({channels});
+  const auto b = as_float(bias, y.device()).reshape({channels});
   const int processors = at::cuda::getDeviceProperties(y.device().index())->multiProcessorCount;
   const auto stream = c10::cuda::getCurrentCUDAStream(y.device().index());
-  const cudaError_t err = launch_add_residual(y.data_ptr(), s.data_ptr(), b.defined() ? b.data_ptr<float>() : nullptr,
-                                              *type, y.numel(), channels, processors, stream.stream());
+  const cudaError_t err = launch_add_residual(y.data_ptr(), s.data_ptr(), b.data_ptr<float>(), *type, y.numel(),
+                                              channels, processors, stream.stream());
   if (err != cudaSuccess) throw Error(std::string("residual add kernel launch failed: ") + cudaGetErrorString(err));
   return true;
 }
@@ -163,13 +163,6 @@ bool interleave_phases_into(const torch::Tensor& phases, const torch::Tensor& bi
   if (err == cudaErrorInvalidValue) return false;
   if (err != cudaSuccess) throw Error(std::string("upsampler kernel launch failed: ") + cudaGetErrorString(err));
   return true;
-}
-
-std::optional<torch::Tensor> rms_norm_silu(const torch::Tensor& x, const torch::Tensor& gamma) {
-  if (!x.is_cuda()) return std::nullopt;
-  auto y = torch::empty_like(x);  // keeps x's memory format
-  if (!rms_norm_silu_into(x, gamma, y)) return std::nullopt;
-  return y;
 }
 
 }  // namespace vaecodec::core::kernels

@@ -1,23 +1,20 @@
 #pragma once
 
-#include <optional>
 
 #include <torch/torch.h>
 
 namespace vaecodec::core::kernels {
 
-// SiLU(RMSNorm(x)) over the channel axis of a 5-D CUDA tensor in one pass (Note [RMSNorm]); nullopt when the
-// kernel does not apply (CPU tensors, unsupported dtype or layout), and the caller takes the composite path.
-// x: [B, C, T, H, W], contiguous or channels-last-3d; gamma: [C, ...].
-std::optional<torch::Tensor> rms_norm_silu(const torch::Tensor& x, const torch::Tensor& gamma);
-// The same written into `out` (shaped like x, laid out like x in memory, possibly a view into a larger buffer),
-// of x + bias when bias ([C]) is defined; false when the kernel does not apply and nothing was written.
+// SiLU(RMSNorm(x + bias)) over the channel axis of a 5-D CUDA tensor in one pass (Note [RMSNorm]), written into
+// `out` (shaped like x, laid out like x in memory, possibly a view into a larger buffer); bias ([C]) may be
+// undefined. x: [B, C, T, H, W], contiguous or channels-last-3d; gamma: [C, ...]. False when the kernel does not
+// apply (CPU tensors, unsupported dtype or layout) and nothing was written: the caller takes the composite path.
 bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
                         const torch::Tensor& bias = {});
 
-// y += s + bias (bias [C], optional), in place, in one pass computed in float32: for channels-last 5-D CUDA
-// tensors of the same shape and dtype. False when the kernel does not apply and nothing was written.
-bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias = {});
+// y += s + bias (bias [C]), in place, in one pass computed in float32: for channels-last 5-D CUDA tensors of the
+// same shape and dtype. False when the kernel does not apply and nothing was written.
+bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias);
 
 // The upsampler's interleave (Note [Upsampling on the input grid] in core/wan_blocks.cpp): out [N, C, T, 2H, 2W]
 // from phases [N, 4C, T, H + 1, W + 1], both channels-last-3d CUDA tensors, plus bias (float32 [C], optional).

@@ -203,29 +203,17 @@ cudaError_t launch_rms_norm_silu(const void* x, const float* gamma, const float*
                                  int64_t batch, int64_t channels, int64_t spatial, bool channels_last,
                                  cudaStream_t stream) {
   if (batch * spatial == 0) return cudaSuccess;
-  switch (type) {
-    case ElementType::kFloat32:
-      return launch<float>(x, gamma, bias, y, batch, channels, spatial, channels_last, stream);
-    case ElementType::kBFloat16:
-      return launch<__nv_bfloat16>(x, gamma, bias, y, batch, channels, spatial, channels_last, stream);
-    case ElementType::kFloat16:
-      return launch<__half>(x, gamma, bias, y, batch, channels, spatial, channels_last, stream);
-  }
-  return cudaErrorInvalidValue;
+  return with_element_type(type, [&](auto zero) {
+    return launch<decltype(zero)>(x, gamma, bias, y, batch, channels, spatial, channels_last, stream);
+  });
 }
 
 cudaError_t launch_add_residual(void* y, const void* s, const float* bias, ElementType type, int64_t elements,
                                 int64_t channels, int processors, cudaStream_t stream) {
   if (elements == 0) return cudaSuccess;
-  switch (type) {
-    case ElementType::kFloat32:
-      return launch_residual<float>(y, s, bias, elements, channels, processors, stream);
-    case ElementType::kBFloat16:
-      return launch_residual<__nv_bfloat16>(y, s, bias, elements, channels, processors, stream);
-    case ElementType::kFloat16:
-      return launch_residual<__half>(y, s, bias, elements, channels, processors, stream);
-  }
-  return cudaErrorInvalidValue;
+  return with_element_type(type, [&](auto zero) {
+    return launch_residual<decltype(zero)>(y, s, bias, elements, channels, processors, stream);
+  });
 }
 
 }  // namespace vaecodec::core::kernels

@@ -4,9 +4,9 @@
 
 #include <cuda_runtime.h>
 
-namespace vaecodec::core::kernels {
+#include "core/kernels/element_type.h"
 
-enum class ElementType { kFloat32, kBFloat16, kFloat16 };
+namespace vaecodec::core::kernels {
 
 // y = silu(v / max(||v||, 1e-12) * sqrt(C) * gamma) with v = x + bias (bias may be null), norm over C.
 // `channels_last`: C is the innermost axis (voxel v, channel c at v * C + c); otherwise planar per batch item

@@ -8,21 +8,12 @@ import time
 import torch
 import torch.nn.functional as F
 
+from gpu_timing import seconds_per_call
+
 torch.backends.cudnn.benchmark = True
 dev = "cuda"
 bf = torch.bfloat16
 cl = torch.channels_last
-
-
-def bench(fn, n=10):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / n
 
 
 def phase_weights(w):
@@ -73,8 +64,8 @@ def case(cin, cout, h, w, frames, label):
     exact = ((sub64 - ref64).norm() / ref64.norm()).item()
     err_ref = ((reference().double() - ref64).norm() / ref64.norm()).item()
     err_sub = ((subpixel(x, wp, bias).double() - ref64).norm() / ref64.norm()).item()
-    t_ref = bench(reference)
-    t_sub = bench(lambda: subpixel(x, wp, bias))
+    t_ref = seconds_per_call(reference)
+    t_sub = seconds_per_call(lambda: subpixel(x, wp, bias))
     flops = 2 * frames * cout * cin * 9 * 4 * h * w
     print(f"{label}: reference {t_ref * 1e3:.2f} ms ({flops / t_ref / 1e12:.0f} TFLOP/s of the model's FLOPs), "
           f"phases {t_sub * 1e3:.2f} ms ({flops / t_sub / 1e12:.0f}); float64 difference {exact:.1e}; bf16 against "
