@@ -31,7 +31,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line, as for every other error; usage errors exit with 2.
+    std::cerr << "vaecodec: error: " << e.what() << " (vaecodec --help lists the commands and options)\n";
+    return 2;
   } catch (const vaecodec::Error& e) {
     std::cerr << "vaecodec: error: " << e.what() << "\n";
     return 1;

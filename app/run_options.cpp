@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -86,9 +87,10 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   sub.add_flag("--json", options.json, "print a JSON summary on stdout");
   sub.add_flag("--strict", options.strict, "fail on damaged input instead of decoding what can be decoded");
   sub.add_option("--autotune", options.autotune,
-                 "let cuDNN time its convolution algorithms at start-up: on, off, or auto (for clips of " +
-                     std::to_string(io::kAutotuneFrames) + " frames or more)")
-      ->check(CLI::IsMember({"auto", "on", "off"}));
+                 "on: let cuDNN time its convolution algorithms (about 2 s at start-up; pays on long clips of "
+                 "some models), off: take its heuristics' choice")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   add_memory_options(sub, options.memory, options.device, options.dtype, options.chunk);
 }
 
@@ -134,20 +136,27 @@ torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device) 
   return device.is_cuda() ? torch::kBFloat16 : torch::kFloat;
 }
 
-std::shared_ptr<core::VaeModel> load_model(const RunOptions& options) {
+std::shared_ptr<core::VaeModel> load_model(const RunOptions& options, LoadSeconds* seconds) {
+  using Clock = std::chrono::steady_clock;
   const fs::path weights = resolve_weights(options);
   core::ModelOptions model;
   model.family = options.model;
   model.device = resolve_device(options.device);
   model.dtype = resolve_dtype(options.dtype, model.device);
-  return core::build_model(core::load_checkpoint(weights), model);
+  const Clock::time_point start = Clock::now();
+  const core::Checkpoint checkpoint = core::load_checkpoint(weights);
+  const Clock::time_point read = Clock::now();
+  std::shared_ptr<core::VaeModel> built = core::build_model(checkpoint, model);
+  if (seconds) {
+    seconds->read = std::chrono::duration<double>(read - start).count();
+    seconds->build = std::chrono::duration<double>(Clock::now() - read).count();
+  }
+  return built;
 }
 
 io::PipelineOptions pipeline_options(const RunOptions& options) {
   io::PipelineOptions p;
-  p.autotune = options.autotune == "on" ? io::Autotune::kOn
-               : options.autotune == "off" ? io::Autotune::kOff
-                                           : io::Autotune::kAuto;
+  p.autotune = options.autotune == "on";
   p.chunks.latent_frames = options.chunk;
   p.writer.codec = options.codec;
   p.writer.crf = options.crf;
@@ -165,7 +174,8 @@ io::PipelineOptions pipeline_options(const RunOptions& options) {
   return p;
 }
 
-nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, const core::VaeModel& model) {
+nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, const core::VaeModel& model,
+                            const LoadSeconds& load) {
   const torch::Device device = model.device();
   nlohmann::json j;
   j["command"] = s.command;
@@ -189,6 +199,7 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
   j["peak_host_rss_bytes"] = peak_host_rss_bytes();
   if (s.plan) j["plan"] = s.plan->to_json();
   j["stage_seconds"] = s.stage_seconds;
+  j["load_seconds"] = {{"read_weights", load.read}, {"build_model", load.build}};
   j["damaged"] = s.damage.any();
   if (s.damage.any() || s.damage.fixed_timestamps)
     j["damage"] = {{"bad_packets", s.damage.bad_packets},
@@ -216,7 +227,8 @@ void run_command(RunCommand command, const RunOptions& options) {
       throw Error("cannot open input " + options.input + ": No such file or directory");
     io::check_output_path(options.output, {options.input});
     if (!options.model.empty()) core::find_model_family(options.model);  // throws, naming the known families
-    const std::shared_ptr<core::VaeModel> model = load_model(options);
+    LoadSeconds load;
+    const std::shared_ptr<core::VaeModel> model = load_model(options, &load);
     io::RunSummary summary;
     switch (command) {
       case RunCommand::kRoundtrip:
@@ -235,7 +247,7 @@ void run_command(RunCommand command, const RunOptions& options) {
         break;
       }
     }
-    if (options.json) std::cout << summary_json(summary, options, *model).dump() << std::endl;
+    if (options.json) std::cout << summary_json(summary, options, *model, load).dump() << std::endl;
   } catch (const io::Interrupted&) {
     std::cerr << "vaecodec: " << command_name(command) << " interrupted; " << options.output
               << " was not written" << std::endl;

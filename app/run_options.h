@@ -37,7 +37,7 @@ struct RunOptions {
   bool quiet = false;
   bool json = false;
   bool strict = false;
-  std::string autotune = "auto";  // --autotune auto|on|off (Note [Autotuning] in io/pipeline.h)
+  std::string autotune = "off";  // --autotune on|off (Note [Autotuning] in io/pipeline.h)
   // encode: write latents times the model's latent scale; decode: the input's are so scaled (--latent-scale,
   // Note [latent scale] in io/latent_file.h).
   bool latent_scale = false;
@@ -54,15 +54,23 @@ torch::Device resolve_device(const std::string& device);
 std::pair<int64_t, int64_t> parse_frame_size(const std::string& text);
 torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device);
 
-// Loads the weights and builds the model on the chosen device and dtype.
-std::shared_ptr<core::VaeModel> load_model(const RunOptions& options);
+// Where loading a model spends its time: reading the weights file, building the model on its device (for a
+// GPU, that includes creating the CUDA context and uploading the weights).
+struct LoadSeconds {
+  double read = 0;
+  double build = 0;
+};
+
+// Loads the weights and builds the model on the chosen device and dtype; `seconds`, when given, gets the
+// time of each step.
+std::shared_ptr<core::VaeModel> load_model(const RunOptions& options, LoadSeconds* seconds = nullptr);
 
 // The pipeline's options from the command line's.
 io::PipelineOptions pipeline_options(const RunOptions& options);
 
 // The --json summary: the run, its speed and peak memory (device and host).
 nlohmann::json summary_json(const io::RunSummary& summary, const RunOptions& options,
-                            const core::VaeModel& model);
+                            const core::VaeModel& model, const LoadSeconds& load);
 
 // Loads the model and runs `command` with SIGINT/SIGTERM handled (Note [Interrupts]): an interrupted run
 // removes its temporary output and exits with 130.

@@ -167,10 +167,23 @@ void place_model(VaeModel& model, const ModelOptions& options) {
   }
   // On unless the caller decides: a run calls the convolutions with a few fixed chunk shapes, and the timing
   // pays for itself on long runs (the file pipeline turns it off for short clips, Note [Autotuning]).
-  if (options.device.is_cuda()) set_cudnn_autotune(true);
+  if (options.device.is_cuda()) {
+    use_cudnn_heuristics_b();
+    set_cudnn_autotune(true);
+  }
   model.to(options.device, options.dtype);
   model.set_channels_last(options.channels_last.value_or(options.device.is_cuda()));
   model.eval();
+}
+
+// Note [Heuristics]
+// Without timing, LibTorch takes the first kernel that cuDNN's heuristics offer for a convolution. Its default,
+// mode A ("instant"), answers quickly but picked kernels 16-22% slower than timing finds for the Wan2.1 decoder
+// and encoder on an H100 (720p round trip 3.55 s against 2.91 s); mode B, a slower query, picked kernels as fast
+// as timing's (2.90 s) at no start-up cost for timing (docs/benchmarks.md, "Start-up"). Its first calls cost
+// more than mode A's (a cold 720p round trip 4.45 s against 4.41 s, 1.5 s over a warm one), paid once per shape.
+void use_cudnn_heuristics_b() {
+  setenv("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "1", /*overwrite=*/0);
 }
 
 void set_cudnn_autotune(bool on) {

@@ -96,6 +96,10 @@ void place_model(VaeModel& model, const ModelOptions& options);
 // file pipeline decides per clip). VAECODEC_AUTOTUNE_CANDIDATES=N sets how many candidates it times per shape
 // (LibTorch's default 10; 0: all), a knob for measuring the start-up; anything but a count is refused.
 void set_cudnn_autotune(bool on);
+// Has LibTorch ask cuDNN's heuristics in mode B when it picks a convolution kernel without timing (Note
+// [Heuristics] in vae_model.cpp), unless TORCH_CUDNN_USE_HEURISTIC_MODE_B is already set. LibTorch reads the
+// setting once, at its first convolution: this must come before it.
+void use_cudnn_heuristics_b();
 // The family and config a checkpoint holds, or throws naming what does not fit any known family.
 ModelInfo recognise_model(const Checkpoint& checkpoint);
 

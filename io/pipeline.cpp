@@ -69,12 +69,9 @@ const TensorToFrame* device_converter(const core::VaeModel& model, const VideoWr
   return model.device().is_cuda() ? writer.converter() : nullptr;
 }
 
-// Turns cuDNN's algorithm timing on or off for a run of `frames` frames (Note [Autotuning]); 0: unknown.
-void apply_autotune(const core::VaeModel& model, Autotune autotune, int64_t frames) {
-  if (!model.device().is_cuda()) return;
-  const bool long_clip = frames == 0 || frames >= kAutotuneFrames;  // unknown length: assume long
-  const bool on = autotune == Autotune::kOn || (autotune == Autotune::kAuto && long_clip);
-  core::set_cudnn_autotune(on);
+// Turns cuDNN's algorithm timing on or off for the run (Note [Autotuning]).
+void apply_autotune(const core::VaeModel& model, bool autotune) {
+  if (model.device().is_cuda()) core::set_cudnn_autotune(autotune);
 }
 
 // The run's time by stage (RunSummary::stage_seconds).
@@ -90,7 +87,8 @@ std::map<std::string, double> stage_seconds(const StageTimes* reader, const Stag
     t["write"] = writer->busy;
     t["write_waits_for_gpu"] = writer->for_gpu;
     t["model_waits_for_write"] = writer->waited;
-    waited += writer->waited;
+    t["write_tail"] = writer->tail;
+    waited += writer->waited + writer->tail;
   }
   t["model"] = total - waited;  // the model thread's own time: queueing GPU work, transfers, set-up
   return t;
@@ -173,7 +171,7 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   std::optional<QualityMeter> meter;
   if (!options.metrics.empty()) meter.emplace();
   Progress progress("roundtrip", reader.frame_count_hint(), quiet_if(options.quiet));
-  apply_autotune(model, options.autotune, reader.frame_count_hint());
+  apply_autotune(model, options.autotune);
   PacketQueue audio(kUnbounded);
   const size_t capacity = frame_queue_capacity(info, chunking);
   WriterStage writing(writer, capacity, &audio, meter ? &*meter : nullptr, &progress);
@@ -241,7 +239,7 @@ RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& 
 
   TempOutput temp(output);
   Progress progress("encode", reader.frame_count_hint(), quiet_if(options.quiet));
-  apply_autotune(model, options.autotune, reader.frame_count_hint());
+  apply_autotune(model, options.autotune);
   EncodeFeeder feeder(model, chunking, geometry, transfer);
   std::vector<HostTensor> chunks;
   std::vector<int64_t> pts;
@@ -388,7 +386,7 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
   TempOutput temp(output);
   VideoWriter writer(temp.path(), output, plan.format, options.writer);
   Progress progress("decode", plan.frames, quiet_if(options.quiet));
-  apply_autotune(model, options.autotune, plan.frames);
+  apply_autotune(model, options.autotune);
   const size_t capacity = frame_queue_capacity(info, chunking);
   WriterStage writing(writer, capacity, nullptr, nullptr, &progress);
   DecodedFrameSink sink(geometry, transfer, writing, device_converter(model, writer));

@@ -113,9 +113,11 @@ void WriterStage::push(OutputFrame frame) {
 }
 
 void WriterStage::finish() {
+  const auto start = Clock::now();
   finishing_ = true;
   frames_.close();
   rethrow();
+  times_.tail = since(start);
 }
 
 }  // namespace vaecodec::io

@@ -41,6 +41,7 @@ struct StageTimes {
   double busy = 0;     // the stage's own work (decoding and converting; converting, encoding and muxing)
   double waited = 0;   // the model's thread blocked on this stage's queue
   double for_gpu = 0;  // writer: blocked on the model's downloads
+  double tail = 0;     // writer: the model's thread waiting in finish() (queued and encoder-delayed frames)
 };
 
 // Runs a VideoReader on a thread of its own.

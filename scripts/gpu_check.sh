@@ -7,8 +7,9 @@
 #   PHASES="tests speed variants models memory roundtrip long"   which parts run (always in this order)
 #   RUNS=3                                           timed runs per benchmark (the median is reported)
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
+#   BENCH_EXTRA, RUN_EXTRA                           arguments added to every bench / file run
 # Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
-#   profile startup candidates long
+#   profile startup cold heuristics candidates long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -19,7 +20,8 @@ PHASES=${PHASES:-tests speed variants models memory roundtrip}
 mkdir -p "$OUT"
 step() { echo "== $* ($(date +%T))"; }
 bench() {  # bench ARGS...: one JSON line to bench.jsonl, a short line to the log
-  timeout "${BENCH_TIMEOUT:-150}" "$BUILD/vaecodec" bench --frames 81 --dtype bf16 --runs "$RUNS" --json "$@" >"$OUT/last.json" \
+  timeout "${BENCH_TIMEOUT:-150}" "$BUILD/vaecodec" bench --frames 81 --dtype bf16 --runs "$RUNS" --json "$@" \
+    ${BENCH_EXTRA:-} >"$OUT/last.json" \
     2>>"$OUT/bench.err"
   local rc=$?
   if ((rc == 0)); then
@@ -118,8 +120,8 @@ clip() {  # clip FRAMES PATH: textured 1280x720 x264 clip
 file_run() {
   local name=$1; shift
   local start; start=$(date +%s.%N)
-  if timeout 200 "$BUILD/vaecodec" "$@" --json --quiet >"$OUT/last_run.json" 2>>"$OUT/runs.err"; then
-    python3 -c "import json,sys,time; j=json.load(open(sys.argv[1])); j['name']=sys.argv[2]; j['wall_s']=time.time()-float(sys.argv[3]); print(json.dumps(j)); p=j.get('plan') or {}; print('  %s: %d frames, run %.1f s (wall %.1f s), device peak %.2f GiB, host RSS %.0f MiB, plan chunk %s tiled %s offload %s, psnr %s' % (sys.argv[2], j['frames'], j['seconds'], j['wall_s'], j['peak_device_bytes']/2**30, j['peak_host_rss_bytes']/2**20, p.get('chunk'), p.get('tiled'), p.get('offload'), (j.get('quality') or {}).get('psnr')), file=sys.stderr); print('    stages: ' + ', '.join('%s %.2f s' % kv for kv in sorted(j.get('stage_seconds', {}).items())), file=sys.stderr)" \
+  if timeout 200 "$BUILD/vaecodec" "$@" ${RUN_EXTRA:-} --json --quiet >"$OUT/last_run.json" 2>>"$OUT/runs.err"; then
+    python3 -c "import json,sys,time; j=json.load(open(sys.argv[1])); j['name']=sys.argv[2]; j['wall_s']=time.time()-float(sys.argv[3]); print(json.dumps(j)); p=j.get('plan') or {}; print('  %s: %d frames, run %.1f s (wall %.1f s), device peak %.2f GiB, host RSS %.0f MiB, plan chunk %s tiled %s offload %s, psnr %s' % (sys.argv[2], j['frames'], j['seconds'], j['wall_s'], j['peak_device_bytes']/2**30, j['peak_host_rss_bytes']/2**20, p.get('chunk'), p.get('tiled'), p.get('offload'), (j.get('quality') or {}).get('psnr')), file=sys.stderr); print('    stages: ' + ', '.join('%s %.2f s' % kv for kv in sorted(j.get('stage_seconds', {}).items())) + '; load: ' + ', '.join('%s %.2f s' % kv for kv in sorted(j.get('load_seconds', {}).items())), file=sys.stderr)" \
       "$OUT/last_run.json" "$name" "$start" >>"$OUT/runs.jsonl"
   else
     echo "  FAILED: $name"; tail -2 "$OUT/runs.err"
@@ -145,7 +147,7 @@ if has autotune; then
     bench --random --op encode --size 1280x720 --no-autotune
     RUNS=1 bench --random --op decode --size 1280x720 --warmup 0
   fi
-  for mode in off on auto; do
+  for mode in off on; do
     file_run "roundtrip 720p x81 autotune $mode" roundtrip /tmp/clip81.mp4 -o /tmp/rt81.mp4 \
       --weights /tmp/wan21_random.pth --autotune $mode
   done
@@ -276,6 +278,47 @@ if has startup; then
     file_run "roundtrip 720p x$n" roundtrip "/tmp/clip$n.mp4" -o "/tmp/rt$n.mp4" --weights /tmp/wan21_random.pth
   done
   timeout 120 python3 scripts/dev/startup_probe.py 2>&1 | tee -a "$OUT/startup.txt"
+fi
+
+if has cold; then
+  # The VAE's own start-up: one cold run (first calls of every shape, no cuDNN timing) against warm runs, and
+  # the file round trip's load and pipeline times beside it, with CUDA's modules loaded lazily and eagerly.
+  step "cold start: bench round trip cold and warm without timing; file round trips 81 frames"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  RUNS=1 bench --random --op roundtrip --size 1280x720 --no-autotune --warmup 0
+  RUNS=2 bench --random --op roundtrip --size 1280x720 --no-autotune
+  for i in 1 2; do
+    file_run "roundtrip 720p x81 #$i" roundtrip /tmp/clip81.mp4 -o /tmp/rt81.mp4 --weights /tmp/wan21_random.pth
+  done
+  CUDA_MODULE_LOADING=EAGER file_run "roundtrip 720p x81 eager modules" roundtrip /tmp/clip81.mp4 \
+    -o /tmp/rt81.mp4 --weights /tmp/wan21_random.pth
+  for n in ${COLD_CLIPS:-}; do
+    clip "$n" "/tmp/clip$n.mp4"
+    file_run "roundtrip 720p x$n" roundtrip "/tmp/clip$n.mp4" -o "/tmp/rt$n.mp4" --weights /tmp/wan21_random.pth
+  done
+fi
+
+if has heuristics; then
+  # How cuDNN picks a convolution's kernel without timing: LibTorch's default heuristics (mode A, instant),
+  # mode B (slower to ask, meant to pick better), and the older v7 API. Cold and warm VAE runs, file round trips
+  # untimed and timed.
+  step "cuDNN heuristics: default, mode B, v7 API (bench round trip cold / warm untimed; file round trips)"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  for variant in ${HEURISTICS:-default TORCH_CUDNN_USE_HEURISTIC_MODE_B=1 TORCH_CUDNN_V8_API_DISABLED=1}; do
+    echo "  -- $variant"
+    (
+      [[ $variant != default ]] && export "${variant?}"
+      RUNS=1 bench --random --op roundtrip --size 1280x720 --no-autotune --warmup 0
+      RUNS=2 bench --random --op roundtrip --size 1280x720 --no-autotune
+      RUNS=2 bench --random --op roundtrip --size 1280x720
+      for mode in off on; do
+        file_run "roundtrip 720p x81 autotune $mode" roundtrip /tmp/clip81.mp4 -o /tmp/rt81.mp4 \
+          --weights /tmp/wan21_random.pth --autotune $mode
+      done
+    )
+  done
 fi
 
 if has candidates; then

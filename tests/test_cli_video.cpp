@@ -174,12 +174,20 @@ TEST_CASE("cli roundtrip: --json summary, --metrics and weights from VAECODEC_WE
   CHECK(j.contains("peak_device_bytes"));
   // The time by stage: every part is there, none negative, none longer than the run.
   for (const char* stage : {"read", "write", "model", "model_waits_for_read", "model_waits_for_write",
-                            "write_waits_for_gpu"}) {
+                            "write_waits_for_gpu", "write_tail"}) {
     INFO(stage);
     REQUIRE(j["stage_seconds"].contains(stage));
     CHECK(j["stage_seconds"][stage].get<double>() >= 0);
     CHECK(j["stage_seconds"][stage].get<double>() <= j["seconds"].get<double>());
   }
+  // The model's own time and its waits add up to the run.
+  const nlohmann::json& t = j["stage_seconds"];
+  CHECK(t["model"].get<double>() + t["model_waits_for_read"].get<double>() +
+            t["model_waits_for_write"].get<double>() + t["write_tail"].get<double>() ==
+        Approx(j["seconds"].get<double>()).margin(0.05));
+  // Loading the model is timed apart from the run.
+  CHECK(j["load_seconds"]["read_weights"].get<double>() > 0);
+  CHECK(j["load_seconds"]["build_model"].get<double>() > 0);
   CHECK(j["latent_shape"] == std::vector<int64_t>{1, 16, 3, 6, 9});
   CHECK(j["quality"]["psnr"].is_number());
   const nlohmann::json quality = read_json(dir / "quality.json");
@@ -292,6 +300,14 @@ TEST_CASE("cli: bad input fails with one clear line and leaves nothing behind", 
   }
   SECTION("unknown output container") {
     expect(roundtrip(good, dir / "out.xyz"), "container");
+  }
+  SECTION("an option's value out of its set: a usage error, exit 2") {
+    const CliResult r = roundtrip(good, dir / "out.mp4", "--autotune auto");
+    INFO("stderr: " << r.err);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, StartsWith("vaecodec: error: --autotune: auto not in {on,off}"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(list_dir(dir.path()) == files);
   }
   SECTION("output not writable") {
     expect(roundtrip(good, "/nonexistent-vaecodec-dir/out.mp4"), "cannot write output");
