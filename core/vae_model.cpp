@@ -178,10 +178,11 @@ void place_model(VaeModel& model, const ModelOptions& options) {
 
 // Note [Heuristics]
 // Without timing, LibTorch takes the first kernel that cuDNN's heuristics offer for a convolution. Its default,
-// mode A ("instant"), answers quickly but picked kernels 16-22% slower than timing finds for the Wan2.1 decoder
-// and encoder on an H100 (720p round trip 3.55 s against 2.91 s); mode B, a slower query, picked kernels as fast
-// as timing's (2.90 s) at no start-up cost for timing (docs/benchmarks.md, "Start-up"). Its first calls cost
-// more than mode A's (a cold 720p round trip 4.45 s against 4.41 s, 1.5 s over a warm one), paid once per shape.
+// mode A ("instant"), answers quickly but picked kernels 22% slower than timing finds for the Wan2.1 encoder and
+// decoder on an H100 (bench round trip 720p x81: 3.55 s against 2.91 s); mode B, a slower query, picked kernels
+// as fast as timing's (2.90 s), without timing's ~2 s at the start of a run. Its first calls cost about what
+// mode A's do (a cold round trip 4.1-4.45 s against 4.41 s), once per shape and thread. docs/benchmarks.md,
+// "Start-up: cuDNN's heuristics instead of its timing".
 void use_cudnn_heuristics_b() {
   setenv("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "1", /*overwrite=*/0);
 }

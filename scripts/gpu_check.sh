@@ -9,7 +9,7 @@
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
 #   BENCH_EXTRA, RUN_EXTRA                           arguments added to every bench / file run
 # Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
-#   profile startup cold heuristics candidates long
+#   profile startup cold heuristics reference candidates long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -318,6 +318,20 @@ if has heuristics; then
           --weights /tmp/wan21_random.pth --autotune $mode
       done
     )
+  done
+fi
+
+if has reference; then
+  # The bar for bf16 encode accuracy on the same weights and input: a plain eager PyTorch encoder
+  # (scripts/dev/reference_encoder.py, bf16 against its own fp32) beside vaecodec's bench --accuracy.
+  step "bf16 encode accuracy against fp32: plain PyTorch and vaecodec on the same weights and input"
+  make_weights
+  for size in ${REFERENCE_SIZES:-256x256 832x480}; do
+    timeout 120 python3 scripts/dev/reference_encoder.py --weights /tmp/wan21_random.pth --size "$size" --frames 17 \
+      | tee -a "$OUT/reference.jsonl"
+    timeout 120 "$BUILD/vaecodec" bench --weights /tmp/wan21_random.pth --op encode --size "$size" --frames 17 \
+      --dtype bf16 --accuracy --json | python3 -c "import json,sys; j=json.load(sys.stdin); print(json.dumps({'vaecodec': 'bench --accuracy', 'op': j['op'], 'size': j['size'], 'frames': j['frames'], 'relative_l2_bf16_vs_fp32': j['relative_l2_vs_fp32']}))" \
+      | tee -a "$OUT/reference.jsonl"
   done
 fi
 
