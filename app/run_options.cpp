@@ -2,7 +2,9 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -57,11 +59,17 @@ int64_t peak_host_rss_bytes() {
 void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   const bool video_in = command != RunCommand::kDecode;
   const bool video_out = command != RunCommand::kEncode;
-  sub.add_option("input", options.input, video_in ? "input video (any format FFmpeg decodes)" : "latent file")
+  sub.add_option("input", options.inputs,
+                 video_in ? "input video (any format FFmpeg decodes); several, or folders, for a batch"
+                          : "latent file; several, or folders, for a batch")
       ->required();
   sub.add_option("-o,--output", options.output,
-                 video_out ? "output video (.mp4, .mkv, .mov, ...)" : "latent file (.safetensors or .latent)")
+                 std::string(video_out ? "output video (.mp4, .mkv, .mov, ...)"
+                                       : "latent file (.safetensors or .latent)") +
+                     "; for a batch, the folder to write into")
       ->required();
+  sub.add_option("--ext", options.extension,
+                 std::string("a batch's output extension (default ") + (video_out ? ".mp4" : ".safetensors") + ")");
   sub.add_option("-w,--weights", options.weights,
                  "VAE weights (.safetensors or .pth); default $VAECODEC_WEIGHTS");
   sub.add_option("--model", options.model,
@@ -216,41 +224,147 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
   return j;
 }
 
+namespace {
+
+bool is_latent_file(const fs::path& path) {
+  const std::string ext = path.extension().string();
+  return ext == ".safetensors" || ext == ".latent";
+}
+
+// The files a folder contributes to a batch: regular files, not hidden, in name order; for decode only latents.
+std::vector<fs::path> folder_inputs(const fs::path& folder, RunCommand command) {
+  std::vector<fs::path> files;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(folder, error)) {
+    const fs::path& path = entry.path();
+    if (!entry.is_regular_file(error) || path.filename().string().starts_with(".")) continue;
+    if (command == RunCommand::kDecode && !is_latent_file(path)) continue;
+    files.push_back(path);
+  }
+  if (error) throw Error("cannot read input folder " + folder.string() + ": " + error.message());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string error_message(const std::exception& e) {
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) return c10->what_without_backtrace();
+  return e.what();
+}
+
+// The JSON line of a batch input that failed.
+nlohmann::json failure_json(const BatchItem& item, const std::string& message) {
+  return {{"input", item.input.string()}, {"output", item.output.string()}, {"error", message}};
+}
+
+io::RunSummary run_one(RunCommand command, const RunOptions& options, core::VaeModel& model,
+                       const io::PipelineOptions& pipeline, const BatchItem& item) {
+  io::RunSummary summary;
+  switch (command) {
+    case RunCommand::kRoundtrip:
+      summary = io::roundtrip(model, item.input, item.output, pipeline);
+      break;
+    case RunCommand::kEncode:
+      summary = io::encode(model, item.input, item.output, pipeline);
+      if (options.latent_scale) io::apply_latent_scale(item.output);
+      break;
+    case RunCommand::kDecode: {
+      std::optional<io::ScaledLatentInput> scaled;
+      if (options.latent_scale) scaled.emplace(item.input, model.info().latent_scale);
+      const fs::path latents = scaled ? scaled->path() : item.input;
+      summary = io::decode(model, latents, item.output, pipeline);
+      summary.input = item.input;
+      break;
+    }
+  }
+  return summary;
+}
+
+}  // namespace
+
+Batch plan_batch(RunCommand command, const RunOptions& options) {
+  std::error_code error;
+  for (const std::string& input : options.inputs)
+    if (!fs::exists(input, error)) throw Error("cannot open input " + input + ": No such file or directory");
+  const fs::path output = options.output;
+  const bool folder_named = !options.output.empty() && options.output.back() == '/';
+  const bool into_folder = options.inputs.size() > 1 || folder_named || fs::is_directory(output, error) ||
+                           std::any_of(options.inputs.begin(), options.inputs.end(),
+                                       [&](const std::string& in) { return fs::is_directory(in, error); });
+  if (!into_folder) {
+    if (!options.extension.empty()) throw Error("--ext names a batch's output extension; give a folder as -o");
+    io::check_output_path(output, {options.inputs[0]});
+    return {false, {{options.inputs[0], output}}};
+  }
+  if (fs::exists(output, error) && !fs::is_directory(output, error))
+    throw Error("output " + output.string() + " is a file; a batch of inputs writes into a folder");
+  if (!options.metrics.empty()) throw Error("--metrics writes one file for one input; run a batch without it");
+  std::string ext = options.extension;
+  if (ext.empty()) ext = command == RunCommand::kEncode ? ".safetensors" : ".mp4";
+  if (ext.front() != '.') ext = "." + ext;
+
+  Batch batch{true, {}};
+  std::vector<BatchItem>& items = batch.items;
+  std::map<fs::path, fs::path> writer_of;  // output -> the input that writes it
+  for (const std::string& input : options.inputs) {
+    const std::vector<fs::path> files =
+        fs::is_directory(input, error) ? folder_inputs(input, command) : std::vector<fs::path>{input};
+    for (const fs::path& file : files) {
+      fs::path target = output / file.stem();
+      target += ext;
+      const auto [it, inserted] = writer_of.emplace(target, file);
+      if (!inserted)
+        throw Error("inputs " + it->second.string() + " and " + file.string() + " would both write " +
+                    target.string() + "; rename one or run them apart");
+      items.push_back({file, target});
+    }
+  }
+  if (items.empty())
+    throw Error("no inputs: the folders given hold no files to " + std::string(command_name(command)));
+  return batch;
+}
+
 void run_command(RunCommand command, const RunOptions& options) {
   io::set_ffmpeg_log_level(AV_LOG_QUIET);
   io::InterruptHandler interrupts;
+  const BatchItem* current = nullptr;
   try {
     const io::PipelineOptions pipeline = pipeline_options(options);
     // Cheap checks first: loading a released model takes seconds.
-    std::error_code error;
-    if (!fs::exists(options.input, error))
-      throw Error("cannot open input " + options.input + ": No such file or directory");
-    io::check_output_path(options.output, {options.input});
+    const Batch plan = plan_batch(command, options);
+    const std::vector<BatchItem>& items = plan.items;
+    const bool batch = plan.into_folder;
     if (!options.model.empty()) core::find_model_family(options.model);  // throws, naming the known families
+    if (batch) {
+      std::error_code error;
+      fs::create_directories(options.output, error);
+      if (error) throw Error("cannot create output folder " + options.output + ": " + error.message());
+    }
     LoadSeconds load;
     const std::shared_ptr<core::VaeModel> model = load_model(options, &load);
-    io::RunSummary summary;
-    switch (command) {
-      case RunCommand::kRoundtrip:
-        summary = io::roundtrip(*model, options.input, options.output, pipeline);
-        break;
-      case RunCommand::kEncode:
-        summary = io::encode(*model, options.input, options.output, pipeline);
-        if (options.latent_scale) io::apply_latent_scale(options.output);
-        break;
-      case RunCommand::kDecode: {
-        std::optional<io::ScaledLatentInput> scaled;
-        if (options.latent_scale) scaled.emplace(options.input, model->info().latent_scale);
-        const fs::path latents = scaled ? scaled->path() : fs::path(options.input);
-        summary = io::decode(*model, latents, options.output, pipeline);
-        summary.input = options.input;
-        break;
+    int failed = 0;
+    for (const BatchItem& item : items) {
+      current = &item;
+      try {
+        if (batch) io::check_output_path(item.output, {item.input});
+        const io::RunSummary summary = run_one(command, options, *model, pipeline, item);
+        if (options.json) std::cout << summary_json(summary, options, *model, load).dump() << std::endl;
+      } catch (const io::Interrupted&) {
+        throw;
+      } catch (const std::exception& e) {
+        if (!batch) throw;
+        const std::string message = error_message(e);
+        const bool named = message.find(item.input.string()) != std::string::npos;
+        std::cerr << "vaecodec: error: " << (named ? "" : item.input.string() + ": ") << message << std::endl;
+        if (options.json) std::cout << failure_json(item, message).dump() << std::endl;
+        ++failed;
       }
     }
-    if (options.json) std::cout << summary_json(summary, options, *model, load).dump() << std::endl;
+    if (failed > 0)
+      throw Error(std::to_string(failed) + " of " + std::to_string(items.size()) +
+                  " inputs failed; the others were written to " + options.output);
   } catch (const io::Interrupted&) {
-    std::cerr << "vaecodec: " << command_name(command) << " interrupted; " << options.output
-              << " was not written" << std::endl;
+    std::cerr << "vaecodec: " << command_name(command) << " interrupted; "
+              << (current ? current->output.string() : options.output) << " was not written" << std::endl;
     std::exit(io::kInterruptedExitCode);
   }
 }

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
@@ -21,8 +22,9 @@ enum class RunCommand { kRoundtrip, kEncode, kDecode };
 // Everything `roundtrip`, `encode` and `decode` take on the command line, as CLI11 fills it. Turned into
 // core and io option structs by the functions below; the commands themselves hold no parsing.
 struct RunOptions {
-  std::string input;
-  std::string output;
+  std::vector<std::string> inputs;  // one file, or several files and folders (Note [Batches])
+  std::string output;           // the output file, or the folder of a batch
+  std::string extension;        // a batch's output extension (--ext); empty: the command's default
   std::string weights;          // empty: $VAECODEC_WEIGHTS
   std::string model;            // --model: the family, overriding detection from the weights; empty: detected
   std::string device = "auto";  // "cpu", "cuda", "cuda:N"; auto: cuda when available
@@ -71,6 +73,28 @@ io::PipelineOptions pipeline_options(const RunOptions& options);
 // The --json summary: the run, its speed and peak memory (device and host).
 nlohmann::json summary_json(const io::RunSummary& summary, const RunOptions& options,
                             const core::VaeModel& model, const LoadSeconds& load);
+
+// Note [Batches]
+// A run takes one input file and writes one output file, or takes several inputs and writes into a folder: when
+// there is more than one input, an input is a folder, or the output is a folder (existing, or named with a
+// trailing '/'). Folders contribute their files (not their subfolders; for decode only .safetensors and .latent
+// files), in name order, and every input writes <output folder>/<its name without extension><ext>, with ext
+// --ext or the command's default (.safetensors for encode, .mp4 otherwise). The model is loaded once and cuDNN's
+// plans carry over, so a folder of short clips pays the start-up once instead of per clip (docs/benchmarks.md,
+// "End to end"). A file that fails gets its one error line and the batch goes on; at the end a summary line says
+// how many failed and the exit status is 1. Two inputs that would write the same output are refused before
+// anything runs.
+struct BatchItem {
+  std::filesystem::path input;
+  std::filesystem::path output;
+};
+struct Batch {
+  bool into_folder = false;  // a batch (Note [Batches]); false: one input, one output file
+  std::vector<BatchItem> items;
+};
+// The runs `options` asks for (Note [Batches]). Throws for what can be told before loading a model: missing
+// inputs, an output folder that is a file, two inputs writing one output, folders holding nothing to run.
+Batch plan_batch(RunCommand command, const RunOptions& options);
 
 // Loads the model and runs `command` with SIGINT/SIGTERM handled (Note [Interrupts]): an interrupted run
 // removes its temporary output and exits with 130.

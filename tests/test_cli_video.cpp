@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -44,6 +46,14 @@ void check_fails(const CliResult& r, const std::string& what, const std::filesys
   CHECK_THAT(r.err, StartsWith("vaecodec: error: ") && Contains(what));
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   CHECK(list_dir(dir) == files);
+}
+
+// Lines of a text, without the empty last one.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 }  // namespace
@@ -243,6 +253,88 @@ TEST_CASE("cli encode/decode: latent files reproduce the round trip", "[cli]") {
         }
       }
     }
+  }
+}
+
+TEST_CASE("cli batch: a folder encodes into a folder; a bad file is reported and the rest written", "[cli]") {
+  ScratchDir dir;
+  std::filesystem::create_directories(dir / "in" / "sub");
+  make_clip(dir / "in" / "a.mp4", kTestsrc + "64x48:rate=24 -frames:v 5 -c:v libx264 -pix_fmt yuv420p");
+  make_clip(dir / "in" / "b.mkv", kTestsrc + "70x42:rate=10 -frames:v 3 -c:v libx264 -pix_fmt yuv420p");
+  std::ofstream(dir / "in" / "notes.txt") << "not a video\n";
+  std::ofstream(dir / "in" / ".hidden") << "skipped\n";
+  make_clip(dir / "in" / "sub" / "c.mp4", kTestsrc + "64x48:rate=24 -frames:v 1 -c:v libx264");  // not descended into
+
+  const CliResult r = run_cli("encode " + quote(dir / "in") + " -o " + quote(dir / "out") + weights_arg() + " --json");
+  INFO("stderr: " << r.err);
+  CHECK(r.status == 1);
+  const std::vector<std::string> errors = lines_of(r.err);
+  REQUIRE(errors.size() == 2);
+  CHECK_THAT(errors[0], StartsWith("vaecodec: error: ") && Contains("notes.txt"));
+  CHECK(errors[1] == "vaecodec: error: 1 of 3 inputs failed; the others were written to " + (dir / "out").string());
+  CHECK(list_dir(dir / "out") == std::vector<std::string>{"a.safetensors", "b.safetensors"});
+  // One JSON line per input, in name order, the failure with its message.
+  const std::vector<std::string> json = lines_of(r.out);
+  REQUIRE(json.size() == 3);
+  CHECK(nlohmann::json::parse(json[0])["frames"] == 5);
+  CHECK(nlohmann::json::parse(json[1])["frames"] == 3);
+  CHECK_THAT(nlohmann::json::parse(json[2])["error"].get<std::string>(), Contains("notes.txt"));
+
+  // The same latents as the files run one by one.
+  for (const std::string name : {"a.mp4", "b.mkv"}) {
+    INFO(name);
+    const auto single = dir / (name + ".safetensors");
+    REQUIRE(run_cli("encode " + quote(dir / "in" / name) + " -o " + quote(single) + weights_arg()).status == 0);
+    const auto batch = dir / "out" / (std::filesystem::path(name).stem().string() + ".safetensors");
+    CHECK(torch::equal(io::read_latents(batch).latents, io::read_latents(single).latents));
+  }
+
+  SECTION("a folder of latents decodes into a folder") {
+    const CliResult d = run_cli("decode " + quote(dir / "out") + " -o " + quote(dir / "videos") + weights_arg() +
+                                " --ext .mkv --codec ffv1");
+    INFO("stderr: " << d.err);
+    REQUIRE(d.status == 0);
+    CHECK(list_dir(dir / "videos") == std::vector<std::string>{"a.mkv", "b.mkv"});
+    CHECK(probe(dir / "videos" / "a.mkv").frames() == 5);
+    CHECK(probe(dir / "videos" / "b.mkv").width == 70);
+  }
+}
+
+TEST_CASE("cli batch: files into a folder; clashing names and a file as the folder are refused", "[cli]") {
+  ScratchDir dir;
+  const auto a = make_clip(dir / "a.mp4", kTestsrc + "64x48:rate=24 -frames:v 5 -c:v libx264 -pix_fmt yuv420p");
+  const auto b = make_clip(dir / "b.mp4", kTestsrc + "64x48:rate=24 -frames:v 2 -c:v libx264 -pix_fmt yuv420p");
+
+  SECTION("two files round trip into a new folder with --ext") {
+    const CliResult r = run_cli("roundtrip " + quote(a) + " " + quote(b) + " -o " + quote(dir / "out") +
+                                weights_arg() + " --ext mkv --codec ffv1");
+    INFO("stderr: " << r.err);
+    REQUIRE(r.status == 0);
+    CHECK(r.err.empty());
+    CHECK(list_dir(dir / "out") == std::vector<std::string>{"a.mkv", "b.mkv"});
+    CHECK(probe(dir / "out" / "a.mkv").frames() == 5);
+    CHECK(probe(dir / "out" / "b.mkv").frames() == 2);
+  }
+  SECTION("one file into an existing folder") {
+    std::filesystem::create_directory(dir / "out");
+    const CliResult r = run_cli("roundtrip " + quote(a) + " -o " + quote(dir / "out") + weights_arg());
+    INFO("stderr: " << r.err);
+    REQUIRE(r.status == 0);
+    CHECK(list_dir(dir / "out") == std::vector<std::string>{"a.mp4"});
+  }
+  SECTION("two inputs that would write one output") {
+    std::filesystem::create_directory(dir / "other");
+    make_clip(dir / "other" / "a.mkv", kTestsrc + "64x48:rate=24 -frames:v 1 -c:v libx264");
+    const CliResult r = roundtrip(a, dir / "out", quote(dir / "other" / "a.mkv"));
+    check_fails(r, "would both write", dir.path(), {"a.mp4", "b.mp4", "other"});
+  }
+  SECTION("a file where the folder should be") {
+    std::ofstream(dir / "out.mp4") << "x";
+    const CliResult r = roundtrip(a, dir / "out.mp4", quote(b));
+    check_fails(r, "is a file; a batch of inputs writes into a folder", dir.path(), {"a.mp4", "b.mp4", "out.mp4"});
+  }
+  SECTION("--ext without a batch") {
+    check_fails(roundtrip(a, dir / "out.mp4", "--ext mkv"), "--ext", dir.path(), {"a.mp4", "b.mp4"});
   }
 }
 
