@@ -9,7 +9,7 @@
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
 #   BENCH_EXTRA, RUN_EXTRA                           arguments added to every bench / file run
 # Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
-#   profile startup cold heuristics reference candidates long
+#   profile startup cold heuristics reference batch candidates long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -332,6 +332,30 @@ if has reference; then
     timeout 120 "$BUILD/vaecodec" bench --weights /tmp/wan21_random.pth --op encode --size "$size" --frames 17 \
       --dtype bf16 --accuracy --json | python3 -c "import json,sys; j=json.load(sys.stdin); print(json.dumps({'vaecodec': 'bench --accuracy', 'op': j['op'], 'size': j['size'], 'frames': j['frames'], 'relative_l2_bf16_vs_fp32': j['relative_l2_vs_fp32']}))" \
       | tee -a "$OUT/reference.jsonl"
+  done
+fi
+
+if has batch; then
+  # A folder of clips in one command against one command per clip: the model, the process and cuDNN's first
+  # calls are paid once (Note [Batches]).
+  step "batches: ${BATCH_CLIPS:-4} clips of 720p x81, one command per clip against one for the folder"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  rm -rf /tmp/batch_in /tmp/batch_out /tmp/batch_lat && mkdir -p /tmp/batch_in
+  for i in $(seq 1 "${BATCH_CLIPS:-4}"); do cp /tmp/clip81.mp4 "/tmp/batch_in/clip$i.mp4"; done
+  for op in roundtrip encode; do
+    ext=.mp4; [[ $op == encode ]] && ext=.safetensors
+    start=$(date +%s.%N)
+    for f in /tmp/batch_in/*.mp4; do
+      timeout 200 "$BUILD/vaecodec" $op "$f" -o "/tmp/single$ext" --weights /tmp/wan21_random.pth --quiet
+    done
+    single=$(python3 -c "import sys,time; print('%.1f' % (time.time()-float(sys.argv[1])))" "$start")
+    start=$(date +%s.%N)
+    timeout 400 "$BUILD/vaecodec" $op /tmp/batch_in -o /tmp/batch_out_$op --weights /tmp/wan21_random.pth --json \
+      >"$OUT/batch_$op.jsonl" 2>>"$OUT/runs.err"
+    rc=$?
+    whole=$(python3 -c "import sys,time; print('%.1f' % (time.time()-float(sys.argv[1])))" "$start")
+    echo "  $op of ${BATCH_CLIPS:-4} clips: one command each ${single} s, one batch ${whole} s (exit $rc); per clip in the batch: $(python3 -c "import json,sys; print(', '.join('%.2f s' % json.loads(l)['seconds'] for l in open(sys.argv[1])))" "$OUT/batch_$op.jsonl")"
   done
 fi
 
