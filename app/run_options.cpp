@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <optional>
 
 extern "C" {
@@ -334,13 +334,13 @@ void run_command(RunCommand command, const RunOptions& options) {
     const std::vector<BatchItem>& items = plan.items;
     const bool batch = plan.into_folder;
     if (!options.model.empty()) core::find_model_family(options.model);  // throws, naming the known families
-    if (batch) {
+    LoadSeconds load;
+    const std::shared_ptr<core::VaeModel> model = load_model(options, &load);
+    if (batch) {  // made once the model loaded: a run that fails before leaves nothing behind
       std::error_code error;
       fs::create_directories(options.output, error);
       if (error) throw Error("cannot create output folder " + options.output + ": " + error.message());
     }
-    LoadSeconds load;
-    const std::shared_ptr<core::VaeModel> model = load_model(options, &load);
     int failed = 0;
     for (const BatchItem& item : items) {
       current = &item;

@@ -333,6 +333,12 @@ TEST_CASE("cli batch: files into a folder; clashing names and a file as the fold
     const CliResult r = roundtrip(a, dir / "out.mp4", quote(b));
     check_fails(r, "is a file; a batch of inputs writes into a folder", dir.path(), {"a.mp4", "b.mp4", "out.mp4"});
   }
+  SECTION("weights that do not load: no folder made") {
+    std::ofstream(dir / "notes.pth") << "not weights";
+    const CliResult r = run_cli("roundtrip " + quote(a) + " " + quote(b) + " -o " + quote(dir / "out") +
+                                " --weights " + quote(dir / "notes.pth") + " --quiet");
+    check_fails(r, "notes.pth", dir.path(), {"a.mp4", "b.mp4", "notes.pth"});
+  }
   SECTION("--ext without a batch") {
     check_fails(roundtrip(a, dir / "out.mp4", "--ext mkv"), "--ext", dir.path(), {"a.mp4", "b.mp4"});
   }
