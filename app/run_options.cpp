@@ -256,27 +256,33 @@ nlohmann::json failure_json(const BatchItem& item, const std::string& message) {
   return {{"input", item.input.string()}, {"output", item.output.string()}, {"error", message}};
 }
 
-io::RunSummary run_one(RunCommand command, const RunOptions& options, core::VaeModel& model,
-                       const io::PipelineOptions& pipeline, const BatchItem& item) {
-  io::RunSummary summary;
+// One input's run, started: encode runs to its end (`done`); roundtrip and decode return once the model's work
+// is done (`finishing`), their writer still draining.
+struct Started {
+  std::optional<io::RunSummary> done;
+  std::optional<io::FinishingRun> finishing;
+};
+
+Started start_one(RunCommand command, const RunOptions& options, core::VaeModel& model,
+                  const io::PipelineOptions& pipeline, const BatchItem& item) {
+  Started started;
   switch (command) {
     case RunCommand::kRoundtrip:
-      summary = io::roundtrip(model, item.input, item.output, pipeline);
+      started.finishing.emplace(io::start_roundtrip(model, item.input, item.output, pipeline));
       break;
     case RunCommand::kEncode:
-      summary = io::encode(model, item.input, item.output, pipeline);
+      started.done = io::encode(model, item.input, item.output, pipeline);
       if (options.latent_scale) io::apply_latent_scale(item.output);
       break;
     case RunCommand::kDecode: {
       std::optional<io::ScaledLatentInput> scaled;
       if (options.latent_scale) scaled.emplace(item.input, model.info().latent_scale);
       const fs::path latents = scaled ? scaled->path() : item.input;
-      summary = io::decode(model, latents, item.output, pipeline);
-      summary.input = item.input;
+      started.finishing.emplace(io::start_decode(model, latents, item.output, pipeline));
       break;
     }
   }
-  return summary;
+  return started;
 }
 
 }  // namespace
@@ -341,24 +347,60 @@ void run_command(RunCommand command, const RunOptions& options) {
       fs::create_directories(options.output, error);
       if (error) throw Error("cannot create output folder " + options.output + ": " + error.message());
     }
+    // Each input's outcome, in input order: a clip's writer finishes while the next clip runs on the GPU.
     int failed = 0;
-    for (const BatchItem& item : items) {
-      current = &item;
+    auto report = [&](const BatchItem& item, const std::exception& e) {
+      if (!batch) throw;
+      const std::string message = error_message(e);
+      const bool named = message.find(item.input.string()) != std::string::npos;
+      std::cerr << "vaecodec: error: " << (named ? "" : item.input.string() + ": ") << message << std::endl;
+      if (options.json) std::cout << failure_json(item, message).dump() << std::endl;
+      ++failed;
+    };
+    auto print = [&](const BatchItem& item, io::RunSummary summary) {
+      summary.input = item.input;
+      if (options.json) std::cout << summary_json(summary, options, *model, load).dump() << std::endl;
+    };
+    const BatchItem* finishing_item = nullptr;
+    std::optional<io::FinishingRun> finishing;
+    auto finish_previous = [&] {
+      if (!finishing) return;
       try {
-        if (batch) io::check_output_path(item.output, {item.input});
-        const io::RunSummary summary = run_one(command, options, *model, pipeline, item);
-        if (options.json) std::cout << summary_json(summary, options, *model, load).dump() << std::endl;
+        print(*finishing_item, finishing->finish());
       } catch (const io::Interrupted&) {
         throw;
       } catch (const std::exception& e) {
-        if (!batch) throw;
-        const std::string message = error_message(e);
-        const bool named = message.find(item.input.string()) != std::string::npos;
-        std::cerr << "vaecodec: error: " << (named ? "" : item.input.string() + ": ") << message << std::endl;
-        if (options.json) std::cout << failure_json(item, message).dump() << std::endl;
-        ++failed;
+        report(*finishing_item, e);
+      }
+      finishing.reset();
+    };
+    for (const BatchItem& item : items) {
+      current = &item;
+      Started started;
+      std::exception_ptr error;
+      try {
+        if (batch) io::check_output_path(item.output, {item.input});
+        started = start_one(command, options, *model, pipeline, item);
+      } catch (const io::Interrupted&) {
+        throw;
+      } catch (const std::exception&) {
+        error = std::current_exception();
+      }
+      finish_previous();
+      if (error) {
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          report(item, e);
+        }
+      } else if (started.done) {
+        print(item, std::move(*started.done));
+      } else {
+        finishing_item = &item;
+        finishing = std::move(started.finishing);
       }
     }
+    finish_previous();
     if (failed > 0)
       throw Error(std::to_string(failed) + " of " + std::to_string(items.size()) +
                   " inputs failed; the others were written to " + options.output);

@@ -151,8 +151,62 @@ LatentNormalization latent_normalization(const core::ModelInfo& info) {
   return n;
 }
 
+// What a run keeps until its writer is done (FinishingRun). Members in the order they are made: the writer
+// stage goes first when unwinding (its thread stops), the temporary file last (it is removed unless committed).
+struct FinishingRun::State {
+  State(core::VaeModel& model, const core::Plan& plan, const PipelineOptions& options, Clock::time_point start)
+      : model(model), plan(plan), options(options), start(start) {}
+  core::VaeModel& model;
+  core::Plan plan;
+  PipelineOptions options;
+  Clock::time_point start;
+  std::optional<StageTimes> reader_times;  // roundtrip: the reader's, final once it reached the end
+  RunSummary summary;                      // all but what the writer decides
+  std::optional<TempOutput> temp;
+  std::optional<VideoWriter> writer;
+  std::optional<QualityMeter> meter;
+  std::optional<Progress> progress;
+  PacketQueue audio{kUnbounded};
+  std::optional<WriterStage> writing;
+};
+
+FinishingRun::FinishingRun(std::unique_ptr<State> state) : state_(std::move(state)) {}
+FinishingRun::FinishingRun(FinishingRun&&) noexcept = default;
+FinishingRun& FinishingRun::operator=(FinishingRun&&) noexcept = default;
+FinishingRun::~FinishingRun() = default;
+
+RunSummary FinishingRun::finish() {
+  State& s = *state_;
+  s.writing->finish();
+  if (s.meter) s.meter->write(s.options.metrics);
+  s.temp->commit();
+  s.progress->finish();
+  RunSummary summary = std::move(s.summary);
+  summary.codec = s.writer->codec_name();
+  summary.pixel_format = pixel_format_name(s.writer->pixel_format());
+  summary.audio_streams = s.writer->audio_streams_copied();
+  if (s.meter) summary.quality = s.meter->summary();
+  report_memory(s.model, s.plan, s.options, summary);
+  const double total = std::chrono::duration<double>(s.writing->finished_at() - s.start).count();
+  summary.stage_seconds =
+      stage_seconds(s.reader_times ? &*s.reader_times : nullptr, &s.writing->times(), total);
+  summary.seconds = total;
+  state_.reset();
+  return summary;
+}
+
 RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::path& output,
                      const PipelineOptions& options) {
+  return start_roundtrip(model, input, output, options).finish();
+}
+
+RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                  const PipelineOptions& options) {
+  return start_decode(model, input, output, options).finish();
+}
+
+FinishingRun start_roundtrip(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                             const PipelineOptions& options) {
   const Clock::time_point start = Clock::now();
   check_output_path(output, {input});
   if (!options.metrics.empty()) check_output_path(options.metrics, {input, output});
@@ -166,16 +220,17 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   const core::Plan memory_plan = plan_memory(model, core::Op::kRoundtrip, geometry, options);
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
 
-  TempOutput temp(output);
-  VideoWriter writer(temp.path(), output, format, options.writer, reader.audio_streams());
-  std::optional<QualityMeter> meter;
-  if (!options.metrics.empty()) meter.emplace();
-  Progress progress("roundtrip", reader.frame_count_hint(), quiet_if(options.quiet));
+  auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
+  FinishingRun::State& w = *state;
+  w.temp.emplace(output);
+  w.writer.emplace(w.temp->path(), output, format, options.writer, reader.audio_streams());
+  if (!options.metrics.empty()) w.meter.emplace();
+  QualityMeter* meter = w.meter ? &*w.meter : nullptr;
+  w.progress.emplace("roundtrip", reader.frame_count_hint(), quiet_if(options.quiet));
   apply_autotune(model, options.autotune);
-  PacketQueue audio(kUnbounded);
   const size_t capacity = frame_queue_capacity(info, chunking);
-  WriterStage writing(writer, capacity, &audio, meter ? &*meter : nullptr, &progress);
-  DecodedFrameSink sink(geometry, transfer, writing, meter ? nullptr : device_converter(model, writer));
+  w.writing.emplace(*w.writer, capacity, &w.audio, meter, &*w.progress);
+  DecodedFrameSink sink(geometry, transfer, *w.writing, meter ? nullptr : device_converter(model, *w.writer));
   EncodeFeeder feeder(model, chunking, geometry, transfer);
   core::DecodeRun decoder(model, chunking);
   int64_t latent_frames = 0;
@@ -184,7 +239,7 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
     latent_frames += latents.size(2);
     sink.push(decoder.push(latents));
   };
-  ReaderStage reading(reader, capacity, &audio);  // declared last: its thread stops first when unwinding
+  ReaderStage reading(reader, capacity, &w.audio);  // declared last: its thread stops first when unwinding
 
   while (std::optional<VideoFrame> frame = reading.next()) {
     throw_if_interrupted();
@@ -196,13 +251,10 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   if (sink.emitted() != feeder.frames())
     throw Error("roundtrip of " + input.string() + " produced " + std::to_string(sink.emitted()) +
                 " frames for " + std::to_string(feeder.frames()));
-  writing.finish();
-  if (meter) meter->write(options.metrics);
-  temp.commit();
-  progress.finish();
+  w.writing->close();
   report_damage(reader, feeder.frames());
 
-  RunSummary summary;
+  RunSummary& summary = w.summary;
   summary.command = "roundtrip";
   summary.input = input;
   summary.output = output;
@@ -212,15 +264,9 @@ RunSummary roundtrip(core::VaeModel& model, const fs::path& input, const fs::pat
   summary.latent_shape = {1, info.latent_channels, latent_frames,
                           geometry.padded_height / info.spatial_factor,
                           geometry.padded_width / info.spatial_factor};
-  summary.codec = writer.codec_name();
-  summary.pixel_format = pixel_format_name(writer.pixel_format());
-  summary.audio_streams = writer.audio_streams_copied();
   summary.damage = reader.damage();
-  if (meter) summary.quality = meter->summary();
-  report_memory(model, memory_plan, options, summary);
-  summary.stage_seconds = stage_seconds(&reading.times(), &writing.times(), seconds_since(start));
-  summary.seconds = seconds_since(start);
-  return summary;
+  w.reader_times = reading.times();
+  return FinishingRun(std::move(state));
 }
 
 RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& output,
@@ -365,8 +411,8 @@ DecodePlan plan_decode(const LatentFile& file, const core::ModelInfo& info, cons
 
 }  // namespace
 
-RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& output,
-                  const PipelineOptions& options) {
+FinishingRun start_decode(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                          const PipelineOptions& options) {
   const Clock::time_point start = Clock::now();
   check_output_path(output, {input});
   output_container(output);
@@ -383,13 +429,15 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
 
   DeviceTransfer transfer(model.device());
-  TempOutput temp(output);
-  VideoWriter writer(temp.path(), output, plan.format, options.writer);
-  Progress progress("decode", plan.frames, quiet_if(options.quiet));
+  auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
+  FinishingRun::State& w = *state;
+  w.temp.emplace(output);
+  w.writer.emplace(w.temp->path(), output, plan.format, options.writer);
+  w.progress.emplace("decode", plan.frames, quiet_if(options.quiet));
   apply_autotune(model, options.autotune);
   const size_t capacity = frame_queue_capacity(info, chunking);
-  WriterStage writing(writer, capacity, nullptr, nullptr, &progress);
-  DecodedFrameSink sink(geometry, transfer, writing, device_converter(model, writer));
+  w.writing.emplace(*w.writer, capacity, nullptr, nullptr, &*w.progress);
+  DecodedFrameSink sink(geometry, transfer, *w.writing, device_converter(model, *w.writer));
   for (int64_t i = 0; i < plan.frames; ++i) sink.add_timing(plan.pts[i], plan.durations[i]);
   core::DecodeRun decoder(model, chunking);
   const int64_t step = std::max<int64_t>(chunking.latent_frames, 1);
@@ -402,11 +450,9 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
   if (sink.emitted() != plan.frames)
     throw Error("decoding " + input.string() + " produced " + std::to_string(sink.emitted()) +
                 " frames for " + std::to_string(plan.frames));
-  writing.finish();
-  temp.commit();
-  progress.finish();
+  w.writing->close();
 
-  RunSummary summary;
+  RunSummary& summary = w.summary;
   summary.command = "decode";
   summary.input = input;
   summary.output = output;
@@ -414,12 +460,7 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
   summary.width = plan.format.width;
   summary.height = plan.format.height;
   summary.latent_shape = file.latents.sizes().vec();
-  summary.codec = writer.codec_name();
-  summary.pixel_format = pixel_format_name(writer.pixel_format());
-  report_memory(model, memory_plan, options, summary);
-  summary.stage_seconds = stage_seconds(nullptr, &writing.times(), seconds_since(start));
-  summary.seconds = seconds_since(start);
-  return summary;
+  return FinishingRun(std::move(state));
 }
 
 }  // namespace vaecodec::io

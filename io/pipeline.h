@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,10 +64,29 @@ struct RunSummary {
   std::map<std::string, double> stage_seconds;
 };
 
+// A run whose every frame has been handed to its writer: the model is free for the next run while the writer
+// (and its encoder's delayed frames) finishes the file. finish() waits for it, renames the output into place and
+// returns the summary; a run dropped without finish() leaves no output (its temporary file is removed).
+class FinishingRun {
+ public:
+  struct State;
+  explicit FinishingRun(std::unique_ptr<State> state);
+  FinishingRun(FinishingRun&&) noexcept;
+  FinishingRun& operator=(FinishingRun&&) noexcept;
+  ~FinishingRun();
+  RunSummary finish();  // once
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
 // Decodes `input`, runs every frame through the model's encoder and decoder, and writes `output` with the
 // input's size, frame count, timestamps, colour tags and audio (Note [Pipeline], Note [Padding]).
 RunSummary roundtrip(core::VaeModel& model, const std::filesystem::path& input,
                      const std::filesystem::path& output, const PipelineOptions& options = {});
+// The same, returning once the model's work is done (a batch starts the next input meanwhile).
+FinishingRun start_roundtrip(core::VaeModel& model, const std::filesystem::path& input,
+                             const std::filesystem::path& output, const PipelineOptions& options = {});
 
 // Decodes `input` and writes its latents with everything decode() needs to rebuild the video (LatentMeta):
 // .safetensors or ComfyUI's .latent, by extension.
@@ -76,6 +96,8 @@ RunSummary encode(core::VaeModel& model, const std::filesystem::path& input,
 // Decodes a latent file into a video with the size, frame count, timing and colour its record gives.
 RunSummary decode(core::VaeModel& model, const std::filesystem::path& input,
                   const std::filesystem::path& output, const PipelineOptions& options = {});
+FinishingRun start_decode(core::VaeModel& model, const std::filesystem::path& input,
+                          const std::filesystem::path& output, const PipelineOptions& options = {});
 
 // The normalization a model's latents carry, for .latent files (Note [latent files]).
 LatentNormalization latent_normalization(const core::ModelInfo& info);

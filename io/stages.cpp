@@ -92,6 +92,7 @@ void WriterStage::run() {
     drain_audio();
     writer_.finish();
     times_.busy += since(start);
+    finished_at_ = Clock::now();
   } catch (...) {
     error_ = std::current_exception();
     frames_.cancel();
@@ -112,12 +113,17 @@ void WriterStage::push(OutputFrame frame) {
   throw Error("the writer stopped before the last frame");
 }
 
-void WriterStage::finish() {
-  const auto start = Clock::now();
+void WriterStage::close() {
+  if (finishing_) return;
+  closed_at_ = Clock::now();
   finishing_ = true;
   frames_.close();
+}
+
+void WriterStage::finish() {
+  close();
   rethrow();
-  times_.tail = since(start);
+  times_.tail = std::chrono::duration<double>(finished_at_ - closed_at_).count();
 }
 
 }  // namespace vaecodec::io

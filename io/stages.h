@@ -3,6 +3,7 @@
 #include <array>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -41,7 +42,7 @@ struct StageTimes {
   double busy = 0;     // the stage's own work (decoding and converting; converting, encoding and muxing)
   double waited = 0;   // the model's thread blocked on this stage's queue
   double for_gpu = 0;  // writer: blocked on the model's downloads
-  double tail = 0;     // writer: the model's thread waiting in finish() (queued and encoder-delayed frames)
+  double tail = 0;     // writer: from the last frame handed over to the file finished (queue, encoder delay)
 };
 
 // Runs a VideoReader on a thread of its own.
@@ -86,13 +87,19 @@ class WriterStage {
   WriterStage& operator=(const WriterStage&) = delete;
   // Rethrows what the writer thread threw.
   void push(OutputFrame frame);
-  // Waits until every frame is written and the file finished; rethrows what the writer thread threw.
+  // Every frame is handed over: the writer drains its queue and finishes the file on its own thread.
+  void close();
+  // close(), then waits until every frame is written and the file finished; rethrows what the writer thread
+  // threw.
   void finish();
   // Complete once finish() has returned.
   const StageTimes& times() const { return times_; }
+  // When the writer finished the file; valid once finish() has returned.
+  std::chrono::steady_clock::time_point finished_at() const { return finished_at_; }
 
  private:
   StageTimes times_;
+  std::chrono::steady_clock::time_point closed_at_, finished_at_;
   void run();
   void drain_audio();
   void rethrow();
