@@ -80,10 +80,11 @@ nlohmann::json summary_json(const io::RunSummary& summary, const RunOptions& opt
 // trailing '/'). Folders contribute their files (not their subfolders; for decode only .safetensors and .latent
 // files), in name order, and every input writes <output folder>/<its name without extension><ext>, with ext
 // --ext or the command's default (.safetensors for encode, .mp4 otherwise). The model is loaded once and cuDNN's
-// plans carry over, so a folder of short clips pays the start-up once instead of per clip (docs/benchmarks.md,
-// "End to end"). A file that fails gets its one error line and the batch goes on; at the end a summary line says
-// how many failed and the exit status is 1. Two inputs that would write the same output are refused before
-// anything runs.
+// plans carry over, so a folder of short clips pays the start-up once instead of per clip, and a clip's writer
+// finishes (x264's delayed frames, ~1.2 s at 720p) while the next clip runs on the GPU (io::FinishingRun;
+// docs/benchmarks.md, "End to end"). Outcomes are reported in input order. A file that fails gets its one error
+// line and the batch goes on; at the end a summary line says how many failed and the exit status is 1. Two
+// inputs that would write the same output are refused before anything runs.
 struct BatchItem {
   std::filesystem::path input;
   std::filesystem::path output;
