@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -226,11 +227,6 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
 
 namespace {
 
-bool is_latent_file(const fs::path& path) {
-  const std::string ext = path.extension().string();
-  return ext == ".safetensors" || ext == ".latent";
-}
-
 // The files a folder contributes to a batch: regular files, not hidden, in name order; for decode only latents.
 std::vector<fs::path> folder_inputs(const fs::path& folder, RunCommand command) {
   std::vector<fs::path> files;
@@ -238,7 +234,7 @@ std::vector<fs::path> folder_inputs(const fs::path& folder, RunCommand command) 
   for (const fs::directory_entry& entry : fs::directory_iterator(folder, error)) {
     const fs::path& path = entry.path();
     if (!entry.is_regular_file(error) || path.filename().string().starts_with(".")) continue;
-    if (command == RunCommand::kDecode && !is_latent_file(path)) continue;
+    if (command == RunCommand::kDecode && !io::is_latent_path(path)) continue;
     files.push_back(path);
   }
   if (error) throw Error("cannot read input folder " + folder.string() + ": " + error.message());
@@ -246,9 +242,15 @@ std::vector<fs::path> folder_inputs(const fs::path& folder, RunCommand command) 
   return files;
 }
 
-std::string error_message(const std::exception& e) {
-  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) return c10->what_without_backtrace();
-  return e.what();
+// The one-line message of an error, as main() prints it.
+std::string error_message(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
 }
 
 // The JSON line of a batch input that failed.
@@ -349,16 +351,16 @@ void run_command(RunCommand command, const RunOptions& options) {
     }
     // Each input's outcome, in input order: a clip's writer finishes while the next clip runs on the GPU.
     int failed = 0;
-    auto report = [&](const BatchItem& item, const std::exception& e) {
-      if (!batch) throw;
-      const std::string message = error_message(e);
+    auto report = [&](const BatchItem& item, const std::exception_ptr& error) {
+      if (!batch) std::rethrow_exception(error);  // one input: main() reports it
+      const std::string message = error_message(error);
       const bool named = message.find(item.input.string()) != std::string::npos;
       std::cerr << "vaecodec: error: " << (named ? "" : item.input.string() + ": ") << message << std::endl;
       if (options.json) std::cout << failure_json(item, message).dump() << std::endl;
       ++failed;
     };
     auto print = [&](const BatchItem& item, io::RunSummary summary) {
-      summary.input = item.input;
+      summary.input = item.input;  // decode --latent-scale ran on a scaled copy
       if (options.json) std::cout << summary_json(summary, options, *model, load).dump() << std::endl;
     };
     const BatchItem* finishing_item = nullptr;
@@ -369,8 +371,8 @@ void run_command(RunCommand command, const RunOptions& options) {
         print(*finishing_item, finishing->finish());
       } catch (const io::Interrupted&) {
         throw;
-      } catch (const std::exception& e) {
-        report(*finishing_item, e);
+      } catch (const std::exception&) {
+        report(*finishing_item, std::current_exception());
       }
       finishing.reset();
     };
@@ -388,11 +390,7 @@ void run_command(RunCommand command, const RunOptions& options) {
       }
       finish_previous();
       if (error) {
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-          report(item, e);
-        }
+        report(item, error);
       } else if (started.done) {
         print(item, std::move(*started.done));
       } else {

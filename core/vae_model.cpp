@@ -159,22 +159,7 @@ std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelO
   return model;
 }
 
-void place_model(VaeModel& model, const ModelOptions& options) {
-  if (options.device.is_cuda() && options.dtype == torch::kFloat) {
-    // float32 means the model's own arithmetic: no TF32 shortcuts in cuDNN convolutions or cuBLAS products.
-    at::globalContext().setAllowTF32CuDNN(false);
-    at::globalContext().setAllowTF32CuBLAS(false);
-  }
-  // On unless the caller decides: a run calls the convolutions with a few fixed chunk shapes, and the timing
-  // pays for itself on long runs (the file pipeline turns it off for short clips, Note [Autotuning]).
-  if (options.device.is_cuda()) {
-    use_cudnn_heuristics_b();
-    set_cudnn_autotune(true);
-  }
-  model.to(options.device, options.dtype);
-  model.set_channels_last(options.channels_last.value_or(options.device.is_cuda()));
-  model.eval();
-}
+namespace {
 
 // Note [Heuristics]
 // Without timing, LibTorch takes the first kernel that cuDNN's heuristics offer for a convolution. Its default,
@@ -185,6 +170,25 @@ void place_model(VaeModel& model, const ModelOptions& options) {
 // "Start-up: cuDNN's heuristics instead of its timing".
 void use_cudnn_heuristics_b() {
   setenv("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "1", /*overwrite=*/0);
+}
+
+}  // namespace
+
+void place_model(VaeModel& model, const ModelOptions& options) {
+  if (options.device.is_cuda() && options.dtype == torch::kFloat) {
+    // float32 means the model's own arithmetic: no TF32 shortcuts in cuDNN convolutions or cuBLAS products.
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
+  // Timing on unless the caller decides (bench and the file pipeline do: off for files unless asked, Note
+  // [Autotuning] in io/pipeline.h); mode-B heuristics for when it is off (Note [Heuristics]).
+  if (options.device.is_cuda()) {
+    use_cudnn_heuristics_b();
+    set_cudnn_autotune(true);
+  }
+  model.to(options.device, options.dtype);
+  model.set_channels_last(options.channels_last.value_or(options.device.is_cuda()));
+  model.eval();
 }
 
 void set_cudnn_autotune(bool on) {

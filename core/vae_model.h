@@ -89,17 +89,15 @@ std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelO
 // Builds a model of a family from its config with uninitialised weights (tests, benchmarks with random weights).
 std::shared_ptr<VaeModel> build_model(const std::string& family, const nlohmann::json& config);
 // Moves a built model to options.device and options.dtype and sets it up for runs there (layout, no TF32 in
-// float32, cuDNN autotuning); build_model(checkpoint, ...) ends with it.
+// float32, cuDNN autotuning, and mode-B heuristics unless TORCH_CUDNN_USE_HEURISTIC_MODE_B is set: LibTorch reads
+// that once, at its first convolution, so place the model before running any); build_model(checkpoint, ...)
+// ends with it.
 void place_model(VaeModel& model, const ModelOptions& options);
 
 // Lets cuDNN time its algorithms for each new convolution shape, or not (Note [Autotuning] in io/pipeline.h: the
-// file pipeline decides per clip). VAECODEC_AUTOTUNE_CANDIDATES=N sets how many candidates it times per shape
+// file pipeline's --autotune). VAECODEC_AUTOTUNE_CANDIDATES=N sets how many candidates it times per shape
 // (LibTorch's default 10; 0: all), a knob for measuring the start-up; anything but a count is refused.
 void set_cudnn_autotune(bool on);
-// Has LibTorch ask cuDNN's heuristics in mode B when it picks a convolution kernel without timing (Note
-// [Heuristics] in vae_model.cpp), unless TORCH_CUDNN_USE_HEURISTIC_MODE_B is already set. LibTorch reads the
-// setting once, at its first convolution: this must come before it.
-void use_cudnn_heuristics_b();
 // The family and config a checkpoint holds, or throws naming what does not fit any known family.
 ModelInfo recognise_model(const Checkpoint& checkpoint);
 

@@ -285,11 +285,16 @@ LatentMeta parse_latent_meta(std::string_view text) {
   return latent_meta_from_json(json);
 }
 
+bool is_latent_path(const std::filesystem::path& path) {
+  const std::string ext = lower_extension(path);
+  return ext == ".safetensors" || ext == ".latent";
+}
+
 void write_latents(const std::filesystem::path& path, const torch::Tensor& latents, const LatentMeta& meta,
                    const LatentNormalization& normalization) {
   const std::string where = path.string();
   const std::string ext = lower_extension(path);
-  if (ext != ".safetensors" && ext != ".latent") {
+  if (!is_latent_path(path)) {
     throw Error(where + ": unknown latent file extension '" + path.extension().string() +
                 "' (expected .safetensors or .latent)");
   }

@@ -124,6 +124,9 @@ struct LatentFile {
 void write_latents(const std::filesystem::path& path, const torch::Tensor& latents, const LatentMeta& meta,
                    const LatentNormalization& normalization = {});
 
+// Whether `path` names a latent file by its extension: .safetensors or .latent, in any case.
+bool is_latent_path(const std::filesystem::path& path);
+
 // Reads latents written by write_latents, by ComfyUI's Save Latent, or a bare safetensors file holding one
 // 5-D tensor. A .latent's raw latents are normalized with `normalization` (empty: taken as they are). Throws
 // vaecodec::Error for a file without a 5-D latent tensor, NaN/Inf values, or a record that does not parse.

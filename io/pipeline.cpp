@@ -95,8 +95,7 @@ std::map<std::string, double> stage_seconds(const StageTimes* reader, const Stag
 }
 
 void check_latent_extension(const fs::path& path) {
-  const std::string ext = path.extension().string();
-  if (ext != ".safetensors" && ext != ".latent")
+  if (!is_latent_path(path))
     throw Error("latent file " + path.string() + " must end in .safetensors or .latent");
 }
 
@@ -168,6 +167,21 @@ struct FinishingRun::State {
   std::optional<Progress> progress;
   PacketQueue audio{kUnbounded};
   std::optional<WriterStage> writing;
+
+  // Opens `output` (through a temporary file) and starts its writer thread, with a quality meter when
+  // `measure` (the frames then carry their input frame).
+  void open(const fs::path& output, const VideoFormat& format, const std::vector<AudioStream>& audio_streams,
+            const char* label, int64_t frames, size_t capacity, bool measure) {
+    temp.emplace(output);
+    writer.emplace(temp->path(), output, format, options.writer, audio_streams);
+    if (measure) meter.emplace();
+    progress.emplace(label, frames, quiet_if(options.quiet));
+    writing.emplace(*writer, capacity, audio_streams.empty() ? nullptr : &audio, meter ? &*meter : nullptr,
+                    &*progress);
+  }
+  // Frames converted on the model's device for the writer (Note [Colour conversion on the GPU]); none when the
+  // quality meter needs RGB.
+  const TensorToFrame* converter() const { return meter ? nullptr : device_converter(model, *writer); }
 };
 
 FinishingRun::FinishingRun(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -222,15 +236,11 @@ FinishingRun start_roundtrip(core::VaeModel& model, const fs::path& input, const
 
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
   FinishingRun::State& w = *state;
-  w.temp.emplace(output);
-  w.writer.emplace(w.temp->path(), output, format, options.writer, reader.audio_streams());
-  if (!options.metrics.empty()) w.meter.emplace();
-  QualityMeter* meter = w.meter ? &*w.meter : nullptr;
-  w.progress.emplace("roundtrip", reader.frame_count_hint(), quiet_if(options.quiet));
-  apply_autotune(model, options.autotune);
   const size_t capacity = frame_queue_capacity(info, chunking);
-  w.writing.emplace(*w.writer, capacity, &w.audio, meter, &*w.progress);
-  DecodedFrameSink sink(geometry, transfer, *w.writing, meter ? nullptr : device_converter(model, *w.writer));
+  w.open(output, format, reader.audio_streams(), "roundtrip", reader.frame_count_hint(), capacity,
+         /*measure=*/!options.metrics.empty());
+  apply_autotune(model, options.autotune);
+  DecodedFrameSink sink(geometry, transfer, *w.writing, w.converter());
   EncodeFeeder feeder(model, chunking, geometry, transfer);
   core::DecodeRun decoder(model, chunking);
   int64_t latent_frames = 0;
@@ -243,7 +253,7 @@ FinishingRun start_roundtrip(core::VaeModel& model, const fs::path& input, const
 
   while (std::optional<VideoFrame> frame = reading.next()) {
     throw_if_interrupted();
-    sink.add_timing(frame->pts, frame->duration, meter ? frame->rgb : torch::Tensor());
+    sink.add_timing(frame->pts, frame->duration, w.meter ? frame->rgb : torch::Tensor());
     decode(feeder.push(frame->rgb));
   }
   decode(feeder.finish());
@@ -431,13 +441,9 @@ FinishingRun start_decode(core::VaeModel& model, const fs::path& input, const fs
   DeviceTransfer transfer(model.device());
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
   FinishingRun::State& w = *state;
-  w.temp.emplace(output);
-  w.writer.emplace(w.temp->path(), output, plan.format, options.writer);
-  w.progress.emplace("decode", plan.frames, quiet_if(options.quiet));
+  w.open(output, plan.format, {}, "decode", plan.frames, frame_queue_capacity(info, chunking), /*measure=*/false);
   apply_autotune(model, options.autotune);
-  const size_t capacity = frame_queue_capacity(info, chunking);
-  w.writing.emplace(*w.writer, capacity, nullptr, nullptr, &*w.progress);
-  DecodedFrameSink sink(geometry, transfer, *w.writing, device_converter(model, *w.writer));
+  DecodedFrameSink sink(geometry, transfer, *w.writing, w.converter());
   for (int64_t i = 0; i < plan.frames; ++i) sink.add_timing(plan.pts[i], plan.durations[i]);
   core::DecodeRun decoder(model, chunking);
   const int64_t step = std::max<int64_t>(chunking.latent_frames, 1);

@@ -289,7 +289,8 @@ TEST_CASE("cli batch: a folder encodes into a folder; a bad file is reported and
     CHECK(torch::equal(io::read_latents(batch).latents, io::read_latents(single).latents));
   }
 
-  SECTION("a folder of latents decodes into a folder") {
+  SECTION("a folder of latents decodes into a folder, its other files left out") {
+    std::ofstream(dir / "out" / "notes.txt") << "not latents\n";
     const CliResult d = run_cli("decode " + quote(dir / "out") + " -o " + quote(dir / "videos") + weights_arg() +
                                 " --ext .mkv --codec ffv1");
     INFO("stderr: " << d.err);

@@ -118,6 +118,13 @@ TEST_CASE("latents round trip through .safetensors exactly, with every metadata 
   CHECK(read.meta.vaecodec_version == VAECODEC_VERSION);
 }
 
+TEST_CASE("latent files are told by their extension, in any case", "[latent]") {
+  CHECK(vaecodec::io::is_latent_path("a/z.safetensors"));
+  CHECK(vaecodec::io::is_latent_path("Z.LATENT"));
+  CHECK_FALSE(vaecodec::io::is_latent_path("clip.mp4"));
+  CHECK_FALSE(vaecodec::io::is_latent_path("safetensors"));
+}
+
 TEST_CASE("16-bit latents are stored in their own dtype", "[latent]") {
   TempDir dir;
   const auto path = dir / "latents.safetensors";
