@@ -2,18 +2,18 @@
 #include <chrono>
 #include <cmath>
 #include <iomanip>
-#include <limits>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "app/commands.h"
 #include "app/memory_options.h"
@@ -21,9 +21,9 @@
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/flops.h"
-#include "core/stage_timer.h"
 #include "core/model_registry.h"
 #include "core/planner.h"
+#include "core/stage_timer.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::app {
@@ -44,10 +44,10 @@ struct BenchOptions {
   bool accuracy = false;
   bool autotune = true;
   bool json = false;
-  std::string layout = "auto";  // auto, channels-last or contiguous (Note [Channels-last])
-  bool profile = false;         // time and FLOPs per stage (Note [Stage timing])
+  std::string layout = "auto";   // auto, channels-last or contiguous (Note [Channels-last])
+  bool profile = false;          // time and FLOPs per stage (Note [Stage timing])
   bool compare_untiled = false;  // tiled plans: also run untiled and report the difference
-  std::string trace;            // a Chrome trace of one extra run (kernels with their operators and shapes)
+  std::string trace;             // a Chrome trace of one extra run (kernels with their operators and shapes)
   MemoryOptions memory;
 };
 
@@ -107,7 +107,8 @@ double psnr(const torch::Tensor& got, const torch::Tensor& reference) {
   return 10 * std::log10(1.0 / std::max(mse, 1e-20));
 }
 
-std::shared_ptr<core::VaeModel> make_model(const BenchOptions& o, torch::Device device, torch::ScalarType dtype) {
+std::shared_ptr<core::VaeModel> make_model(const BenchOptions& o, torch::Device device,
+                                           torch::ScalarType dtype) {
   // --model names the family of --random; with --weights it overrides detection when given.
   const core::ModelOptions options{o.model, device, dtype, nullptr, channels_last_option(o.layout)};
   if (!o.weights.empty()) return core::build_model(core::load_checkpoint(o.weights), options);
@@ -135,17 +136,18 @@ void bench(const BenchOptions& o) {
   // Smooth random content in [-1, 1] (never zeros: they would flatter the timings).
   torch::manual_seed(1);
   auto coarse = torch::rand({1, 3, o.frames, height / f, width / f}) * 2 - 1;
-  auto video = torch::nn::functional::interpolate(
-                   coarse, torch::nn::functional::InterpolateFuncOptions()
-                               .size(std::vector<int64_t>{o.frames, height, width})
-                               .mode(torch::kTrilinear)
-                               .align_corners(false))
-                   .add_(torch::randn({1, 3, o.frames, height, width}) * 0.05)
-                   .clamp_(-1, 1)
-                   .to(device);
-  auto latents = torch::randn({1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f, width / f}).to(device);
-  // Bench holds the whole clip on the device, and the whole result twice (the last run's is still in `out` while
-  // the next one is made): the plan leaves room for them.
+  auto video =
+      torch::nn::functional::interpolate(coarse, torch::nn::functional::InterpolateFuncOptions()
+                                                     .size(std::vector<int64_t>{o.frames, height, width})
+                                                     .mode(torch::kTrilinear)
+                                                     .align_corners(false))
+          .add_(torch::randn({1, 3, o.frames, height, width}) * 0.05)
+          .clamp_(-1, 1)
+          .to(device);
+  auto latents =
+      torch::randn({1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f, width / f}).to(device);
+  // Bench holds the whole clip on the device, and the whole result twice (the last run's is still in `out`
+  // while the next one is made): the plan leaves room for them.
   const core::Op op = core::parse_op(o.op);
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
   int64_t resident = op == core::Op::kDecode ? bytes_of(latents) : bytes_of(video);
@@ -179,7 +181,8 @@ void bench(const BenchOptions& o) {
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   core::FlopCounter::enable(false);
-  if (!o.trace.empty()) write_trace(o.trace, [&] {
+  if (!o.trace.empty())
+    write_trace(o.trace, [&] {
       run_op(*model, o.op, video, latents, plan);
       synchronize(device);
     });
@@ -211,7 +214,10 @@ void bench(const BenchOptions& o) {
     // The profiled run is the first timed one; its stages do not cover the transfers between them.
     auto& table = j["stages"] = nlohmann::json::array();
     for (const auto& s : stages)
-      table.push_back({{"stage", s.name}, {"ms", s.ms}, {"tflop", s.flops / 1e12}, {"calls", s.calls},
+      table.push_back({{"stage", s.name},
+                       {"ms", s.ms},
+                       {"tflop", s.flops / 1e12},
+                       {"calls", s.calls},
                        {"tflops", s.ms > 0 ? s.flops / 1e12 / (s.ms / 1e3) : 0.0}});
   }
   if (device.is_cuda()) {
@@ -221,7 +227,8 @@ void bench(const BenchOptions& o) {
     j["peak_reserved_gib"] = stats.reserved_bytes[aggregate].peak / double(1ull << 30);
     j["peak_allocated_bytes"] = stats.allocated_bytes[aggregate].peak;
     j["peak_reserved_bytes"] = stats.reserved_bytes[aggregate].peak;
-    if (planner.budget_bytes > 0) j["within_budget"] = stats.reserved_bytes[aggregate].peak <= planner.budget_bytes;
+    if (planner.budget_bytes > 0)
+      j["within_budget"] = stats.reserved_bytes[aggregate].peak <= planner.budget_bytes;
     j["gpu"] = at::cuda::getDeviceProperties(device.index())->name;
   }
   if (o.accuracy && dtype != torch::kFloat) {
@@ -246,22 +253,23 @@ void bench(const BenchOptions& o) {
     std::cout << j.dump() << "\n";
     return;
   }
-  std::cout << std::fixed << std::setprecision(3) << info.family << " " << o.op << " " << o.size << " x" << o.frames
-            << " " << o.dtype << " on " << j.value("gpu", device.str()) << ", chunk " << plan.chunk << " latent frames"
+  std::cout << std::fixed << std::setprecision(3) << info.family << " " << o.op << " " << o.size << " x"
+            << o.frames << " " << o.dtype << " on " << j.value("gpu", device.str()) << ", chunk "
+            << plan.chunk << " latent frames"
             << (plan.tiles.tiled() ? ", " + std::to_string(plan.tiles.count()) + " tiles" : "") << "\n"
             << "  median " << median << " s over " << o.runs << " runs, " << std::setprecision(1)
             << o.frames / median << " frames/s\n"
             << "  model " << tflop << " TFLOP, achieved " << tflop / median << " TFLOP/s\n";
   if (j.contains("peak_allocated_gib"))
-    std::cout << std::setprecision(2) << "  peak VRAM " << j["peak_allocated_gib"].get<double>() << " GiB allocated, "
-              << j["peak_reserved_gib"].get<double>() << " GiB reserved; plan estimated "
-              << j["estimate_gib"].get<double>() << " GiB\n";
+    std::cout << std::setprecision(2) << "  peak VRAM " << j["peak_allocated_gib"].get<double>()
+              << " GiB allocated, " << j["peak_reserved_gib"].get<double>()
+              << " GiB reserved; plan estimated " << j["estimate_gib"].get<double>() << " GiB\n";
   if (j.contains("tiled_vs_untiled_relative_l2")) {
     std::cout << std::scientific << std::setprecision(2) << "  tiled vs untiled: relative L2 "
               << j["tiled_vs_untiled_relative_l2"].get<double>();
     if (j.contains("tiled_vs_untiled_psnr_db"))
-      std::cout << std::fixed << std::setprecision(1) << ", PSNR " << j["tiled_vs_untiled_psnr_db"].get<double>()
-                << " dB";
+      std::cout << std::fixed << std::setprecision(1) << ", PSNR "
+                << j["tiled_vs_untiled_psnr_db"].get<double>() << " dB";
     std::cout << "\n";
   }
   if (o.profile) {
@@ -269,16 +277,18 @@ void bench(const BenchOptions& o) {
     double total_ms = 0;
     for (const auto& s : stages) total_ms += s.ms;
     for (const auto& s : stages)
-      std::cout << "  " << std::left << std::setw(24) << s.name << std::right << std::fixed << std::setprecision(1)
-                << std::setw(9) << s.ms << std::setw(8) << 100 * s.ms / std::max(total_ms, 1e-9) << "%"
-                << std::setw(8) << std::setprecision(2) << s.flops / 1e12 << std::setw(9) << std::setprecision(0)
+      std::cout << "  " << std::left << std::setw(24) << s.name << std::right << std::fixed
+                << std::setprecision(1) << std::setw(9) << s.ms << std::setw(8)
+                << 100 * s.ms / std::max(total_ms, 1e-9) << "%" << std::setw(8) << std::setprecision(2)
+                << s.flops / 1e12 << std::setw(9) << std::setprecision(0)
                 << (s.ms > 0 ? s.flops / 1e12 / (s.ms / 1e3) : 0.0) << "\n";
   }
   if (j.contains("relative_l2_vs_fp32")) {
     std::cout << std::scientific << std::setprecision(2) << "  vs fp32: relative L2 "
               << j["relative_l2_vs_fp32"].get<double>();
     if (j.contains("psnr_vs_fp32_db"))
-      std::cout << std::fixed << std::setprecision(1) << ", PSNR " << j["psnr_vs_fp32_db"].get<double>() << " dB";
+      std::cout << std::fixed << std::setprecision(1) << ", PSNR " << j["psnr_vs_fp32_db"].get<double>()
+                << " dB";
     std::cout << "\n";
   }
 }
@@ -287,10 +297,12 @@ void bench(const BenchOptions& o) {
 
 void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
-  auto* cmd = app.add_subcommand("bench", "Time the VAE alone on a synthetic clip: seconds, frames/s, TFLOP/s, VRAM");
+  auto* cmd =
+      app.add_subcommand("bench", "Time the VAE alone on a synthetic clip: seconds, frames/s, TFLOP/s, VRAM");
   cmd->add_option("--weights", o->weights, "Weights file (or --random)");
   cmd->add_flag("--random", o->random, "Random weights of the released architecture");
-  cmd->add_option("--model", o->model, "Model family (default with --random: wan2.1-vae; with --weights: detected)");
+  cmd->add_option("--model", o->model,
+                  "Model family (default with --random: wan2.1-vae; with --weights: detected)");
   cmd->add_option("--size", o->size, "WIDTHxHEIGHT")->capture_default_str();
   cmd->add_option("--frames", o->frames, "Frames (1 + 4k)")->capture_default_str();
   cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();
@@ -302,11 +314,13 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--accuracy", o->accuracy, "Also run in fp32 and report the difference");
   cmd->add_flag("!--no-autotune", o->autotune, "Do not let cuDNN time its algorithms");
   cmd->add_flag("--json", o->json, "Print one JSON object");
-  cmd->add_option("--layout", o->layout, "Activation layout: auto, channels-last or contiguous")->capture_default_str();
+  cmd->add_option("--layout", o->layout, "Activation layout: auto, channels-last or contiguous")
+      ->capture_default_str();
   cmd->add_flag("--profile", o->profile, "Time and FLOPs per model stage (first timed run)");
   cmd->add_flag("--compare-untiled", o->compare_untiled,
                 "When the plan tiles, also run untiled (no budget) and report the difference");
-  cmd->add_option("--trace", o->trace, "Write a Chrome trace (Kineto) of one extra, untimed run to this file");
+  cmd->add_option("--trace", o->trace,
+                  "Write a Chrome trace (Kineto) of one extra, untimed run to this file");
   add_memory_options(*cmd, o->memory, o->device, o->dtype, o->chunk);
   cmd->callback([o] { bench(*o); });
 }

@@ -7,9 +7,9 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/detail/CUDAHooksInterface.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 #include <torch/version.h>
+#include <nlohmann/json.hpp>
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -27,7 +27,8 @@ namespace vaecodec::app {
 namespace {
 
 std::string version_string(int v) {
-  // CUDA and cuDNN encode versions as major*1000 + minor*10 (CUDA) or major*10000 + minor*100 + patch (cuDNN 9).
+  // CUDA and cuDNN encode versions as major*1000 + minor*10 (CUDA) or major*10000 + minor*100 + patch (cuDNN
+  // 9).
   std::ostringstream s;
   s << v / 1000 << "." << (v % 1000) / 10;
   return s.str();
@@ -50,7 +51,8 @@ nlohmann::json collect_info() {
   const auto& hooks = at::detail::getCUDAHooks();
   if (hooks.hasCuDNN()) {
     const long v = hooks.versionCuDNN();
-    j["cudnn"] = std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
+    j["cudnn"] =
+        std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
   } else {
     j["cudnn"] = nullptr;
   }
@@ -65,11 +67,12 @@ nlohmann::json collect_info() {
       size_t free_bytes = 0, total_bytes = 0;
       cudaSetDevice(static_cast<int>(i));
       cudaMemGetInfo(&free_bytes, &total_bytes);
-      j["gpus"].push_back({{"index", i},
-                           {"name", p->name},
-                           {"memory_bytes", static_cast<int64_t>(p->totalGlobalMem)},
-                           {"free_bytes", static_cast<int64_t>(free_bytes)},
-                           {"compute_capability", std::to_string(p->major) + "." + std::to_string(p->minor)}});
+      j["gpus"].push_back(
+          {{"index", i},
+           {"name", p->name},
+           {"memory_bytes", static_cast<int64_t>(p->totalGlobalMem)},
+           {"free_bytes", static_cast<int64_t>(free_bytes)},
+           {"compute_capability", std::to_string(p->major) + "." + std::to_string(p->minor)}});
       const auto preset = core::suggest_preset(static_cast<int64_t>(p->totalGlobalMem), p->name);
       j["gpus"].back()["suggested_preset"] = preset ? nlohmann::json(*preset) : nlohmann::json();
     }
@@ -78,23 +81,27 @@ nlohmann::json collect_info() {
 }
 
 void print_info(const nlohmann::json& j) {
-  auto str = [](const nlohmann::json& v) { return v.is_null() ? std::string("not available") : v.get<std::string>(); };
+  auto str = [](const nlohmann::json& v) {
+    return v.is_null() ? std::string("not available") : v.get<std::string>();
+  };
   std::cout << "vaecodec    " << str(j["vaecodec"]) << "\n"
             << "LibTorch    " << str(j["libtorch"]) << "\n"
-            << "CUDA        build " << str(j["cuda_build"]) << ", runtime " << str(j.value("cuda_runtime", nlohmann::json()))
-            << ", driver " << str(j.value("cuda_driver", nlohmann::json())) << "\n"
+            << "CUDA        build " << str(j["cuda_build"]) << ", runtime "
+            << str(j.value("cuda_runtime", nlohmann::json())) << ", driver "
+            << str(j.value("cuda_driver", nlohmann::json())) << "\n"
             << "cuDNN       " << str(j["cudnn"]) << "\n"
-            << "FFmpeg      " << str(j["ffmpeg"]) << " (libavformat " << str(j["libavformat"]) << ", libavcodec "
-            << str(j["libavcodec"]) << ")\n";
+            << "FFmpeg      " << str(j["ffmpeg"]) << " (libavformat " << str(j["libavformat"])
+            << ", libavcodec " << str(j["libavcodec"]) << ")\n";
   if (j["gpus"].empty()) {
     std::cout << "GPU         no CUDA device\n";
     return;
   }
   for (const auto& g : j["gpus"]) {
-    std::cout << "GPU " << g["index"].get<int64_t>() << "       " << g["name"].get<std::string>() << ", " << std::fixed
-              << std::setprecision(1) << g["memory_bytes"].get<int64_t>() / double(1ull << 30) << " GiB, compute "
-              << g["compute_capability"].get<std::string>();
-    if (g["suggested_preset"].is_string()) std::cout << ", preset " << g["suggested_preset"].get<std::string>();
+    std::cout << "GPU " << g["index"].get<int64_t>() << "       " << g["name"].get<std::string>() << ", "
+              << std::fixed << std::setprecision(1) << g["memory_bytes"].get<int64_t>() / double(1ull << 30)
+              << " GiB, compute " << g["compute_capability"].get<std::string>();
+    if (g["suggested_preset"].is_string())
+      std::cout << ", preset " << g["suggested_preset"].get<std::string>();
     std::cout << "\n";
   }
 }
@@ -139,7 +146,8 @@ void add_info_command(CLI::App& app) {
 }
 
 void add_inspect_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("inspect", "Describe a weights file: layout, model family and config, dtype, size");
+  auto* cmd =
+      app.add_subcommand("inspect", "Describe a weights file: layout, model family and config, dtype, size");
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   cmd->add_option("weights", *path, "A .safetensors or .pth file")->required();
@@ -151,7 +159,8 @@ void add_inspect_command(CLI::App& app) {
       return;
     }
     std::string dtypes;
-    for (const auto& [k, v] : j["dtypes"].items()) dtypes += (dtypes.empty() ? "" : ", ") + k + " x" + v.dump();
+    for (const auto& [k, v] : j["dtypes"].items())
+      dtypes += (dtypes.empty() ? "" : ", ") + k + " x" + v.dump();
     std::cout << "file        " << j["file"].get<std::string>() << "\n"
               << "format      " << j["format"].get<std::string>() << " (" << j["layout"].get<std::string>()
               << " layout)\n"

@@ -44,19 +44,21 @@ void plan(const PlanOptions& o) {
   const auto [info, params] = describe_model(o);
   const int64_t f = info.spatial_factor;
   const int64_t padded_w = (width + f - 1) / f * f, padded_h = (height + f - 1) / f * f;
-  const torch::Device device = o.device == "cpu" ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, 0);
+  const torch::Device device =
+      o.device == "cpu" ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, 0);
   const torch::ScalarType dtype = resolve_dtype(o.dtype, device);
   const core::PlanRequest request =
       core::PlanRequest::of(info, params, core::parse_op(o.op), padded_w, padded_h, dtype);
   const core::Plan p = core::plan_run(request, o.memory.planner);
   if (o.json) {
-    nlohmann::json j = {{"model", info.family},
-                        {"parameters", params},
-                        {"size", o.size},
-                        {"padded_size", std::to_string(padded_w) + "x" + std::to_string(padded_h)},
-                        {"dtype", c10::toString(dtype)},
-                        {"preset", o.memory.chosen ? nlohmann::json(o.memory.chosen->name) : nlohmann::json()},
-                        {"plan", p.to_json()}};
+    nlohmann::json j = {
+        {"model", info.family},
+        {"parameters", params},
+        {"size", o.size},
+        {"padded_size", std::to_string(padded_w) + "x" + std::to_string(padded_h)},
+        {"dtype", c10::toString(dtype)},
+        {"preset", o.memory.chosen ? nlohmann::json(o.memory.chosen->name) : nlohmann::json()},
+        {"plan", p.to_json()}};
     std::cout << j.dump() << "\n";
     return;
   }
@@ -73,10 +75,12 @@ void plan(const PlanOptions& o) {
 
 void add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanOptions>();
-  auto* cmd = app.add_subcommand("plan", "Show the chunk and tile plan for a frame size and memory budget, without "
-                                         "running anything");
-  cmd->add_option("--weights", o->weights, "Weights file: its model family and size (default: --model's released "
-                                           "architecture)");
+  auto* cmd = app.add_subcommand("plan",
+                                 "Show the chunk and tile plan for a frame size and memory budget, without "
+                                 "running anything");
+  cmd->add_option("--weights", o->weights,
+                  "Weights file: its model family and size (default: --model's released "
+                  "architecture)");
   cmd->add_option("--model", o->model, "Model family")->capture_default_str();
   cmd->add_option("--size", o->size, "WIDTHxHEIGHT of the video")->capture_default_str();
   cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();
@@ -89,7 +93,8 @@ void add_plan_command(CLI::App& app) {
 }
 
 void add_presets_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("presets", "List the built-in GPU-tier presets (budget, dtype, engine options)");
+  auto* cmd =
+      app.add_subcommand("presets", "List the built-in GPU-tier presets (budget, dtype, engine options)");
   auto json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print a JSON array");
   cmd->callback([json] { std::cout << describe_presets(*json); });

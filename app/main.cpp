@@ -3,8 +3,8 @@
 #include <exception>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
 
 #include "app/commands.h"
 #include "core/error.h"

@@ -11,15 +11,18 @@ namespace vaecodec::app {
 
 void add_memory_options(CLI::App& sub, MemoryOptions& memory, std::string& device, std::string& dtype,
                         int64_t& chunk) {
-  sub.add_option("--preset", memory.preset,
-                 "GPU tier: budget, dtype and engine options (vaecodec presets lists them), e.g. rtx4090-24g");
+  sub.add_option(
+      "--preset", memory.preset,
+      "GPU tier: budget, dtype and engine options (vaecodec presets lists them), e.g. rtx4090-24g");
   sub.add_option("--preset-file", memory.preset_file, "a preset in a JSON file (format: see presets/*.json)");
   sub.add_option("--vram", memory.vram, "peak GPU memory budget, e.g. 8G, 7.5GiB, 512M (over the preset's)");
-  sub.add_option("--vram-margin", memory.margin,
-                 "share of the budget kept free for the allocator's fragmentation (default 0.15, or the preset's)");
-  sub.add_option("--tile", memory.tile,
-                 "fixed spatial tiles in latent pixels, 64 or WIDTHxHEIGHT (default: the planner's, only when "
-                 "needed)");
+  sub.add_option(
+      "--vram-margin", memory.margin,
+      "share of the budget kept free for the allocator's fragmentation (default 0.15, or the preset's)");
+  sub.add_option(
+      "--tile", memory.tile,
+      "fixed spatial tiles in latent pixels, 64 or WIDTHxHEIGHT (default: the planner's, only when "
+      "needed)");
   CLI::Option* device_option = sub.get_option_no_throw("--device");
   CLI::Option* dtype_option = sub.get_option_no_throw("--dtype");
   CLI::Option* chunk_option = sub.get_option_no_throw("--chunk");
@@ -84,7 +87,8 @@ std::string describe_presets(bool json) {
     << std::setw(7) << "chunk" << std::setw(7) << "tiles"
     << "description\n";
   for (const auto& p : presets) {
-    const std::string budget = p.planner.budget_bytes > 0 ? core::format_size(p.planner.budget_bytes) : "none";
+    const std::string budget =
+        p.planner.budget_bytes > 0 ? core::format_size(p.planner.budget_bytes) : "none";
     s << std::setw(15) << p.name << std::setw(11) << budget << std::setw(6) << p.dtype << std::setw(7)
       << ("<= " + std::to_string(p.planner.max_chunk)) << std::setw(7) << (p.planner.tiling ? "yes" : "no")
       << p.description << "\n";

@@ -19,15 +19,16 @@ struct MemoryOptions {
   std::string preset_file;  // --preset-file F: a tier in a JSON file of the same format
   std::string vram;         // --vram 8G: the budget, over the preset's
   std::string tile;         // --tile 64 or 80x48: fixed tiles in latent pixels
-  double margin = -1;       // --vram-margin 0.1: the share of the budget kept for fragmentation; -1: not given
+  double margin = -1;  // --vram-margin 0.1: the share of the budget kept for fragmentation; -1: not given
   // Resolved after parsing.
   std::optional<core::Preset> chosen;  // the preset, if one was named
   core::PlannerOptions planner;
 };
 
-// Adds --preset, --preset-file, --vram, --vram-margin and --tile to `sub`. `device`, `dtype` and `chunk` are the command's own
-// options (already added): a preset sets device and dtype unless --device/--dtype were given, and --chunk,
-// when given, fixes the chunk length instead of letting the planner choose up to the preset's max_chunk.
+// Adds --preset, --preset-file, --vram, --vram-margin and --tile to `sub`. `device`, `dtype` and `chunk` are
+// the command's own options (already added): a preset sets device and dtype unless --device/--dtype were
+// given, and --chunk, when given, fixes the chunk length instead of letting the planner choose up to the
+// preset's max_chunk.
 void add_memory_options(CLI::App& sub, MemoryOptions& memory, std::string& device, std::string& dtype,
                         int64_t& chunk);
 

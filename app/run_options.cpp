@@ -69,12 +69,14 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
                                        : "latent file (.safetensors or .latent)") +
                      "; for a batch, the folder to write into")
       ->required();
-  sub.add_option("--ext", options.extension,
-                 std::string("a batch's output extension (default ") + (video_out ? ".mp4" : ".safetensors") + ")");
+  sub.add_option(
+      "--ext", options.extension,
+      std::string("a batch's output extension (default ") + (video_out ? ".mp4" : ".safetensors") + ")");
   sub.add_option("-w,--weights", options.weights,
                  "VAE weights (.safetensors or .pth); default $VAECODEC_WEIGHTS");
-  sub.add_option("--model", options.model,
-                 "model family, when detection from the weights should be overridden: " + core::model_family_names());
+  sub.add_option(
+      "--model", options.model,
+      "model family, when detection from the weights should be overridden: " + core::model_family_names());
   sub.add_option("--device", options.device, "cpu, cuda or cuda:N (default: cuda when available)");
   sub.add_option("--dtype", options.dtype, "fp32, bf16 or fp16 (default: bf16 on CUDA, fp32 on the CPU)")
       ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16"}));
@@ -95,9 +97,10 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   sub.add_flag("-q,--quiet", options.quiet, "no progress line");
   sub.add_flag("--json", options.json, "print a JSON summary on stdout");
   sub.add_flag("--strict", options.strict, "fail on damaged input instead of decoding what can be decoded");
-  sub.add_option("--autotune", options.autotune,
-                 "on: let cuDNN time its convolution algorithms (about 2 s at start-up; pays on long clips of "
-                 "some models), off: take its heuristics' choice")
+  sub.add_option(
+         "--autotune", options.autotune,
+         "on: let cuDNN time its convolution algorithms (about 2 s at start-up; pays on long clips of "
+         "some models), off: take its heuristics' choice")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   add_memory_options(sub, options.memory, options.device, options.dtype, options.chunk);
@@ -227,7 +230,8 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
 
 namespace {
 
-// The files a folder contributes to a batch: regular files, not hidden, in name order; for decode only latents.
+// The files a folder contributes to a batch: regular files, not hidden, in name order; for decode only
+// latents.
 std::vector<fs::path> folder_inputs(const fs::path& folder, RunCommand command) {
   std::vector<fs::path> files;
   std::error_code error;
@@ -258,8 +262,8 @@ nlohmann::json failure_json(const BatchItem& item, const std::string& message) {
   return {{"input", item.input.string()}, {"output", item.output.string()}, {"error", message}};
 }
 
-// One input's run, started: encode runs to its end (`done`); roundtrip and decode return once the model's work
-// is done (`finishing`), their writer still draining.
+// One input's run, started: encode runs to its end (`done`); roundtrip and decode return once the model's
+// work is done (`finishing`), their writer still draining.
 struct Started {
   std::optional<io::RunSummary> done;
   std::optional<io::FinishingRun> finishing;
@@ -299,13 +303,15 @@ Batch plan_batch(RunCommand command, const RunOptions& options) {
                            std::any_of(options.inputs.begin(), options.inputs.end(),
                                        [&](const std::string& in) { return fs::is_directory(in, error); });
   if (!into_folder) {
-    if (!options.extension.empty()) throw Error("--ext names a batch's output extension; give a folder as -o");
+    if (!options.extension.empty())
+      throw Error("--ext names a batch's output extension; give a folder as -o");
     io::check_output_path(output, {options.inputs[0]});
     return {false, {{options.inputs[0], output}}};
   }
   if (fs::exists(output, error) && !fs::is_directory(output, error))
     throw Error("output " + output.string() + " is a file; a batch of inputs writes into a folder");
-  if (!options.metrics.empty()) throw Error("--metrics writes one file for one input; run a batch without it");
+  if (!options.metrics.empty())
+    throw Error("--metrics writes one file for one input; run a batch without it");
   std::string ext = options.extension;
   if (ext.empty()) ext = command == RunCommand::kEncode ? ".safetensors" : ".mp4";
   if (ext.front() != '.') ext = "." + ext;

@@ -23,9 +23,9 @@ enum class RunCommand { kRoundtrip, kEncode, kDecode };
 // core and io option structs by the functions below; the commands themselves hold no parsing.
 struct RunOptions {
   std::vector<std::string> inputs;  // one file, or several files and folders (Note [Batches])
-  std::string output;           // the output file, or the folder of a batch
-  std::string extension;        // a batch's output extension (--ext); empty: the command's default
-  std::string weights;          // empty: $VAECODEC_WEIGHTS
+  std::string output;               // the output file, or the folder of a batch
+  std::string extension;            // a batch's output extension (--ext); empty: the command's default
+  std::string weights;              // empty: $VAECODEC_WEIGHTS
   std::string model;            // --model: the family, overriding detection from the weights; empty: detected
   std::string device = "auto";  // "cpu", "cuda", "cuda:N"; auto: cuda when available
   std::string dtype = "auto";   // "fp32", "bf16", "fp16"; auto: bf16 on CUDA, fp32 on the CPU
@@ -33,9 +33,9 @@ struct RunOptions {
   std::string codec;  // empty: libx264 for .mp4/.mkv/.mov, else the container's default
   int crf = 17;
   std::string encoder_preset;  // --encoder-preset (x264/x265 "slow", ...); empty: the encoder's default
-  std::string pixel_format;  // empty: follow the input
-  std::string fps;           // decode: "24" or "30000/1001", when the latent file has no frame rate
-  std::string metrics;       // roundtrip: per-frame PSNR/SSIM (.json or .csv)
+  std::string pixel_format;    // empty: follow the input
+  std::string fps;             // decode: "24" or "30000/1001", when the latent file has no frame rate
+  std::string metrics;         // roundtrip: per-frame PSNR/SSIM (.json or .csv)
   bool quiet = false;
   bool json = false;
   bool strict = false;
@@ -75,16 +75,17 @@ nlohmann::json summary_json(const io::RunSummary& summary, const RunOptions& opt
                             const core::VaeModel& model, const LoadSeconds& load);
 
 // Note [Batches]
-// A run takes one input file and writes one output file, or takes several inputs and writes into a folder: when
-// there is more than one input, an input is a folder, or the output is a folder (existing, or named with a
-// trailing '/'). Folders contribute their files (not their subfolders; for decode only .safetensors and .latent
-// files), in name order, and every input writes <output folder>/<its name without extension><ext>, with ext
-// --ext or the command's default (.safetensors for encode, .mp4 otherwise). The model is loaded once and cuDNN's
-// plans carry over, so a folder of short clips pays the start-up once instead of per clip, and a clip's writer
-// finishes (x264's delayed frames, ~1.2 s at 720p) while the next clip runs on the GPU (io::FinishingRun;
-// docs/benchmarks.md, "End to end"). Outcomes are reported in input order. A file that fails gets its one error
-// line and the batch goes on; at the end a summary line says how many failed and the exit status is 1. Two
-// inputs that would write the same output are refused before anything runs.
+// A run takes one input file and writes one output file, or takes several inputs and writes into a folder:
+// when there is more than one input, an input is a folder, or the output is a folder (existing, or named with
+// a trailing '/'). Folders contribute their files (not their subfolders; for decode only .safetensors and
+// .latent files), in name order, and every input writes <output folder>/<its name without extension><ext>,
+// with ext
+// --ext or the command's default (.safetensors for encode, .mp4 otherwise). The model is loaded once and
+// cuDNN's plans carry over, so a folder of short clips pays the start-up once instead of per clip, and a
+// clip's writer finishes (x264's delayed frames, ~1.2 s at 720p) while the next clip runs on the GPU
+// (io::FinishingRun; docs/benchmarks.md, "End to end"). Outcomes are reported in input order. A file that
+// fails gets its one error line and the batch goes on; at the end a summary line says how many failed and the
+// exit status is 1. Two inputs that would write the same output are refused before anything runs.
 struct BatchItem {
   std::filesystem::path input;
   std::filesystem::path output;

@@ -22,9 +22,9 @@ torch::Tensor join(std::vector<torch::Tensor>& parts) {
 
 // Note [Chunks]
 // Encode: the first chunk is frame 0 plus (latent_frames - 1) * temporal_factor frames, every later chunk
-// latent_frames * temporal_factor frames; the last may be shorter but stays a multiple of the temporal factor.
-// Decode: chunks of latent_frames latent frames. The models carry their history across chunks in the run's
-// CausalCache, so the output does not depend on where the cuts fall.
+// latent_frames * temporal_factor frames; the last may be shorter but stays a multiple of the temporal
+// factor. Decode: chunks of latent_frames latent frames. The models carry their history across chunks in the
+// run's CausalCache, so the output does not depend on where the cuts fall.
 EncodeRun::EncodeRun(VaeModel& model, ChunkOptions chunks) : model_(model), chunks_(chunks) {
   if (chunks_.latent_frames < 1) throw Error("chunk length must be at least 1 latent frame");
 }
@@ -35,7 +35,8 @@ torch::Tensor EncodeRun::run_chunk(const torch::Tensor& frames) {
   torch::InferenceMode guard;
   if (tiles_) return tiles_->run(frames);
   const auto device = model_.device();
-  auto x = frames.to(device, model_.dtype(), /*non_blocking=*/frames.is_pinned()).contiguous(model_.memory_format());
+  auto x = frames.to(device, model_.dtype(), /*non_blocking=*/frames.is_pinned())
+               .contiguous(model_.memory_format());
   return model_.encode(x, cache_);
 }
 
@@ -47,8 +48,8 @@ torch::Tensor EncodeRun::push(const torch::Tensor& frames) {
     throw Error("frame size " + std::to_string(frames.size(4)) + "x" + std::to_string(frames.size(3)) +
                 " is not a multiple of " + std::to_string(f));
   if (frames_in_ == 0)
-    tiles_ = make_tile_set(model_, chunks_.tiles, TileSet::Direction::kEncode, chunks_.offload, frames.size(3) / f,
-                           frames.size(4) / f);
+    tiles_ = make_tile_set(model_, chunks_.tiles, TileSet::Direction::kEncode, chunks_.offload,
+                           frames.size(3) / f, frames.size(4) / f);
   pending_ = append(pending_, frames);
   frames_in_ += frames.size(2);
   const int64_t tf = model_.info().temporal_factor;
@@ -84,7 +85,8 @@ DecodeRun::~DecodeRun() = default;
 torch::Tensor DecodeRun::run_chunk(const torch::Tensor& latents) {
   torch::InferenceMode guard;
   if (tiles_) return tiles_->run(latents);
-  auto z = latents.to(model_.device(), /*non_blocking=*/latents.is_pinned()).contiguous(model_.memory_format());
+  auto z =
+      latents.to(model_.device(), /*non_blocking=*/latents.is_pinned()).contiguous(model_.memory_format());
   return model_.decode(z, cache_);
 }
 
@@ -94,8 +96,8 @@ torch::Tensor DecodeRun::push(const torch::Tensor& latents) {
                 ", T, h, w], got " + std::to_string(latents.dim()) + "-D with " +
                 std::to_string(latents.dim() > 1 ? latents.size(1) : 0) + " channels");
   if (latents_in_ == 0)
-    tiles_ = make_tile_set(model_, chunks_.tiles, TileSet::Direction::kDecode, chunks_.offload, latents.size(3),
-                           latents.size(4));
+    tiles_ = make_tile_set(model_, chunks_.tiles, TileSet::Direction::kDecode, chunks_.offload,
+                           latents.size(3), latents.size(4));
   pending_ = append(pending_, latents);
   latents_in_ += latents.size(2);
   std::vector<torch::Tensor> out;

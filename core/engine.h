@@ -16,17 +16,18 @@ class TileSet;
 // How a run splits a sequence in time and space. Chunks in time do not change the result; spatial tiles
 // (Note [Tile blending] in core/tiling.h) change it slightly. Memory and speed depend on both.
 struct ChunkOptions {
-  int64_t latent_frames = 1;  // latent frames per chunk; an encode chunk is temporal_factor * this many frames
-  TileGrid tiles;             // the default, or a grid that does not cut the frame, runs whole frames
-  bool offload = false;       // tiles' caches wait in host memory while other tiles run
+  int64_t latent_frames =
+      1;                 // latent frames per chunk; an encode chunk is temporal_factor * this many frames
+  TileGrid tiles;        // the default, or a grid that does not cut the frame, runs whole frames
+  bool offload = false;  // tiles' caches wait in host memory while other tiles run
 
   static ChunkOptions of(const Plan& plan) { return {plan.chunk, plan.tiles, plan.offload}; }
 };
 
-// Streams a video through the encoder. Push frames as they arrive (any number at a time); the run cuts them into
-// chunks of the model's shape and returns whatever latent frames are complete.
-// frames: [B, 3, t, H, W] in [-1, 1], any device and float dtype; moved to the model's device and dtype here.
-// The frame count over the whole run must be 1 + temporal_factor * k (the I/O layer pads it).
+// Streams a video through the encoder. Push frames as they arrive (any number at a time); the run cuts them
+// into chunks of the model's shape and returns whatever latent frames are complete. frames: [B, 3, t, H, W]
+// in [-1, 1], any device and float dtype; moved to the model's device and dtype here. The frame count over
+// the whole run must be 1 + temporal_factor * k (the I/O layer pads it).
 class EncodeRun {
  public:
   EncodeRun(VaeModel& model, ChunkOptions chunks = {});
@@ -42,7 +43,7 @@ class EncodeRun {
   ChunkOptions chunks_;
   CausalCache cache_;
   std::unique_ptr<TileSet> tiles_;  // made at the first push when chunks_.tiles cuts the frame
-  torch::Tensor pending_;  // frames waiting for a full chunk
+  torch::Tensor pending_;           // frames waiting for a full chunk
   int64_t frames_in_ = 0;
 };
 

@@ -6,8 +6,8 @@
 namespace vaecodec::core {
 
 // Counts the multiply-adds of the convolutions, projections and attention a run performs (2 FLOPs each), so a
-// benchmark can report the model's FLOPs and the achieved rate. Off unless a benchmark turns it on; the layers
-// add to it from the shapes they see, which costs nothing measurable.
+// benchmark can report the model's FLOPs and the achieved rate. Off unless a benchmark turns it on; the
+// layers add to it from the shapes they see, which costs nothing measurable.
 class FlopCounter {
  public:
   static void enable(bool on) { enabled_.store(on); }

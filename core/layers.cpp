@@ -11,11 +11,12 @@ namespace vaecodec::core {
 void count_conv_flops(const torch::Tensor& out, const torch::Tensor& weight) {
   // A multiply-add per output element and weight of one output channel.
   if (!FlopCounter::enabled()) return;
-  FlopCounter::add(2.0 * static_cast<double>(out.numel()) * static_cast<double>(weight.numel() / weight.size(0)));
+  FlopCounter::add(2.0 * static_cast<double>(out.numel()) *
+                   static_cast<double>(weight.numel() / weight.size(0)));
 }
 
-CausalConv3d::CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kernel, std::array<int64_t, 3> stride,
-                           std::array<int64_t, 3> padding, CausalPad pad)
+CausalConv3d::CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kernel,
+                           std::array<int64_t, 3> stride, std::array<int64_t, 3> padding, CausalPad pad)
     : stride_(stride), spatial_padding_{padding[1], padding[2]}, pad_front_(2 * padding[0]), pad_(pad) {
   weight_ = register_parameter("weight", torch::empty({out, in, kernel[0], kernel[1], kernel[2]}), false);
   bias_ = register_parameter("bias", torch::empty({out}), false);
@@ -72,7 +73,8 @@ CausalConv3d::Buffer CausalConv3d::prepare_with(at::IntArrayRef sizes, const tor
 torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias) {
   if (!b.slot) return convolve(b.whole, with_bias);
   const int64_t past = b.whole.size(2) - b.fill.size(2);
-  if (b.replicate_pending) b.whole.narrow(2, 0, past).copy_(b.fill.narrow(2, 0, 1).expand_as(b.whole.narrow(2, 0, past)));
+  if (b.replicate_pending)
+    b.whole.narrow(2, 0, past).copy_(b.fill.narrow(2, 0, 1).expand_as(b.whole.narrow(2, 0, past)));
   if (history_ > 0) {
     const int64_t keep = std::min(history_, b.whole.size(2));
     b.slot->history = b.whole.narrow(2, b.whole.size(2) - keep, keep).clone();
@@ -96,14 +98,16 @@ torch::Tensor RMSNorm::forward(const torch::Tensor& x) const {
   return (xf / norm * (std::sqrt(static_cast<double>(channels_)) * g)).to(x.scalar_type());
 }
 
-void RMSNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& bias) const {
+void RMSNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out,
+                                const torch::Tensor& bias) const {
   if (x.is_cuda() &&
       kernels::rms_norm_silu_into(x, gamma_f32_.of(gamma_), out, bias.defined() ? bias_f32_.of(bias) : bias))
     return;
   out.copy_(torch::silu(forward(bias.defined() ? x + bias.reshape({channels_, 1, 1, 1}) : x)));
 }
 
-void add_residual(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias, FloatCopy& bias_f32) {
+void add_residual(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias,
+                  FloatCopy& bias_f32) {
   if (y.is_cuda() && kernels::add_residual_(y, s, bias_f32.of(bias))) return;
   y.add_(s);
   y.add_(bias.reshape({-1, 1, 1, 1}));

@@ -21,7 +21,8 @@ class CausalModule : public torch::nn::Module {
 };
 
 // A list of children registered under their positions ("0", "1", ...), like the reference's nn.Sequential, so
-// that state-dict names match; positions of parameter-free layers (SiLU, dropout) are simply never registered.
+// that state-dict names match; positions of parameter-free layers (SiLU, dropout) are simply never
+// registered.
 class ModuleList : public torch::nn::Module {
  public:
   template <typename M>
@@ -69,14 +70,15 @@ enum class CausalPad {
 
 // Note [Causal convolution]
 // A Conv3d whose temporal padding is all on the past side: with temporal kernel k, stride s and padding pt,
-// the first chunk is preceded by 2*pt padding frames (zeros or copies of frame 0), and every later chunk by the
-// last k - s frames of the previous chunk's padded input, kept in the run's cache. Spatial padding is
-// symmetric zeros. Chunk boundaries must fall on the temporal stride (the models' chunk rules ensure this), and
-// then the result equals one call over the whole sequence.
+// the first chunk is preceded by 2*pt padding frames (zeros or copies of frame 0), and every later chunk by
+// the last k - s frames of the previous chunk's padded input, kept in the run's cache. Spatial padding is
+// symmetric zeros. Chunk boundaries must fall on the temporal stride (the models' chunk rules ensure this),
+// and then the result equals one call over the whole sequence.
 class CausalConv3d : public CausalModule {
  public:
-  CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kernel, std::array<int64_t, 3> stride = {1, 1, 1},
-               std::array<int64_t, 3> padding = {0, 0, 0}, CausalPad pad = CausalPad::kZeros);
+  CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kernel,
+               std::array<int64_t, 3> stride = {1, 1, 1}, std::array<int64_t, 3> padding = {0, 0, 0},
+               CausalPad pad = CausalPad::kZeros);
 
   // Takes a cache slot only when it looks back in time (temporal kernel > 1).
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
@@ -88,10 +90,10 @@ class CausalConv3d : public CausalModule {
   torch::Tensor convolve(const torch::Tensor& x, bool with_bias = true) const;
 
   // Note [Causal buffer]
-  // forward() concatenates the history and the chunk: a copy of the whole chunk per convolution. A producer that
-  // can write its output anywhere (the fused norm) writes it instead into the tail of a buffer whose head already
-  // holds the history: prepare() returns the buffer and the view to fill, run() convolves it and keeps the new
-  // history. The result is forward()'s.
+  // forward() concatenates the history and the chunk: a copy of the whole chunk per convolution. A producer
+  // that can write its output anywhere (the fused norm) writes it instead into the tail of a buffer whose
+  // head already holds the history: prepare() returns the buffer and the view to fill, run() convolves it and
+  // keeps the new history. The result is forward()'s.
   struct Buffer {
     torch::Tensor whole;  // [B, C, past + t, H, W]
     torch::Tensor fill;   // the last t frames of whole, for the caller to write
@@ -103,7 +105,9 @@ class CausalConv3d : public CausalModule {
   Buffer prepare(at::IntArrayRef sizes, const torch::TensorOptions& options, CausalCache& cache);
   Buffer prepare_with(at::IntArrayRef sizes, const torch::TensorOptions& options, CausalCache::Slot& slot);
   // For a chunk shaped and laid out like `like`.
-  Buffer prepare(const torch::Tensor& like, CausalCache& cache) { return prepare(like.sizes(), layout_of(like), cache); }
+  Buffer prepare(const torch::Tensor& like, CausalCache& cache) {
+    return prepare(like.sizes(), layout_of(like), cache);
+  }
   Buffer prepare_with(const torch::Tensor& like, CausalCache::Slot& slot) {
     return prepare_with(like.sizes(), layout_of(like), slot);
   }
@@ -128,12 +132,12 @@ class CausalConv3d : public CausalModule {
 };
 
 // Note [Deferred bias]
-// LibTorch adds a convolution's bias in a separate pass over its output (cuDNN computes the convolution alone),
-// and at full resolution that pass is not cheap: a broadcast add over the whole chunk, 10% of a Wan2.1 decode on
-// the H100. Where the output goes next into something that reads it anyway, the bias goes there instead: a
-// residual block's first convolution hands its bias to the second norm (which normalises x + bias), the second
-// hands its own to the residual add (y += shortcut + bias, one pass). Same function; on the GPU the sums are
-// float32 and rounded once, where adding the bias first would round twice.
+// LibTorch adds a convolution's bias in a separate pass over its output (cuDNN computes the convolution
+// alone), and at full resolution that pass is not cheap: a broadcast add over the whole chunk, 10% of a
+// Wan2.1 decode on the H100. Where the output goes next into something that reads it anyway, the bias goes
+// there instead: a residual block's first convolution hands its bias to the second norm (which normalises x +
+// bias), the second hands its own to the residual add (y += shortcut + bias, one pass). Same function; on the
+// GPU the sums are float32 and rounded once, where adding the bias first would round twice.
 
 // A float32 copy of a parameter, made once per storage (the kernels take float32 per-channel parameters).
 class FloatCopy {
@@ -151,23 +155,25 @@ class FloatCopy {
   const void* source_ = nullptr;
 };
 
-// y += s + bias (bias [C]), in place: one fused pass on the GPU (with bias_f32, bias's float32 copy), composite
-// elsewhere.
-void add_residual(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias, FloatCopy& bias_f32);
+// y += s + bias (bias [C]), in place: one fused pass on the GPU (with bias_f32, bias's float32 copy),
+// composite elsewhere.
+void add_residual(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias,
+                  FloatCopy& bias_f32);
 
 // Note [RMSNorm]
-// Wan's norm: over channels only, per voxel: x / max(||x||_2, 1e-12) * sqrt(C) * gamma. It never mixes positions,
-// so it is safe under any split in space or time. Computed in float32 whatever the storage dtype, which keeps
-// 16-bit runs closer to the float32 function than the reference's 16-bit arithmetic.
+// Wan's norm: over channels only, per voxel: x / max(||x||_2, 1e-12) * sqrt(C) * gamma. It never mixes
+// positions, so it is safe under any split in space or time. Computed in float32 whatever the storage dtype,
+// which keeps 16-bit runs closer to the float32 function than the reference's 16-bit arithmetic.
 class RMSNorm : public torch::nn::Module {
  public:
   // gamma_rank: 4 for the 5-D norms ([C,1,1,1]), 3 for the attention block's ([C,1,1]).
   RMSNorm(int64_t channels, int gamma_rank = 4);
   // x: [B, C, ...]
   torch::Tensor forward(const torch::Tensor& x) const;
-  // SiLU(RMSNorm(x)) written into out (shaped like x; on the GPU laid out like x, then written in place; fused
-  // there), of x + bias when bias ([C]) is defined (Note [Deferred bias]).
-  void forward_silu_into(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& bias = {}) const;
+  // SiLU(RMSNorm(x)) written into out (shaped like x; on the GPU laid out like x, then written in place;
+  // fused there), of x + bias when bias ([C]) is defined (Note [Deferred bias]).
+  void forward_silu_into(const torch::Tensor& x, const torch::Tensor& out,
+                         const torch::Tensor& bias = {}) const;
 
  private:
   torch::Tensor gamma_;
@@ -179,15 +185,16 @@ class RMSNorm : public torch::nn::Module {
 // SiLU(norm(x)) written straight into conv's causal buffer, then conv (Note [Causal buffer]): no copy of the
 // normalised chunk. Norm: a norm with forward_silu_into(x, out) (RMSNorm, SeedVR2's FrameGroupNorm).
 template <typename Norm>
-torch::Tensor norm_silu_conv(const Norm& norm, CausalConv3d& conv, const torch::Tensor& x, CausalCache& cache) {
+torch::Tensor norm_silu_conv(const Norm& norm, CausalConv3d& conv, const torch::Tensor& x,
+                             CausalCache& cache) {
   auto buffer = conv.prepare(x, cache);
   norm.forward_silu_into(x, buffer.fill);
   return conv.run(buffer);
 }
 
 // The same with the biases deferred (Note [Deferred bias]): the norm takes the previous convolution's bias
-// (`x_bias`, may be undefined) and conv's own bias is left for the caller to add. x is taken by value so that a
-// caller handing over its last reference (std::move) frees it before the convolution allocates its output.
+// (`x_bias`, may be undefined) and conv's own bias is left for the caller to add. x is taken by value so that
+// a caller handing over its last reference (std::move) frees it before the convolution allocates its output.
 inline torch::Tensor norm_silu_conv_deferred(const RMSNorm& norm, CausalConv3d& conv, torch::Tensor x,
                                              const torch::Tensor& x_bias, CausalCache& cache) {
   auto buffer = conv.prepare(x, cache);

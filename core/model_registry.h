@@ -16,7 +16,8 @@ namespace vaecodec::core {
 // One model family: how to recognise its checkpoints and build it from a config.
 struct ModelFamily {
   std::string name;  // "wan2.1-vae", ...
-  // The family's config read off a state dict in the original layout, or nullopt if the tensors are not of it.
+  // The family's config read off a state dict in the original layout, or nullopt if the tensors are not of
+  // it.
   std::function<std::optional<nlohmann::json>(const StateDict&)> detect;
   std::function<std::shared_ptr<VaeModel>(const nlohmann::json& config)> build;
   // The config of the released model (benchmarks, --random).
@@ -26,6 +27,6 @@ struct ModelFamily {
 // Every family vaecodec knows, most specific first (detection takes the first match).
 const std::vector<ModelFamily>& model_families();
 const ModelFamily& find_model_family(const std::string& name);  // throws listing the known names
-std::string model_family_names();                                // "wan2.1-vae, ..."
+std::string model_family_names();                               // "wan2.1-vae, ..."
 
 }  // namespace vaecodec::core

@@ -23,13 +23,14 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 //              kCallSeconds per model call (one per tile per chunk)
 //   transfer = offloaded only: every tile's cache goes up and comes back once per chunk, so
 //              (host cache) / chunk each way at kCopyRate; the two directions run on their own streams,
-//              beside the model (Note [Offloaded caches]), so the plan takes the longer of compute and transfer
-//              and kOverlapLoss of the shorter (copies and kernels share the memory bus and the host's cores)
+//              beside the model (Note [Offloaded caches]), so the plan takes the longer of compute and
+//              transfer and kOverlapLoss of the shorter (copies and kernels share the memory bus and the
+//              host's cores)
 // The rates are the H100's (Wan2.1 decode runs at about 265 TFLOP/s; the offloaded plans' extra time measured
-// 37-40 GB/s of cache copies, docs/benchmarks.md). Only their ratio matters for the choice, and consumer cards
-// have a similar one (less compute, and PCIe 4.0 instead of 5.0). The model is coarse on purpose: it only has to
-// tell plans apart whose costs differ by tens of percent (tile overlap, cache copies), and where two plans cost
-// within kCostTolerance of each other the one with the smaller peak wins.
+// 37-40 GB/s of cache copies, docs/benchmarks.md). Only their ratio matters for the choice, and consumer
+// cards have a similar one (less compute, and PCIe 4.0 instead of 5.0). The model is coarse on purpose: it
+// only has to tell plans apart whose costs differ by tens of percent (tile overlap, cache copies), and where
+// two plans cost within kCostTolerance of each other the one with the smaller peak wins.
 constexpr double kComputeRate = 250e12;  // FLOP/s
 constexpr double kCopyRate = 35e9;       // bytes/s, host <-> device
 constexpr double kCallSeconds = 2e-3;    // fixed cost of one model call
@@ -47,17 +48,18 @@ constexpr double kCostTolerance = 0.03;
 //   io          = the chunk's input and output in the model dtype, and a float32 accumulator when tiled
 //   reserved    = what the caller holds on the device besides the run (bench keeps the whole clip there)
 // cache_elements is structural: the channels x history frames of every causal layer, per output pixel. It
-// does not depend on the GPU and is checked against the model's real cache on the CPU (tests/test_planner.cpp).
-// `a` is calibrated from one measured peak per (family, op, dtype): the measurement's other parts are
-// subtracted and the rest divided by its pixels and frames in flight. Everything scales linearly in pixels and
-// chunk length; that is the assumption the GPU runs check (docs/memory.md).
+// does not depend on the GPU and is checked against the model's real cache on the CPU
+// (tests/test_planner.cpp). `a` is calibrated from one measured peak per (family, op, dtype): the
+// measurement's other parts are subtracted and the rest divided by its pixels and frames in flight.
+// Everything scales linearly in pixels and chunk length; that is the assumption the GPU runs check
+// (docs/memory.md).
 struct Calibration {
   const char* family;
   Op op;
   torch::ScalarType dtype;
   double cache_elements;  // per pixel of the frame (output pixels for decode, input pixels for encode)
-  // The measured run: `vaecodec bench --op OP --size WxH --frames F --chunk C`, its peak allocated bytes and the
-  // bytes bench held on the device besides the run (its input and output clip).
+  // The measured run: `vaecodec bench --op OP --size WxH --frames F --chunk C`, its peak allocated bytes and
+  // the bytes bench held on the device besides the run (its input and output clip).
   int64_t parameters;  // of the model measured
   int64_t width, height, frames, chunk;
   double peak_gib;
@@ -68,21 +70,21 @@ struct Calibration {
 
 // cache_elements: CausalCache::bytes() of each released architecture on the CPU (the test "the cache
 // coefficients match the released models' caches" recomputes them). Peaks: `scripts/gpu_check.sh` on an H100,
-// bf16, bench --chunk 1, channels-last engine with the fused norms (docs/benchmarks.md); bench holds its input
-// and output clip besides the run (resident). fp32 has no GPU measurement: its rows scale the bf16 ones by the
-// element size (marked "derived").
+// bf16, bench --chunk 1, channels-last engine with the fused norms (docs/benchmarks.md); bench holds its
+// input and output clip besides the run (resident). fp32 has no GPU measurement: its rows scale the bf16 ones
+// by the element size (marked "derived").
 const std::vector<Calibration>& calibrations() {
   static const std::vector<Calibration> table = {
       {"wan2.1-vae", Op::kDecode, torch::kBFloat16, 2364.5, 126892531, 1280, 720, 81, 1, 8.984, 0.852, 639.22,
        "H100 bench decode 1280x720x81 chunk 1: 8.98 GiB peak allocated"},
       {"wan2.1-vae", Op::kEncode, torch::kBFloat16, 1404.0, 126892531, 1280, 720, 81, 1, 7.219, 0.852, 381.67,
        "H100 bench encode 1280x720x81 chunk 1: 7.22 GiB peak allocated"},
-      {"seedvr2-vae", Op::kDecode, torch::kBFloat16, 4320.5, 250648227, 1280, 720, 81, 1, 14.91, 0.852, 1771.79,
-       "H100 bench decode 1280x720x81 chunk 1: 14.91 GiB peak allocated"},
-      {"seedvr2-vae", Op::kEncode, torch::kBFloat16, 1962.75, 250648227, 1280, 720, 81, 1, 9.59, 0.852, 677.94,
-       "H100 bench encode 1280x720x81 chunk 1: 9.59 GiB peak allocated"},
-      {"wan2.2-vae", Op::kDecode, torch::kBFloat16, 1784.375, 704688668, 1280, 704, 81, 1, 8.78, 0.829, 1347.62,
-       "H100 bench decode 1280x704x81 chunk 1: 8.78 GiB peak allocated"},
+      {"seedvr2-vae", Op::kDecode, torch::kBFloat16, 4320.5, 250648227, 1280, 720, 81, 1, 14.91, 0.852,
+       1771.79, "H100 bench decode 1280x720x81 chunk 1: 14.91 GiB peak allocated"},
+      {"seedvr2-vae", Op::kEncode, torch::kBFloat16, 1962.75, 250648227, 1280, 720, 81, 1, 9.59, 0.852,
+       677.94, "H100 bench encode 1280x720x81 chunk 1: 9.59 GiB peak allocated"},
+      {"wan2.2-vae", Op::kDecode, torch::kBFloat16, 1784.375, 704688668, 1280, 704, 81, 1, 8.78, 0.829,
+       1347.62, "H100 bench decode 1280x704x81 chunk 1: 8.78 GiB peak allocated"},
       {"wan2.2-vae", Op::kEncode, torch::kBFloat16, 588.5, 704688668, 1280, 704, 81, 1, 4.80, 0.829, 256.50,
        "H100 bench encode 1280x704x81 chunk 1: 4.80 GiB peak allocated"},
   };
@@ -95,7 +97,7 @@ int64_t element_size(torch::ScalarType dtype) {
 
 // The calibration row for a single op (encode or decode), with a note on how it applies.
 struct Coefficients {
-  double cache_elements = 0;   // per pixel
+  double cache_elements = 0;    // per pixel
   double activation_bytes = 0;  // per pixel and frame in flight, in the request's dtype
   double flops = 0;             // per pixel and frame
   std::string note;
@@ -130,8 +132,8 @@ Coefficients coefficients(const PlanRequest& request, Op op) {
   const double frames = static_cast<double>(request.temporal_factor * row->chunk);
   const double io = (3.0 + 3.0) * frames * pixels * size;  // the chunk in and out, one frame set each
   const double rest = row->peak_gib * kGiB - row->resident_gib * kGiB - weights - cache - io;
-  k.activation_bytes = std::max(rest, 0.0) / (pixels * frames) *
-                       (static_cast<double>(element_size(request.dtype)) / size);
+  k.activation_bytes =
+      std::max(rest, 0.0) / (pixels * frames) * (static_cast<double>(element_size(request.dtype)) / size);
   k.flops = row->tflop * 1e12 / (pixels * static_cast<double>(row->frames));
   return k;
 }
@@ -155,7 +157,6 @@ int64_t origin(int64_t index, int64_t count, int64_t extent, int64_t tile) {
 int64_t tiled_area(const TileGrid& g) {
   return g.count() * g.tile_height * g.tile_width;
 }
-
 
 }  // namespace
 
@@ -226,8 +227,8 @@ TileGrid TileGrid::cover(int64_t latent_height, int64_t latent_width, TileSize t
   return g;
 }
 
-PlanRequest PlanRequest::of(const ModelInfo& info, int64_t parameter_count, Op op, int64_t width, int64_t height,
-                            torch::ScalarType dtype) {
+PlanRequest PlanRequest::of(const ModelInfo& info, int64_t parameter_count, Op op, int64_t width,
+                            int64_t height, torch::ScalarType dtype) {
   PlanRequest r;
   r.family = info.family;
   r.spatial_factor = info.spatial_factor;
@@ -250,7 +251,8 @@ MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const 
   // Every tile's cache on the device, or (offloaded) three: the tile running, the next one coming up and the
   // last one going down (Note [Offloaded caches]).
   const double cache_pixels = static_cast<double>(tiled_area(tiles)) * f2;
-  const double device_cache_pixels = offload ? std::min<int64_t>(3, tiles.count()) * tile_pixels : cache_pixels;
+  const double device_cache_pixels =
+      offload ? std::min<int64_t>(3, tiles.count()) * tile_pixels : cache_pixels;
   const double frames = static_cast<double>(request.temporal_factor * chunk);
 
   MemoryEstimate e;
@@ -302,8 +304,8 @@ double plan_cost(const PlanRequest& request, double flops, int64_t chunk, const 
 // min_tile), each chunk length up to max_chunk, caches on the device or offloaded - gets a memory estimate
 // (Note [Memory model]) and a time (Note [Plan cost]). Of those whose estimate fits the usable part of the
 // budget, the cheapest wins; within kCostTolerance of it, the smallest peak. So the whole frame wins whenever
-// it fits (tiles only add work), chunks stay at one latent frame unless offloaded copies make longer ones pay,
-// and a plan with few wide tiles and offloaded caches competes fairly with one of many small tiles whose
+// it fits (tiles only add work), chunks stay at one latent frame unless offloaded copies make longer ones
+// pay, and a plan with few wide tiles and offloaded caches competes fairly with one of many small tiles whose
 // caches all stay on the device. Temporal chunks never cut the causal cache, so none of this changes the
 // result except the spatial tiles' blend (Note [Tile blending]).
 Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
@@ -315,8 +317,9 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
     throw Error("the memory margin must be at least 0 and below 1, got " + std::to_string(options.margin));
   const int64_t lh = request.height / request.spatial_factor, lw = request.width / request.spatial_factor;
   // Without a budget nothing is traded for memory: one latent frame per call unless --chunk says otherwise.
-  const int64_t max_chunk =
-      options.chunk > 0 ? options.chunk : options.budget_bytes > 0 ? std::max<int64_t>(options.max_chunk, 1) : 1;
+  const int64_t max_chunk = options.chunk > 0          ? options.chunk
+                            : options.budget_bytes > 0 ? std::max<int64_t>(options.max_chunk, 1)
+                                                       : 1;
   const int64_t min_chunk = options.chunk > 0 ? options.chunk : 1;
   const int64_t budget = options.budget_bytes;
   // The allocator caps reserved memory, which exceeds the allocated peak the model estimates by the
@@ -348,7 +351,8 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
   const double flops = flops_per_pixel(request);
   const double untiled_cost = [&] {
     const TileGrid whole = TileGrid::whole(lh, lw);
-    return plan_cost(request, flops, 1, whole, estimate_memory(request, 1, whole, false, options.reserved_bytes));
+    return plan_cost(request, flops, 1, whole,
+                     estimate_memory(request, 1, whole, false, options.reserved_bytes));
   }();
   std::vector<Plan> fits;
   std::optional<Plan> smallest;
@@ -387,9 +391,9 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
   if (smallest)
     s << ": the smallest plan (chunk " << smallest->chunk << ", "
       << (smallest->tiles.tiled() ? std::to_string(smallest->tiles.count()) + " tiles" : "untiled")
-      << (smallest->offload ? ", caches offloaded" : "") << ") needs " << format_size(smallest->estimate.total())
-      << "; give --vram " << std::ceil(smallest->estimate.total() / (1.0 - options.margin) / kGiB * 10) / 10
-      << "G or more";
+      << (smallest->offload ? ", caches offloaded" : "") << ") needs "
+      << format_size(smallest->estimate.total()) << "; give --vram "
+      << std::ceil(smallest->estimate.total() / (1.0 - options.margin) / kGiB * 10) / 10 << "G or more";
   if (!options.tiling && !options.tile) s << ", or allow tiling";
   throw Error(s.str());
 }

@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "core/vae_model.h"
 
@@ -24,13 +24,13 @@ TileSize parse_tile(const std::string& text);  // "64" (square) or "48x80" (WIDT
 
 // What the planner may choose from. Presets and the command line fill it; the defaults plan for no budget.
 struct PlannerOptions {
-  int64_t budget_bytes = 0;  // peak device memory the run must stay under; 0: no budget
-  int64_t max_chunk = 8;     // the largest number of latent frames per model call the planner may pick
-  int64_t chunk = 0;         // a fixed chunk length (--chunk); 0: the planner picks
-  bool tiling = true;        // spatial tiles are allowed when nothing untiled fits
-  int64_t tile_overlap = 8;  // latent pixels shared by neighbouring tiles (Note [Tile blending])
-  int64_t min_tile = 32;     // the smallest tile side the planner tries, latent pixels
-  bool offload = true;       // tile caches may wait in host memory between visits when they do not fit
+  int64_t budget_bytes = 0;      // peak device memory the run must stay under; 0: no budget
+  int64_t max_chunk = 8;         // the largest number of latent frames per model call the planner may pick
+  int64_t chunk = 0;             // a fixed chunk length (--chunk); 0: the planner picks
+  bool tiling = true;            // spatial tiles are allowed when nothing untiled fits
+  int64_t tile_overlap = 8;      // latent pixels shared by neighbouring tiles (Note [Tile blending])
+  int64_t min_tile = 32;         // the smallest tile side the planner tries, latent pixels
+  bool offload = true;           // tile caches may wait in host memory between visits when they do not fit
   std::optional<TileSize> tile;  // a fixed tile size (--tile), overriding the planner's
   int64_t reserved_bytes = 0;    // device memory held outside the run, e.g. bench's resident clip
   // The share of the budget kept free for the allocator's fragmentation: plans are made for the rest.
@@ -57,7 +57,7 @@ struct TileGrid {
 
 // The run a plan is for.
 struct PlanRequest {
-  std::string family;     // ModelInfo::family
+  std::string family;  // ModelInfo::family
   int64_t spatial_factor = 8;
   int64_t temporal_factor = 4;
   int64_t latent_channels = 16;
@@ -85,11 +85,11 @@ struct Plan {
   Op op = Op::kDecode;
   int64_t chunk = 1;  // latent frames per model call
   TileGrid tiles;
-  bool offload = false;   // tile caches live in host memory between visits
+  bool offload = false;  // tile caches live in host memory between visits
   int64_t budget_bytes = 0;
   MemoryEstimate estimate;
-  double cost = 1;          // estimated time against the untiled plan's (Note [Plan cost])
-  std::string calibration;  // where the coefficients come from
+  double cost = 1;              // estimated time against the untiled plan's (Note [Plan cost])
+  std::string calibration;      // where the coefficients come from
   std::string summary() const;  // one line for stderr
   nlohmann::json to_json() const;
 };

@@ -45,10 +45,20 @@ int64_t parse_size(const std::string& text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  static const std::vector<std::pair<std::string, double>> units = {
-      {"", 1.0},          {"b", 1.0},           {"k", 1024.0},     {"kib", 1024.0},       {"kb", 1e3},
-      {"m", 1048576.0},   {"mib", 1048576.0},   {"mb", 1e6},       {"g", 1073741824.0},   {"gib", 1073741824.0},
-      {"gb", 1e9},        {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12}};
+  static const std::vector<std::pair<std::string, double>> units = {{"", 1.0},
+                                                                    {"b", 1.0},
+                                                                    {"k", 1024.0},
+                                                                    {"kib", 1024.0},
+                                                                    {"kb", 1e3},
+                                                                    {"m", 1048576.0},
+                                                                    {"mib", 1048576.0},
+                                                                    {"mb", 1e6},
+                                                                    {"g", 1073741824.0},
+                                                                    {"gib", 1073741824.0},
+                                                                    {"gb", 1e9},
+                                                                    {"t", 1099511627776.0},
+                                                                    {"tib", 1099511627776.0},
+                                                                    {"tb", 1e12}};
   if (used > 0 && std::isfinite(value) && value > 0) {
     const std::string unit = lower(trim(t.substr(used)));
     for (const auto& [name, scale] : units)
@@ -57,7 +67,8 @@ int64_t parse_size(const std::string& text) {
         if (bytes >= 1.0 && bytes < 9.2e18) return static_cast<int64_t>(std::llround(bytes));
       }
   }
-  throw Error("'" + text + "' is not a memory size: write e.g. 8G, 7.5GiB, 512M or 12GB (G/GiB/M/MiB are "
+  throw Error("'" + text +
+              "' is not a memory size: write e.g. 8G, 7.5GiB, 512M or 12GB (G/GiB/M/MiB are "
               "binary, GB/MB decimal)");
 }
 
@@ -74,7 +85,8 @@ std::string format_size(int64_t bytes) {
 
 Preset parse_preset(const nlohmann::json& j, const std::string& origin) {
   if (!j.is_object()) throw Error(origin + ": a preset is a JSON object");
-  static const std::set<std::string> known = {"name", "description", "gpu", "device", "budget", "dtype", "engine"};
+  static const std::set<std::string> known = {"name",   "description", "gpu",   "device",
+                                              "budget", "dtype",       "engine"};
   for (const auto& [key, value] : j.items())
     if (!known.count(key))
       throw Error(origin + ": unknown key \"" + key +
@@ -105,7 +117,8 @@ Preset parse_preset(const nlohmann::json& j, const std::string& origin) {
       throw Error(origin + ": \"budget\": " + e.what());
     }
   } else {
-    throw Error(origin + ": \"budget\" must be a size like \"22.5GiB\", bytes or \"none\", got " + budget.dump());
+    throw Error(origin + ": \"budget\" must be a size like \"22.5GiB\", bytes or \"none\", got " +
+                budget.dump());
   }
   if (j.contains("engine")) {
     const auto& engine = j.at("engine");
@@ -157,8 +170,8 @@ const std::vector<Preset>& builtin_presets() {
     for (const auto& [file, text] : builtin_preset_texts()) {
       Preset p = parse_preset(nlohmann::json::parse(text), "presets/" + file);
       if (p.name + ".json" != file)
-        throw Error("presets/" + file + ": the preset is called '" + p.name + "'; its file must be " + p.name +
-                    ".json");
+        throw Error("presets/" + file + ": the preset is called '" + p.name + "'; its file must be " +
+                    p.name + ".json");
       p.source = "built-in";
       out.push_back(std::move(p));
     }

@@ -16,13 +16,14 @@ namespace vaecodec::core {
 // Note [Presets]
 // A preset is a GPU tier written down as data: a memory budget a little below the card's memory (the CUDA
 // context, cuDNN's handles and the display take the rest), the dtype, and the planner's engine options. The
-// built-in ones are the files in presets/, compiled into the binary at build time (cmake/embed_presets.cmake),
-// so the files a user reads and copies are exactly what --preset NAME uses. Format, one JSON object per file:
+// built-in ones are the files in presets/, compiled into the binary at build time
+// (cmake/embed_presets.cmake), so the files a user reads and copies are exactly what --preset NAME uses.
+// Format, one JSON object per file:
 //   {"name": "rtx4090-24g", "description": "...", "gpu": "RTX 4090", "device": "cuda",
 //    "budget": "22.5GiB", "dtype": "bf16", "engine": {"max_chunk": 4, "tiling": true, "tile_overlap": 8}}
-// "budget" is a size (parse_size) or a number of bytes, or "none" for no budget; "gpu" is a piece of the device
-// name that `vaecodec info` uses to choose between tiers of the same budget. Unknown keys are errors, so a
-// misspelt option is not silently ignored.
+// "budget" is a size (parse_size) or a number of bytes, or "none" for no budget; "gpu" is a piece of the
+// device name that `vaecodec info` uses to choose between tiers of the same budget. Unknown keys are errors,
+// so a misspelt option is not silently ignored.
 struct Preset {
   std::string name;
   std::string description;
@@ -49,8 +50,8 @@ const std::vector<Preset>& builtin_presets();
 const Preset& find_preset(const std::string& name);
 std::string preset_names();  // "cpu, rtx4060-8g, ..."
 
-// The tier to suggest for a GPU: the largest budget that fits in `total_bytes`; among tiers of that budget the
-// one whose "gpu" occurs in `device_name`, else the first. nullopt when no GPU tier fits.
+// The tier to suggest for a GPU: the largest budget that fits in `total_bytes`; among tiers of that budget
+// the one whose "gpu" occurs in `device_name`, else the first. nullopt when no GPU tier fits.
 std::optional<std::string> suggest_preset(int64_t total_bytes, const std::string& device_name);
 
 // The raw (file name, text) pairs of presets/*.json, generated at build time.

@@ -12,9 +12,9 @@ namespace vaecodec::core {
 
 // Note [safetensors]
 // Layout: 8 bytes little-endian header length N, N bytes of JSON {name: {dtype, shape, data_offsets: [b, e]},
-// "__metadata__": {str: str}}, then the data; offsets are relative to the end of the header. The reader maps the
-// file and checks every offset against the file size before any tensor is touched, so a truncated or hostile
-// file is one clear error and never a large allocation.
+// "__metadata__": {str: str}}, then the data; offsets are relative to the end of the header. The reader maps
+// the file and checks every offset against the file size before any tensor is touched, so a truncated or
+// hostile file is one clear error and never a large allocation.
 class SafetensorsFile {
  public:
   struct Entry {

@@ -76,7 +76,7 @@ SeedVR2ResnetBlock::SeedVR2ResnetBlock(int64_t in, int64_t out, int64_t groups) 
 
 torch::Tensor SeedVR2ResnetBlock::forward(const torch::Tensor& x, CausalCache& cache) {
   auto h = norm_silu_conv(*norm1_, *conv1_, x, cache);
-  h = norm_silu_conv(*norm2_, *conv2_, h, cache);  // dropout is inactive at inference
+  h = norm_silu_conv(*norm2_, *conv2_, h, cache);               // dropout is inactive at inference
   return h.add_(shortcut_ ? shortcut_->forward(x, cache) : x);  // h is this block's own tensor
 }
 
@@ -135,7 +135,8 @@ SeedVR2Downsample::SeedVR2Downsample(int64_t channels, bool temporal) {
 torch::Tensor SeedVR2Downsample::forward(const torch::Tensor& x, CausalCache& cache) {
   // Zero-pad right and bottom by one, [B, C, T, H, W] -> [B, C, T, H + 1, W + 1], in the conv's buffer.
   const int64_t h = x.size(3), w = x.size(4);
-  auto buffer = conv_->prepare({x.size(0), x.size(1), x.size(2), h + 1, w + 1}, CausalConv3d::layout_of(x), cache);
+  auto buffer =
+      conv_->prepare({x.size(0), x.size(1), x.size(2), h + 1, w + 1}, CausalConv3d::layout_of(x), cache);
   buffer.fill.narrow(3, h, 1).zero_();
   buffer.fill.narrow(4, w, 1).zero_();
   buffer.fill.narrow(3, 0, h).narrow(4, 0, w).copy_(x);
@@ -158,7 +159,8 @@ torch::Tensor SeedVR2Upsample::forward(const torch::Tensor& x, CausalCache& cach
   auto shuffled = y.view({b, 2, 2, z, c, t, h, w}).permute({0, 4, 5, 3, 6, 1, 7, 2});
   CausalCache::Slot& slot = cache.next();
   const bool drop = z > 1 && !slot.started;  // Note [SeedVR2 upsampling and frame 0]
-  auto buffer = conv_->prepare_with({b, c, t * z - (drop ? 1 : 0), 2 * h, 2 * w}, CausalConv3d::layout_of(y), slot);
+  auto buffer =
+      conv_->prepare_with({b, c, t * z - (drop ? 1 : 0), 2 * h, 2 * w}, CausalConv3d::layout_of(y), slot);
   auto as_pairs = [&](const torch::Tensor& frames, int64_t pairs, int64_t per_pair) {
     return frames.view({b, c, pairs, per_pair, h, 2, w, 2});
   };

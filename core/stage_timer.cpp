@@ -36,7 +36,9 @@ void StageTimer::start(bool cuda) {
   timing.store(true);
 }
 
-bool StageTimer::enabled() { return timing.load(std::memory_order_relaxed); }
+bool StageTimer::enabled() {
+  return timing.load(std::memory_order_relaxed);
+}
 
 std::vector<StageTimer::Stage> StageTimer::finish() {
   timing.store(false);

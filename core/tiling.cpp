@@ -12,7 +12,8 @@ namespace {
 
 // Raised-cosine weights of the tiles along one axis (Note [Tile blending]), normalized to sum to 1.
 // origins and length in output pixels; extent is the axis's length.
-std::vector<std::vector<double>> axis_weights(const std::vector<int64_t>& origins, int64_t length, int64_t extent) {
+std::vector<std::vector<double>> axis_weights(const std::vector<int64_t>& origins, int64_t length,
+                                              int64_t extent) {
   const size_t n = origins.size();
   const double pi = std::acos(-1.0);
   std::vector<std::vector<double>> w(n, std::vector<double>(static_cast<size_t>(length), 1.0));
@@ -26,7 +27,8 @@ std::vector<std::vector<double>> axis_weights(const std::vector<int64_t>& origin
       const int64_t start = origins[i + 1] - origins[i];
       const int64_t shared = length - start;
       for (int64_t x = std::max<int64_t>(start, 0); x < length; ++x)
-        w[i][x] *= 0.5 + 0.5 * std::cos(pi * (static_cast<double>(x - start) + 0.5) / static_cast<double>(shared));
+        w[i][x] *=
+            0.5 + 0.5 * std::cos(pi * (static_cast<double>(x - start) + 0.5) / static_cast<double>(shared));
     }
   }
   std::vector<double> sum(static_cast<size_t>(extent), 0.0);
@@ -96,13 +98,13 @@ TileSet::~TileSet() {
 // Tile i+1's upload starts only once tile i-1's model call is done, so at most three tiles' caches are on the
 // device at once (the planner counts three). A tile's upload also waits for its own previous download, and
 // each slot's cache comes back into the same pinned buffer every time (host memory: one copy of the caches).
-// All device memory comes from the compute stream's pool (a copy stream's pool would keep its freed blocks out
-// of the model's reach): an upload allocates on the compute stream, and its copy waits for everything queued
-// there so far (the `allocated` event, which also orders it after tile i-1's call). A cache going down keeps
-// its device memory until the next tile's model call is queued; the compute stream then waits for that copy
-// (done long before, unless the copies are slower than the model) and frees it, so freed memory never waits on
-// another stream's events.
-// Off CUDA, `offload` changes nothing: the caches are in host memory already.
+// All device memory comes from the compute stream's pool (a copy stream's pool would keep its freed blocks
+// out of the model's reach): an upload allocates on the compute stream, and its copy waits for everything
+// queued there so far (the `allocated` event, which also orders it after tile i-1's call). A cache going down
+// keeps its device memory until the next tile's model call is queued; the compute stream then waits for that
+// copy (done long before, unless the copies are slower than the model) and frees it, so freed memory never
+// waits on another stream's events. Off CUDA, `offload` changes nothing: the caches are in host memory
+// already.
 void TileSet::upload(Tile& tile) {
   const torch::Device device = model_.device();
   tile.cache.rewind();
@@ -172,8 +174,9 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
   if (!tiles_.front().weight.defined()) {
     const auto weights = blend_weights(grid_, out_scale);
     for (size_t i = 0; i < tiles_.size(); ++i)
-      tiles_[i].weight = weights[i].to(device, accumulation_dtype(dtype)).view(
-          {1, 1, 1, weights[i].size(0), weights[i].size(1)});
+      tiles_[i].weight = weights[i]
+                             .to(device, accumulation_dtype(dtype))
+                             .view({1, 1, 1, weights[i].size(0), weights[i].size(1)});
   }
   const bool overlap = offload_ && device.is_cuda();
   if (overlap && !up_) {

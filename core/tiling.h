@@ -26,14 +26,13 @@ namespace vaecodec::core {
 // convolutions and the middle block's attention see less context near the tile's edges (docs/memory.md).
 // Each tile's cache goes with the tile through time, so chunks of any length give the same tiled result.
 
-// The blend weights of every tile, row-major, each [tile_height * scale, tile_width * scale] in float64 on the
-// CPU; `scale` is the output's pixels per latent pixel (the spatial factor for decode, 1 for encode).
+// The blend weights of every tile, row-major, each [tile_height * scale, tile_width * scale] in float64 on
+// the CPU; `scale` is the output's pixels per latent pixel (the spatial factor for decode, 1 for encode).
 std::vector<torch::Tensor> blend_weights(const TileGrid& grid, int64_t scale);
 
-// The tiles of a run, their caches and the blend (Note [Tile blending]). One model call per tile per chunk; the
-// engine's EncodeRun/DecodeRun use it when ChunkOptions::tiles cuts the frame.
-// With `offload`, a tile's cache waits in (pinned) host memory while the other tiles run (Note [Offloaded
-// caches]).
+// The tiles of a run, their caches and the blend (Note [Tile blending]). One model call per tile per chunk;
+// the engine's EncodeRun/DecodeRun use it when ChunkOptions::tiles cuts the frame. With `offload`, a tile's
+// cache waits in (pinned) host memory while the other tiles run (Note [Offloaded caches]).
 class TileSet {
  public:
   enum class Direction { kEncode, kDecode };
@@ -54,11 +53,11 @@ class TileSet {
     // Offloaded on a CUDA device: the cache's copies and the tile's last model call.
     std::vector<torch::Tensor> host;     // per cache slot: its pinned host buffer
     std::vector<torch::Tensor> leaving;  // the device tensors of a download in flight
-    bool uploading = false;         // an upload has been queued since the last download
-    at::cuda::CUDAEvent allocated;  // on the compute stream: the upload's device memory may be written
-    at::cuda::CUDAEvent uploaded;   // on the upload stream: the cache is on the device
-    at::cuda::CUDAEvent computed;   // on the compute stream: the tile's last model call is done
-    at::cuda::CUDAEvent downloaded; // on the download stream: the cache is back in host memory
+    bool uploading = false;              // an upload has been queued since the last download
+    at::cuda::CUDAEvent allocated;       // on the compute stream: the upload's device memory may be written
+    at::cuda::CUDAEvent uploaded;        // on the upload stream: the cache is on the device
+    at::cuda::CUDAEvent computed;        // on the compute stream: the tile's last model call is done
+    at::cuda::CUDAEvent downloaded;      // on the download stream: the cache is back in host memory
   };
   // Queues the copy of `tile`'s cache to the device, after the download it may still be waiting for and
   // after everything queued on the compute stream so far.
@@ -72,7 +71,7 @@ class TileSet {
   bool offload_;
   std::vector<Tile> tiles_;
   std::optional<c10::cuda::CUDAStream> up_, down_;  // the copy streams (offloaded, on a CUDA device)
-  Tile* leaving_ = nullptr;                          // the tile whose download was queued last
+  Tile* leaving_ = nullptr;                         // the tile whose download was queued last
 };
 
 // The tiles for frames of latent_height x latent_width, or nullptr when `grid` does not cut them (a default

@@ -88,8 +88,8 @@ void VaeModel::load(const Checkpoint& checkpoint) {
   }
   for (const auto& [name, tensor] : checkpoint.tensors)
     if (!used.count(name))
-      throw Error(file + ": unexpected tensor '" + name + "' " + shape_str(tensor.sizes()) + " for " + info().family +
-                  " " + info().config.dump());
+      throw Error(file + ": unexpected tensor '" + name + "' " + shape_str(tensor.sizes()) + " for " +
+                  info().family + " " + info().config.dump());
 }
 
 void VaeModel::set_channels_last(bool on) {
@@ -162,12 +162,12 @@ std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelO
 namespace {
 
 // Note [Heuristics]
-// Without timing, LibTorch takes the first kernel that cuDNN's heuristics offer for a convolution. Its default,
-// mode A ("instant"), answers quickly but picked kernels 22% slower than timing finds for the Wan2.1 encoder and
-// decoder on an H100 (bench round trip 720p x81: 3.55 s against 2.91 s); mode B, a slower query, picked kernels
-// as fast as timing's (2.90 s), without timing's ~2 s at the start of a run. Its first calls cost about what
-// mode A's do (a cold round trip 4.1-4.45 s against 4.41 s), once per shape and thread. docs/benchmarks.md,
-// "Start-up: cuDNN's heuristics instead of its timing".
+// Without timing, LibTorch takes the first kernel that cuDNN's heuristics offer for a convolution. Its
+// default, mode A ("instant"), answers quickly but picked kernels 22% slower than timing finds for the Wan2.1
+// encoder and decoder on an H100 (bench round trip 720p x81: 3.55 s against 2.91 s); mode B, a slower query,
+// picked kernels as fast as timing's (2.90 s), without timing's ~2 s at the start of a run. Its first calls
+// cost about what mode A's do (a cold round trip 4.1-4.45 s against 4.41 s), once per shape and thread.
+// docs/benchmarks.md, "Start-up: cuDNN's heuristics instead of its timing".
 void use_cudnn_heuristics_b() {
   setenv("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "1", /*overwrite=*/0);
 }
@@ -197,8 +197,9 @@ void set_cudnn_autotune(bool on) {
     char* end = nullptr;
     const long n = std::strtol(limit, &end, 10);
     if (end == limit || *end != '\0' || n < 0 || n > 1000)
-      throw Error(std::string("VAECODEC_AUTOTUNE_CANDIDATES: expected a count of candidates (0: all), got '") +
-                  limit + "'");
+      throw Error(
+          std::string("VAECODEC_AUTOTUNE_CANDIDATES: expected a count of candidates (0: all), got '") +
+          limit + "'");
     at::globalContext().setBenchmarkLimitCuDNN(static_cast<int>(n));
   }
 }

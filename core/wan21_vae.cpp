@@ -6,7 +6,9 @@
 namespace vaecodec::core {
 namespace {
 
-bool contains(const std::vector<double>& v, double x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool contains(const std::vector<double>& v, double x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 }  // namespace
 
@@ -47,7 +49,8 @@ Wan21Encoder::Wan21Encoder(const Wan21Config& config, int64_t out_channels) {
       in = out;
     }
     if (i != config.dim_mult.size() - 1) {
-      const auto mode = config.temporal_downsample[i] ? ResampleMode::kDownsample3d : ResampleMode::kDownsample2d;
+      const auto mode =
+          config.temporal_downsample[i] ? ResampleMode::kDownsample3d : ResampleMode::kDownsample2d;
       downsamples_->append(std::make_shared<WanResample>(out, mode, out));
       scale /= 2.0;
     }
@@ -124,9 +127,9 @@ Wan21Vae::Wan21Vae(const Wan21Config& config) : config_(config) {
 }
 
 // Note [Latent normalization]
-// Wan latents leave encode() normalized, (mu - mean) / std per channel, and decode() undoes it first, with the
-// published statistics; this is the form diffusion pipelines exchange. The arithmetic is in float32 whatever the
-// model's dtype, and the encoder's latents are returned in float32.
+// Wan latents leave encode() normalized, (mu - mean) / std per channel, and decode() undoes it first, with
+// the published statistics; this is the form diffusion pipelines exchange. The arithmetic is in float32
+// whatever the model's dtype, and the encoder's latents are returned in float32.
 torch::Tensor Wan21Vae::encode(const torch::Tensor& x, CausalCache& cache) {
   cache.rewind();
   if (mean_.device() != x.device()) {
@@ -177,8 +180,9 @@ const std::vector<float>& wan21_latent_mean() {
 }
 
 const std::vector<float>& wan21_latent_std() {
-  static const std::vector<float> v = {2.8184f, 1.4541f, 2.3275f, 2.6558f, 1.2196f, 1.7708f, 2.6052f, 2.0743f,
-                                       3.2687f, 2.1526f, 2.8652f, 1.5579f, 1.6382f, 1.1253f, 2.8251f, 1.9160f};
+  static const std::vector<float> v = {2.8184f, 1.4541f, 2.3275f, 2.6558f, 1.2196f, 1.7708f,
+                                       2.6052f, 2.0743f, 3.2687f, 2.1526f, 2.8652f, 1.5579f,
+                                       1.6382f, 1.1253f, 2.8251f, 1.9160f};
   return v;
 }
 

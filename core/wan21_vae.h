@@ -2,8 +2,8 @@
 
 #include <memory>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "core/layers.h"
 #include "core/vae_model.h"

@@ -8,8 +8,8 @@
 namespace vaecodec::core {
 
 std::shared_ptr<CausalConv3d> wan_conv3(int64_t in, int64_t out) {
-  return std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{3, 3, 3}, std::array<int64_t, 3>{1, 1, 1},
-                                        std::array<int64_t, 3>{1, 1, 1});
+  return std::make_shared<CausalConv3d>(in, out, std::array<int64_t, 3>{3, 3, 3},
+                                        std::array<int64_t, 3>{1, 1, 1}, std::array<int64_t, 3>{1, 1, 1});
 }
 
 std::shared_ptr<CausalConv3d> wan_conv1(int64_t in, int64_t out) {
@@ -26,7 +26,8 @@ WanResidualBlock::WanResidualBlock(int64_t in, int64_t out) {
 }
 
 torch::Tensor WanResidualBlock::forward(const torch::Tensor& x, CausalCache& cache) {
-  // Each convolution's bias is added by the pass after it (Note [Deferred bias]); dropout is inactive at inference.
+  // Each convolution's bias is added by the pass after it (Note [Deferred bias]); dropout is inactive at
+  // inference.
   torch::Tensor h = norm_silu_conv_deferred(*norm1_, *conv1_, x, {}, cache);
   h = norm_silu_conv_deferred(*norm2_, *conv2_, std::move(h), conv1_->bias(), cache);
   add_residual(h, shortcut_ ? shortcut_->forward(x, cache) : x, conv2_->bias(), bias2_f32_);  // h is our own
@@ -90,42 +91,45 @@ WanResample::WanResample(int64_t channels, ResampleMode mode, int64_t spatial_ou
   weight_ = conv->register_parameter("weight", torch::empty({spatial_out, channels, 3, 3}), false);
   bias_ = conv->register_parameter("bias", torch::empty({spatial_out}), false);
   if (mode == ResampleMode::kUpsample3d) {
-    time_conv_ = register_module("time_conv", std::make_shared<CausalConv3d>(channels, 2 * channels,
-                                                                               std::array<int64_t, 3>{3, 1, 1},
-                                                                               std::array<int64_t, 3>{1, 1, 1},
-                                                                               std::array<int64_t, 3>{1, 0, 0}));
+    time_conv_ = register_module(
+        "time_conv",
+        std::make_shared<CausalConv3d>(channels, 2 * channels, std::array<int64_t, 3>{3, 1, 1},
+                                       std::array<int64_t, 3>{1, 1, 1}, std::array<int64_t, 3>{1, 0, 0}));
   } else if (mode == ResampleMode::kDownsample3d) {
-    time_conv_ = register_module("time_conv", std::make_shared<CausalConv3d>(channels, channels,
-                                                                               std::array<int64_t, 3>{3, 1, 1},
-                                                                               std::array<int64_t, 3>{2, 1, 1}));
+    time_conv_ = register_module(
+        "time_conv", std::make_shared<CausalConv3d>(channels, channels, std::array<int64_t, 3>{3, 1, 1},
+                                                    std::array<int64_t, 3>{2, 1, 1}));
   }
 }
 
 // Note [Upsampling on the input grid]
 // The reference upsamples 2x (nearest) and then runs a 3x3 convolution over the large grid: 9 taps per output
-// pixel, most of them landing on copies of the same input pixel. Output pixel (2i + a, 2j + b) sees input rows
-// {i - 1, i} when a = 0 (tap 0 on row i - 1, taps 1 and 2 on row i) and {i, i + 1} when a = 1 (taps 0 and 1 on
-// row i, tap 2 on row i + 1), and likewise for columns. So each of the four output phases (a, b) is a 2x2
-// convolution of the input with summed taps, and one 2x2 convolution (padding 1) with 4x the output channels,
-// r[k = 2a + b][i', j'], gives them all: out[2i + a, 2j + b] = r[k][i + a, j + b]. 16 multiply-adds per input
-// pixel and output channel instead of 36, and no 4x upsampled copy of the input (H100, bf16, 192 -> 96 channels
-// to 1280x720, 4 frames: 7.47 -> 4.98 ms with the interleave; scripts/dev/upsample_micro.py). The same function:
-// the summed taps differ from the reference's sums only in rounding (float64: 1e-17 relative). The model's
-// FLOPs are still counted as the reference's.
+// pixel, most of them landing on copies of the same input pixel. Output pixel (2i + a, 2j + b) sees input
+// rows {i - 1, i} when a = 0 (tap 0 on row i - 1, taps 1 and 2 on row i) and {i, i + 1} when a = 1 (taps 0
+// and 1 on row i, tap 2 on row i + 1), and likewise for columns. So each of the four output phases (a, b) is
+// a 2x2 convolution of the input with summed taps, and one 2x2 convolution (padding 1) with 4x the output
+// channels, r[k = 2a + b][i', j'], gives them all: out[2i + a, 2j + b] = r[k][i + a, j + b]. 16 multiply-adds
+// per input pixel and output channel instead of 36, and no 4x upsampled copy of the input (H100, bf16, 192 ->
+// 96 channels to 1280x720, 4 frames: 7.47 -> 4.98 ms with the interleave; scripts/dev/upsample_micro.py). The
+// same function: the summed taps differ from the reference's sums only in rounding (float64: 1e-17 relative).
+// The model's FLOPs are still counted as the reference's.
 torch::Tensor WanResample::upsample(const torch::Tensor& x) {
   const auto format = x.suggest_memory_format();
-  if (!phase_weight_.defined() || phase_source_ != weight_.data_ptr() || phase_weight_.device() != x.device() ||
-      phase_weight_.scalar_type() != x.scalar_type() || !phase_weight_.is_contiguous(format)) {
+  if (!phase_weight_.defined() || phase_source_ != weight_.data_ptr() ||
+      phase_weight_.device() != x.device() || phase_weight_.scalar_type() != x.scalar_type() ||
+      !phase_weight_.is_contiguous(format)) {
     const auto w = weight_.to(torch::kDouble);  // [O, C, 3, 3]
     // Per phase along one axis: the taps that land on the first and on the second input pixel.
     auto pair = [](const torch::Tensor& t, int64_t dim, int a) {
       auto tap = [&](int64_t k) { return t.select(dim, k); };
-      return a == 0 ? torch::stack({tap(0), tap(1) + tap(2)}, dim) : torch::stack({tap(0) + tap(1), tap(2)}, dim);
+      return a == 0 ? torch::stack({tap(0), tap(1) + tap(2)}, dim)
+                    : torch::stack({tap(0) + tap(1), tap(2)}, dim);
     };
     std::vector<torch::Tensor> phases;
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b) phases.push_back(pair(pair(w, 2, a), 3, b));
-    phase_weight_ = torch::cat(phases, 0).unsqueeze(2).to(x.scalar_type()).contiguous(format);  // [4O, C, 1, 2, 2]
+    phase_weight_ =
+        torch::cat(phases, 0).unsqueeze(2).to(x.scalar_type()).contiguous(format);  // [4O, C, 1, 2, 2]
     phase_source_ = weight_.data_ptr();
   }
   const int64_t n = x.size(0), t = x.size(2), h = x.size(3), w = x.size(4), o = weight_.size(0);
@@ -171,7 +175,9 @@ torch::Tensor WanResample::forward(const torch::Tensor& x, CausalCache& cache) {
       }
       torch::Tensor doubled;
       if (rest.size(2) > 0) doubled = interleave_frames(time_conv_->forward_with(rest, slot));
-      torch::Tensor frames = !head.defined() ? doubled : !doubled.defined() ? head : torch::cat({head, doubled}, 2);
+      torch::Tensor frames = !head.defined()      ? doubled
+                             : !doubled.defined() ? head
+                                                  : torch::cat({head, doubled}, 2);
       return spatial(frames);
     }
     case ResampleMode::kDownsample3d: {

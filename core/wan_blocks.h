@@ -16,8 +16,8 @@ std::shared_ptr<CausalConv3d> wan_conv3(int64_t in, int64_t out);
 // A pointwise convolution (shortcuts, the latent convs between encoder, decoder and latent).
 std::shared_ptr<CausalConv3d> wan_conv1(int64_t in, int64_t out);
 
-// RMSNorm -> SiLU -> conv(3) -> RMSNorm -> SiLU -> conv(3), plus a 1x1x1 shortcut conv when the width changes.
-// Keys: residual.{0.gamma, 2.*, 3.gamma, 6.*}, shortcut.*
+// RMSNorm -> SiLU -> conv(3) -> RMSNorm -> SiLU -> conv(3), plus a 1x1x1 shortcut conv when the width
+// changes. Keys: residual.{0.gamma, 2.*, 3.gamma, 6.*}, shortcut.*
 class WanResidualBlock : public CausalModule {
  public:
   WanResidualBlock(int64_t in, int64_t out);
@@ -56,20 +56,21 @@ class WanHead : public CausalModule {
 
 enum class ResampleMode { kUpsample2d, kUpsample3d, kDownsample2d, kDownsample3d };
 
-// [B, 2C, t, H, W] -> [B, C, 2t, H, W]: output frame i's channels [0, C) become frame 2i, [C, 2C) frame 2i + 1.
-// Keeps the layout.
+// [B, 2C, t, H, W] -> [B, C, 2t, H, W]: output frame i's channels [0, C) become frame 2i, [C, 2C) frame 2i
+// + 1. Keeps the layout.
 torch::Tensor interleave_frames(const torch::Tensor& y);
 
 // Note [Wan resampling and frame 0]
 // downsample3d: after the spatial stride-2 conv, a temporal conv (kernel 3, stride 2, no padding) over input
-//   frames (2j-2, 2j-1, 2j) makes output frame j >= 1; output frame 0 is input frame 0, untouched. The run keeps
-//   the last input frame, so later chunks (even frame counts) continue the same windows.
-// upsample3d: frame 0 skips the temporal conv and is not doubled. Frames 1.. go through a causal conv (C -> 2C)
+//   frames (2j-2, 2j-1, 2j) makes output frame j >= 1; output frame 0 is input frame 0, untouched. The run
+//   keeps the last input frame, so later chunks (even frame counts) continue the same windows.
+// upsample3d: frame 0 skips the temporal conv and is not doubled. Frames 1.. go through a causal conv (C ->
+// 2C)
 //   whose history starts empty (zeros) at frame 1, not at frame 0; each output frame's 2C channels become two
 //   frames, channels [0, C) first. Then the nearest 2x spatial upsample and a 3x3 conv, per frame.
-// The spatial parts run as (1, 3, 3) 3-D convolutions: the same arithmetic as the reference's per-frame Conv2d,
-// without reshaping the video into a batch of images.
-// Keys: resample.1.{weight, bias} ([out, C, 3, 3]), time_conv.{weight, bias} for the 3-D modes.
+// The spatial parts run as (1, 3, 3) 3-D convolutions: the same arithmetic as the reference's per-frame
+// Conv2d, without reshaping the video into a batch of images. Keys: resample.1.{weight, bias} ([out, C, 3,
+// 3]), time_conv.{weight, bias} for the 3-D modes.
 class WanResample : public CausalModule {
  public:
   // spatial_out: channels after the spatial conv (Wan2.1 halves them on the way up: C/2; Wan2.2 keeps C).

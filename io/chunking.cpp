@@ -98,8 +98,8 @@ void DecodedFrameSink::push(const torch::Tensor& video) {
   }
   // The chunk's planes [t, h, w] side by side in one buffer: one download, then a view per frame and plane.
   const std::array<torch::Tensor, 3> planes = converter_->quantize(cropped);
-  HostTensor host = transfer_.download(
-      torch::cat({planes[0].flatten(), planes[1].flatten(), planes[2].flatten()}));
+  HostTensor host =
+      transfer_.download(torch::cat({planes[0].flatten(), planes[1].flatten(), planes[2].flatten()}));
   std::array<torch::Tensor, 3> frames_of;
   int64_t offset = 0;
   for (int p = 0; p < 3; ++p) {
@@ -109,7 +109,11 @@ void DecodedFrameSink::push(const torch::Tensor& video) {
   for (int64_t i = 0; i < real; ++i) {
     Timing timing = std::move(timings_.front());
     timings_.pop_front();
-    writer_.push({host, {}, {frames_of[0][i], frames_of[1][i], frames_of[2][i]}, timing.pts, timing.duration,
+    writer_.push({host,
+                  {},
+                  {frames_of[0][i], frames_of[1][i], frames_of[2][i]},
+                  timing.pts,
+                  timing.duration,
                   std::move(timing.reference)});
     ++emitted_;
   }

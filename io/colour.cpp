@@ -339,7 +339,8 @@ std::array<torch::Tensor, 3> TensorToFrame::quantize(const torch::Tensor& rgb) c
   std::array<torch::Tensor, 3> planes;
   if (carries_rgb(format_)) {
     const double max = std::ldexp(1.0, bits) - 1.0;
-    for (int c = 0; c < 3; ++c) planes[kGbrPlane[c]] = x.select(-3, c).clamp(0.0, 1.0).mul_(max).round_().to(type);
+    for (int c = 0; c < 3; ++c)
+      planes[kGbrPlane[c]] = x.select(-3, c).clamp(0.0, 1.0).mul_(max).round_().to(type);
     return planes;
   }
   const auto [kr, kb] = *luma_weights(colour_.matrix);
@@ -347,7 +348,8 @@ std::array<torch::Tensor, 3> TensorToFrame::quantize(const torch::Tensor& rgb) c
   const torch::Tensor r = x.select(-3, 0), g = x.select(-3, 1), b = x.select(-3, 2);
   const torch::Tensor y = r * kr + g * (1.0 - kr - kb) + b * kb;
   torch::Tensor chroma = torch::stack({(b - y) / (2.0 * (1.0 - kb)), (r - y) / (2.0 * (1.0 - kr))}, -3);
-  if (log2_w_ || log2_h_) chroma = downsample_chroma(chroma, log2_w_, log2_h_, chroma_siting(chroma_location_));
+  if (log2_w_ || log2_h_)
+    chroma = downsample_chroma(chroma, log2_w_, log2_h_, chroma_siting(chroma_location_));
   auto code = [&](const torch::Tensor& e, double offset, double scale) {
     return e.mul(scale).add_(offset).round_().clamp_(0.0, l.max).to(type);
   };

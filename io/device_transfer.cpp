@@ -54,8 +54,7 @@ HostTensor DeviceTransfer::download(const torch::Tensor& device_tensor) {
   c10::cuda::CUDAEvent computed;
   computed.record(compute);
   computed.block(cuda_->copy);
-  torch::Tensor host =
-      torch::empty(source.sizes(), torch::TensorOptions().dtype(type).pinned_memory(true));
+  torch::Tensor host = torch::empty(source.sizes(), torch::TensorOptions().dtype(type).pinned_memory(true));
   auto ready = std::make_shared<c10::cuda::CUDAEvent>();
   {
     c10::cuda::CUDAStreamGuard guard(cuda_->copy);

@@ -33,7 +33,8 @@ class DeviceTransfer {
   bool wants_pinned() const { return device_.is_cuda(); }
   // A device copy of `host`, ready for work queued on the current stream.
   torch::Tensor upload(const torch::Tensor& host);
-  // A host copy of `device_tensor` (made on the current stream): float32 for floating types, integer types kept.
+  // A host copy of `device_tensor` (made on the current stream): float32 for floating types, integer types
+  // kept.
   HostTensor download(const torch::Tensor& device_tensor);
 
  private:

@@ -61,10 +61,11 @@ void report_damage(const VideoReader& reader, int64_t frames) {
 }
 
 // Note [Colour conversion on the GPU]
-// Converting a decoded frame to the output's Y'CbCr (with the exact chroma subsampling of io/chroma.cpp) costs
-// the CPU more per frame than the model costs the GPU, so on a GPU the conversion runs there, batched over the
-// chunk right after the decoder, and the writer thread only copies planes into the encoder's frame. On the
-// CPU it stays on the writer thread, beside the model. Quality metrics compare RGB and keep the RGB path.
+// Converting a decoded frame to the output's Y'CbCr (with the exact chroma subsampling of io/chroma.cpp)
+// costs the CPU more per frame than the model costs the GPU, so on a GPU the conversion runs there, batched
+// over the chunk right after the decoder, and the writer thread only copies planes into the encoder's frame.
+// On the CPU it stays on the writer thread, beside the model. Quality metrics compare RGB and keep the RGB
+// path.
 const TensorToFrame* device_converter(const core::VaeModel& model, const VideoWriter& writer) {
   return model.device().is_cuda() ? writer.converter() : nullptr;
 }
@@ -75,7 +76,8 @@ void apply_autotune(const core::VaeModel& model, bool autotune) {
 }
 
 // The run's time by stage (RunSummary::stage_seconds).
-std::map<std::string, double> stage_seconds(const StageTimes* reader, const StageTimes* writer, double total) {
+std::map<std::string, double> stage_seconds(const StageTimes* reader, const StageTimes* writer,
+                                            double total) {
   std::map<std::string, double> t;
   double waited = 0;
   if (reader) {
@@ -151,9 +153,11 @@ LatentNormalization latent_normalization(const core::ModelInfo& info) {
 }
 
 // What a run keeps until its writer is done (FinishingRun). Members in the order they are made: the writer
-// stage goes first when unwinding (its thread stops), the temporary file last (it is removed unless committed).
+// stage goes first when unwinding (its thread stops), the temporary file last (it is removed unless
+// committed).
 struct FinishingRun::State {
-  State(core::VaeModel& model, const core::Plan& plan, const PipelineOptions& options, Clock::time_point start)
+  State(core::VaeModel& model, const core::Plan& plan, const PipelineOptions& options,
+        Clock::time_point start)
       : model(model), plan(plan), options(options), start(start) {}
   core::VaeModel& model;
   core::Plan plan;
@@ -179,8 +183,8 @@ struct FinishingRun::State {
     writing.emplace(*writer, capacity, audio_streams.empty() ? nullptr : &audio, meter ? &*meter : nullptr,
                     &*progress);
   }
-  // Frames converted on the model's device for the writer (Note [Colour conversion on the GPU]); none when the
-  // quality meter needs RGB.
+  // Frames converted on the model's device for the writer (Note [Colour conversion on the GPU]); none when
+  // the quality meter needs RGB.
   const TensorToFrame* converter() const { return meter ? nullptr : device_converter(model, *writer); }
 };
 
@@ -441,7 +445,8 @@ FinishingRun start_decode(core::VaeModel& model, const fs::path& input, const fs
   DeviceTransfer transfer(model.device());
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
   FinishingRun::State& w = *state;
-  w.open(output, plan.format, {}, "decode", plan.frames, frame_queue_capacity(info, chunking), /*measure=*/false);
+  w.open(output, plan.format, {}, "decode", plan.frames, frame_queue_capacity(info, chunking),
+         /*measure=*/false);
   apply_autotune(model, options.autotune);
   DecodedFrameSink sink(geometry, transfer, *w.writing, w.converter());
   for (int64_t i = 0; i < plan.frames; ++i) sink.add_timing(plan.pts[i], plan.durations[i]);

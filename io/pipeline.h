@@ -20,16 +20,16 @@ namespace vaecodec::io {
 
 // How the three runs below work. Defaults suit the CLI.
 // Note [Autotuning]
-// cuDNN can time its algorithms for every new convolution shape and keep the fastest. It costs about 2 s at the
-// start of a run (7.7-8.3 s for an 81-frame 720p round trip against 5.5-5.7 s, whatever the number of candidates
-// timed per shape). Without it LibTorch takes the first kernel cuDNN's heuristics offer; in mode B (Note
-// [Heuristics] in core/vae_model.cpp) those were as fast as timing's for Wan2.1 on an H100 (bench round trip 720p
-// 2.90 s untimed, 2.91 s timed) and 3-13% slower for SeedVR2 and Wan2.2 (decode 3.99 / 2.47 s against 3.81 /
-// 2.35 s, Wan2.2 encode 0.85 against 0.75 s): timing pays only on long clips of those models, so it is off unless
-// asked for (docs/benchmarks.md, "Start-up").
+// cuDNN can time its algorithms for every new convolution shape and keep the fastest. It costs about 2 s at
+// the start of a run (7.7-8.3 s for an 81-frame 720p round trip against 5.5-5.7 s, whatever the number of
+// candidates timed per shape). Without it LibTorch takes the first kernel cuDNN's heuristics offer; in mode B
+// (Note [Heuristics] in core/vae_model.cpp) those were as fast as timing's for Wan2.1 on an H100 (bench round
+// trip 720p 2.90 s untimed, 2.91 s timed) and 3-13% slower for SeedVR2 and Wan2.2 (decode 3.99 / 2.47 s
+// against 3.81 / 2.35 s, Wan2.2 encode 0.85 against 0.75 s): timing pays only on long clips of those models,
+// so it is off unless asked for (docs/benchmarks.md, "Start-up").
 
 struct PipelineOptions {
-  core::ChunkOptions chunks;      // latent frames per chunk: memory and speed, not the result
+  core::ChunkOptions chunks;  // latent frames per chunk: memory and speed, not the result
   // With a value the run is planned (core/planner.h): the plan's chunk and tiles replace `chunks`, the
   // allocator is capped at the budget, and the plan and the measured peak go to stderr unless quiet.
   std::optional<core::PlannerOptions> memory;
@@ -39,7 +39,7 @@ struct PipelineOptions {
   std::filesystem::path metrics;  // roundtrip: per-frame PSNR/SSIM to .json or .csv; empty: none
   // decode: the frame rate when the latent file has no timing (a bare file); 0/1: none given.
   AVRational fps{0, 1};
-  bool autotune = false;          // on CUDA: let cuDNN time its algorithms (Note [Autotuning])
+  bool autotune = false;  // on CUDA: let cuDNN time its algorithms (Note [Autotuning])
 };
 
 // What a run did, for the summary line and --json.
@@ -59,14 +59,14 @@ struct RunSummary {
   std::optional<core::Plan> plan;         // with PipelineOptions::memory
   // Seconds by stage (Note [Pipeline]): "read" and "write" are the reader's and writer's threads at work,
   // "model_waits_for_*" the model's thread blocked on them, "write_tail" the writer finishing after the last
-  // frame was handed to it (frames queued or held back by the encoder), "model" the rest of the run; the stage
-  // the model waits on is the bottleneck.
+  // frame was handed to it (frames queued or held back by the encoder), "model" the rest of the run; the
+  // stage the model waits on is the bottleneck.
   std::map<std::string, double> stage_seconds;
 };
 
 // A run whose every frame has been handed to its writer: the model is free for the next run while the writer
-// (and its encoder's delayed frames) finishes the file. finish() waits for it, renames the output into place and
-// returns the summary; a run dropped without finish() leaves no output (its temporary file is removed).
+// (and its encoder's delayed frames) finishes the file. finish() waits for it, renames the output into place
+// and returns the summary; a run dropped without finish() leaves no output (its temporary file is removed).
 class FinishingRun {
  public:
   struct State;

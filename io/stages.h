@@ -71,7 +71,8 @@ class ReaderStage {
 struct OutputFrame {
   HostTensor chunk;   // the download the frame is part of: wait for it before reading `rgb` or `planes`
   torch::Tensor rgb;  // [3, H, W] float, a view into chunk.tensor; undefined when `planes` are given
-  std::array<torch::Tensor, 3> planes;  // the frame converted (TensorToFrame::quantize), views into chunk.tensor
+  std::array<torch::Tensor, 3>
+      planes;  // the frame converted (TensorToFrame::quantize), views into chunk.tensor
   int64_t pts = 0;
   int64_t duration = 0;
   torch::Tensor reference;  // the input frame [3, H, W] in [-1, 1] for quality metrics; undefined: none

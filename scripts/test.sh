@@ -4,6 +4,17 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 [[ -f "$BUILD_DIR/build.ninja" ]] || { echo "[test] $BUILD_DIR is not configured: run scripts/setup.sh first" >&2; exit 1; }
+# The committed .clang-format is the style: a file it would change fails the suite before anything builds.
+if command -v clang-format >/dev/null; then
+  mapfile -t sources < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
+  if ! clang-format --dry-run -Werror "${sources[@]}" 2>"$BUILD_DIR/format.log"; then
+    grep -m 10 'error:' "$BUILD_DIR/format.log" >&2 || true
+    echo "[test] these files differ from .clang-format: run clang-format -i on them" >&2
+    exit 1
+  fi
+else
+  echo "[test] clang-format not found: the style check is skipped (scripts/setup.sh installs it)" >&2
+fi
 ninja -C "$BUILD_DIR" ${JOBS:+-j"$JOBS"}
 label_args=(-LE gpu)
 if "$BUILD_DIR/vaecodec" info --json 2>/dev/null | grep -q '"compute_capability"'; then

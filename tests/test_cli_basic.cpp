@@ -41,8 +41,8 @@ TEST_CASE("vaecodec --version names the version", "[cli][basic]") {
 TEST_CASE("vaecodec info lists the library versions and the GPUs", "[cli][basic]") {
   const auto r = run_cli("info");
   REQUIRE(r.status == 0);
-  CHECK_THAT(r.out, Catch::Contains("LibTorch    2.11.0") && Catch::Contains("CUDA") && Catch::Contains("cuDNN") &&
-                        Catch::Contains("FFmpeg      5.1"));
+  CHECK_THAT(r.out, Catch::Contains("LibTorch    2.11.0") && Catch::Contains("CUDA") &&
+                        Catch::Contains("cuDNN") && Catch::Contains("FFmpeg      5.1"));
   CHECK_THAT(r.out, Catch::Contains("GPU "));
   const auto j = nlohmann::json::parse(run_cli("info --json").out);
   CHECK(j.at("libtorch") == "2.11.0");
@@ -60,24 +60,27 @@ TEST_CASE("vaecodec inspect describes a weights file", "[cli][basic]") {
   CHECK(j.at("model") == "wan2.1-vae");
   CHECK(j.at("tensors") == 194);  // the tiny model has the released model's tensor names
   int64_t params = 0;
-  for (const auto& [name, t] : read_tensors(data_dir() / "wan21-tiny" / "weights.safetensors")) params += t.numel();
+  for (const auto& [name, t] : read_tensors(data_dir() / "wan21-tiny" / "weights.safetensors"))
+    params += t.numel();
   CHECK(j.at("parameters") == params);
   CHECK(j.at("dtypes").at("Float") == 194);
 
   const auto bad = run_cli("inspect " + (data_dir() / "wan21-tiny" / "meta.json").string());
   CHECK(bad.status == 1);
-  CHECK_THAT(bad.out, Catch::StartsWith("vaecodec: error: ") && Catch::Contains("meta.json: not a checkpoint"));
+  CHECK_THAT(bad.out,
+             Catch::StartsWith("vaecodec: error: ") && Catch::Contains("meta.json: not a checkpoint"));
 }
 
 TEST_CASE("bench times the model, prints JSON and writes a kernel trace", "[cli][basic]") {
-  // The CPU run of the tiny model: what bench reports, and --trace's Chrome trace of one extra run (on a GPU it
-  // also holds the kernels; scripts/dev/trace_summary.py reads it).
+  // The CPU run of the tiny model: what bench reports, and --trace's Chrome trace of one extra run (on a GPU
+  // it also holds the kernels; scripts/dev/trace_summary.py reads it).
   TempDir dir;
   const auto trace = dir / "trace.json";
   const auto weights = data_dir() / "wan21-tiny" / "weights.safetensors";
-  const auto r = run_cli("bench --weights " + weights.string() +
-                         " --device cpu --dtype fp32 --size 64x48 --frames 5 --runs 2 --warmup 0 --json --trace " +
-                         trace.string());
+  const auto r =
+      run_cli("bench --weights " + weights.string() +
+              " --device cpu --dtype fp32 --size 64x48 --frames 5 --runs 2 --warmup 0 --json --trace " +
+              trace.string());
   INFO(r.out);
   REQUIRE(r.status == 0);
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
@@ -89,7 +92,8 @@ TEST_CASE("bench times the model, prints JSON and writes a kernel trace", "[cli]
   const auto events = read_json(trace).at("traceEvents");
   int convolutions = 0;
   for (const auto& e : events)
-    if (e.value("cat", "") == "cpu_op" && e.value("name", "").find("conv") != std::string::npos) ++convolutions;
+    if (e.value("cat", "") == "cpu_op" && e.value("name", "").find("conv") != std::string::npos)
+      ++convolutions;
   CHECK(convolutions > 0);
 }
 

@@ -281,7 +281,8 @@ TEST_CASE("cli --model names the family; weights of another family are refused b
   SECTION("Wan2.2 weights read as SeedVR2") {
     check_refused(encode(weights_arg(kWan22, weights) + " --model seedvr2-vae"),
                   "the tensors do not form a seedvr2-vae checkpoint");
-    CHECK(list_dir(dir.path()) == std::vector<std::string>{"in.mp4"});  // nothing written, not even a temporary
+    CHECK(list_dir(dir.path()) ==
+          std::vector<std::string>{"in.mp4"});  // nothing written, not even a temporary
   }
   SECTION("an unknown family, named with the known ones") {
     check_refused(encode(weights_arg(kSeedVR2, weights) + " --model wan3-vae"),

@@ -263,15 +263,18 @@ TEST_CASE("cli batch: a folder encodes into a folder; a bad file is reported and
   make_clip(dir / "in" / "b.mkv", kTestsrc + "70x42:rate=10 -frames:v 3 -c:v libx264 -pix_fmt yuv420p");
   std::ofstream(dir / "in" / "notes.txt") << "not a video\n";
   std::ofstream(dir / "in" / ".hidden") << "skipped\n";
-  make_clip(dir / "in" / "sub" / "c.mp4", kTestsrc + "64x48:rate=24 -frames:v 1 -c:v libx264");  // not descended into
+  make_clip(dir / "in" / "sub" / "c.mp4",
+            kTestsrc + "64x48:rate=24 -frames:v 1 -c:v libx264");  // not descended into
 
-  const CliResult r = run_cli("encode " + quote(dir / "in") + " -o " + quote(dir / "out") + weights_arg() + " --json");
+  const CliResult r =
+      run_cli("encode " + quote(dir / "in") + " -o " + quote(dir / "out") + weights_arg() + " --json");
   INFO("stderr: " << r.err);
   CHECK(r.status == 1);
   const std::vector<std::string> errors = lines_of(r.err);
   REQUIRE(errors.size() == 2);
   CHECK_THAT(errors[0], StartsWith("vaecodec: error: ") && Contains("notes.txt"));
-  CHECK(errors[1] == "vaecodec: error: 1 of 3 inputs failed; the others were written to " + (dir / "out").string());
+  CHECK(errors[1] ==
+        "vaecodec: error: 1 of 3 inputs failed; the others were written to " + (dir / "out").string());
   CHECK(list_dir(dir / "out") == std::vector<std::string>{"a.safetensors", "b.safetensors"});
   // One JSON line per input, in name order, the failure with its message.
   const std::vector<std::string> json = lines_of(r.out);
@@ -284,15 +287,16 @@ TEST_CASE("cli batch: a folder encodes into a folder; a bad file is reported and
   for (const std::string name : {"a.mp4", "b.mkv"}) {
     INFO(name);
     const auto single = dir / (name + ".safetensors");
-    REQUIRE(run_cli("encode " + quote(dir / "in" / name) + " -o " + quote(single) + weights_arg()).status == 0);
+    REQUIRE(run_cli("encode " + quote(dir / "in" / name) + " -o " + quote(single) + weights_arg()).status ==
+            0);
     const auto batch = dir / "out" / (std::filesystem::path(name).stem().string() + ".safetensors");
     CHECK(torch::equal(io::read_latents(batch).latents, io::read_latents(single).latents));
   }
 
   SECTION("a folder of latents decodes into a folder, its other files left out") {
     std::ofstream(dir / "out" / "notes.txt") << "not latents\n";
-    const CliResult d = run_cli("decode " + quote(dir / "out") + " -o " + quote(dir / "videos") + weights_arg() +
-                                " --ext .mkv --codec ffv1");
+    const CliResult d = run_cli("decode " + quote(dir / "out") + " -o " + quote(dir / "videos") +
+                                weights_arg() + " --ext .mkv --codec ffv1");
     INFO("stderr: " << d.err);
     REQUIRE(d.status == 0);
     CHECK(list_dir(dir / "videos") == std::vector<std::string>{"a.mkv", "b.mkv"});
@@ -303,8 +307,10 @@ TEST_CASE("cli batch: a folder encodes into a folder; a bad file is reported and
 
 TEST_CASE("cli batch: files into a folder; clashing names and a file as the folder are refused", "[cli]") {
   ScratchDir dir;
-  const auto a = make_clip(dir / "a.mp4", kTestsrc + "64x48:rate=24 -frames:v 5 -c:v libx264 -pix_fmt yuv420p");
-  const auto b = make_clip(dir / "b.mp4", kTestsrc + "64x48:rate=24 -frames:v 2 -c:v libx264 -pix_fmt yuv420p");
+  const auto a =
+      make_clip(dir / "a.mp4", kTestsrc + "64x48:rate=24 -frames:v 5 -c:v libx264 -pix_fmt yuv420p");
+  const auto b =
+      make_clip(dir / "b.mp4", kTestsrc + "64x48:rate=24 -frames:v 2 -c:v libx264 -pix_fmt yuv420p");
 
   SECTION("two files round trip into a new folder with --ext") {
     const CliResult r = run_cli("roundtrip " + quote(a) + " " + quote(b) + " -o " + quote(dir / "out") +
@@ -332,7 +338,8 @@ TEST_CASE("cli batch: files into a folder; clashing names and a file as the fold
   SECTION("a file where the folder should be") {
     std::ofstream(dir / "out.mp4") << "x";
     const CliResult r = roundtrip(a, dir / "out.mp4", quote(b));
-    check_fails(r, "is a file; a batch of inputs writes into a folder", dir.path(), {"a.mp4", "b.mp4", "out.mp4"});
+    check_fails(r, "is a file; a batch of inputs writes into a folder", dir.path(),
+                {"a.mp4", "b.mp4", "out.mp4"});
   }
   SECTION("weights that do not load: no folder made") {
     std::ofstream(dir / "notes.pth") << "not weights";

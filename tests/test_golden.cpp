@@ -46,8 +46,8 @@ GoldenModel load_golden(const std::filesystem::path& dir, torch::Device device, 
 // What each golden case computes, from its name: <input>_mu / <input>_mean* = encode, <input>_roundtrip* =
 // decode(encode), <input>_decoded* = decode. Log-variance cases are not part of vaecodec's output.
 std::optional<torch::Tensor> compute_case(core::VaeModel& model, const std::string& name,
-                                          const std::map<std::string, torch::Tensor>& cases, torch::Device device,
-                                          torch::ScalarType dtype) {
+                                          const std::map<std::string, torch::Tensor>& cases,
+                                          torch::Device device, torch::ScalarType dtype) {
   const auto input_name = name.substr(0, name.find('_'));
   const auto op = name.substr(name.find('_') + 1);
   const auto it = cases.find(input_name);
@@ -73,8 +73,8 @@ void run_golden(torch::Device device, torch::ScalarType dtype, const Tolerance& 
       const auto& ref = g.cases.at(name);
       REQUIRE(out->sizes() == ref.sizes());
       const double err = relative_error(*out, ref);
-      std::cout << "golden " << dir.filename().string() << " " << name << " " << c10::toString(dtype) << " on "
-                << device << ": relative error " << err << "\n";
+      std::cout << "golden " << dir.filename().string() << " " << name << " " << c10::toString(dtype)
+                << " on " << device << ": relative error " << err << "\n";
       INFO("case " << name << " relative error " << err);
       CHECK(std::isfinite(err));
       CHECK(err <= tolerance_of(name));
@@ -102,8 +102,8 @@ TEST_CASE("golden cases match the reference on CUDA in float32", "[golden][gpu]"
 TEST_CASE("golden cases match the reference on CUDA in bfloat16", "[golden][gpu]") {
   REQUIRE(torch::cuda::is_available());
   // bf16 keeps 8 bits of mantissa. Measured on an H100 with these small random-weight models: encodes 4e-3 to
-  // 2.5e-2, decodes 1.8e-2 to 3.6e-2, round trips 2.2e-2 to 7.2e-2 (SeedVR2: the decoder amplifies the encoder's
-  // rounding). What users see is measured on the released architectures (`bench --accuracy`,
+  // 2.5e-2, decodes 1.8e-2 to 3.6e-2, round trips 2.2e-2 to 7.2e-2 (SeedVR2: the decoder amplifies the
+  // encoder's rounding). What users see is measured on the released architectures (`bench --accuracy`,
   // docs/benchmarks.md): 1.5e-2 to 1.7e-2 relative to float32.
   run_golden(torch::Device(torch::kCUDA, 0), torch::kBFloat16, [](const std::string& name) {
     return name.find("roundtrip") != std::string::npos ? 1e-1 : 5e-2;

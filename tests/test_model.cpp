@@ -1,21 +1,23 @@
 // The Wan2.1 model: chunk invariance, the released architecture's tensors, loading from every layout, and the
 // errors of a checkpoint that does not fit.
-#include <catch2/catch.hpp>
 #include <torch/cuda.h>
+#include <catch2/catch.hpp>
 
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/layers.h"
-#include "core/wan_blocks.h"
 #include "core/model_registry.h"
 #include "core/safetensors.h"
 #include "core/vae_model.h"
+#include "core/wan_blocks.h"
 #include "tests/test_support.h"
 
 namespace vaecodec::test {
 namespace {
 
-std::filesystem::path wan21_dir() { return data_dir() / "wan21-tiny"; }
+std::filesystem::path wan21_dir() {
+  return data_dir() / "wan21-tiny";
+}
 
 std::shared_ptr<core::VaeModel> tiny_wan21(const std::string& file = "weights.safetensors") {
   return core::build_model(core::load_checkpoint(wan21_dir() / file));
@@ -31,13 +33,20 @@ std::shared_ptr<core::VaeModel> tiny_wan21_f64() {
 // Original -> diffusers (AutoencoderKLWan) names, written independently of the loader's mapping.
 std::string to_diffusers(const std::string& name) {
   static const std::vector<std::pair<std::string, std::string>> prefix = {
-      {"encoder.conv1.", "encoder.conv_in."},       {"decoder.conv1.", "decoder.conv_in."},
-      {"encoder.head.0.", "encoder.norm_out."},     {"encoder.head.2.", "encoder.conv_out."},
-      {"decoder.head.0.", "decoder.norm_out."},     {"decoder.head.2.", "decoder.conv_out."},
-      {"conv1.", "quant_conv."},                    {"conv2.", "post_quant_conv."},
-      {"encoder.middle.0.", "encoder.mid_block.resnets.0."}, {"encoder.middle.1.", "encoder.mid_block.attentions.0."},
-      {"encoder.middle.2.", "encoder.mid_block.resnets.1."}, {"decoder.middle.0.", "decoder.mid_block.resnets.0."},
-      {"decoder.middle.1.", "decoder.mid_block.attentions.0."}, {"decoder.middle.2.", "decoder.mid_block.resnets.1."},
+      {"encoder.conv1.", "encoder.conv_in."},
+      {"decoder.conv1.", "decoder.conv_in."},
+      {"encoder.head.0.", "encoder.norm_out."},
+      {"encoder.head.2.", "encoder.conv_out."},
+      {"decoder.head.0.", "decoder.norm_out."},
+      {"decoder.head.2.", "decoder.conv_out."},
+      {"conv1.", "quant_conv."},
+      {"conv2.", "post_quant_conv."},
+      {"encoder.middle.0.", "encoder.mid_block.resnets.0."},
+      {"encoder.middle.1.", "encoder.mid_block.attentions.0."},
+      {"encoder.middle.2.", "encoder.mid_block.resnets.1."},
+      {"decoder.middle.0.", "decoder.mid_block.resnets.0."},
+      {"decoder.middle.1.", "decoder.mid_block.attentions.0."},
+      {"decoder.middle.2.", "decoder.mid_block.resnets.1."},
       {"encoder.downsamples.", "encoder.down_blocks."}};
   std::string out = name;
   for (const auto& [from, to] : prefix) {
@@ -46,7 +55,8 @@ std::string to_diffusers(const std::string& name) {
       break;
     }
   }
-  // decoder.upsamples.N: 15 entries, stages of 3 resnets followed by an upsampler (none after the last stage).
+  // decoder.upsamples.N: 15 entries, stages of 3 resnets followed by an upsampler (none after the last
+  // stage).
   if (out.rfind("decoder.upsamples.", 0) == 0) {
     const auto rest = out.substr(std::string("decoder.upsamples.").size());
     const int n = std::stoi(rest.substr(0, rest.find('.')));
@@ -55,11 +65,12 @@ std::string to_diffusers(const std::string& name) {
     out = pos == 3 ? "decoder.up_blocks." + std::to_string(stage) + ".upsamplers.0" + tail
                    : "decoder.up_blocks." + std::to_string(stage) + ".resnets." + std::to_string(pos) + tail;
   }
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{".residual.0.", ".norm1."},
-                                                                                 {".residual.2.", ".conv1."},
-                                                                                 {".residual.3.", ".norm2."},
-                                                                                 {".residual.6.", ".conv2."},
-                                                                                 {".shortcut.", ".conv_shortcut."}}) {
+  for (const auto& [from, to] :
+       std::vector<std::pair<std::string, std::string>>{{".residual.0.", ".norm1."},
+                                                        {".residual.2.", ".conv1."},
+                                                        {".residual.3.", ".norm2."},
+                                                        {".residual.6.", ".conv2."},
+                                                        {".shortcut.", ".conv_shortcut."}}) {
     if (auto p = out.find(from); p != std::string::npos) out.replace(p, from.size(), to);
   }
   return out;
@@ -108,7 +119,8 @@ TEST_CASE("frames pushed in arbitrary pieces give the same latents", "[model][ch
 
 TEST_CASE("the channels-last layout computes the same function", "[model][layout]") {
   // The GPU runs channels-last (Note [Channels-last]); every layout-aware step (padding frames, the 2x
-  // upsampler, the temporal frame doubling, the attention's token view) is checked here on the CPU, in float64.
+  // upsampler, the temporal frame doubling, the attention's token view) is checked here on the CPU, in
+  // float64.
   auto plain = tiny_wan21_f64();
   auto last = tiny_wan21_f64();
   last->set_channels_last(true);
@@ -141,8 +153,9 @@ TEST_CASE("on CUDA the layers keep the channels-last layout", "[model][layout][g
 
 TEST_CASE("on CUDA the fused RMSNorm+SiLU and residual add match float64", "[model][gpu]") {
   // Note [Vectorised norm]: the 16-byte kernel for channel counts it divides (96 = 4 lanes x 3 vectors of 8
-  // bf16, 192, 384, 128, 1024), the warp-per-voxel kernel for the others (20; 12 in bf16), the planar kernel for
-  // contiguous tensors; each with and without the deferred bias (Note [Deferred bias]), into a causal buffer's tail.
+  // bf16, 192, 384, 128, 1024), the warp-per-voxel kernel for the others (20; 12 in bf16), the planar kernel
+  // for contiguous tensors; each with and without the deferred bias (Note [Deferred bias]), into a causal
+  // buffer's tail.
   REQUIRE(torch::cuda::is_available());
   torch::manual_seed(0);
   const auto cl = torch::MemoryFormat::ChannelsLast3d;
@@ -150,8 +163,8 @@ TEST_CASE("on CUDA the fused RMSNorm+SiLU and residual add match float64", "[mod
     for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
       for (const bool channels_last : {true, false}) {
         for (const bool with_bias : {false, true}) {
-          INFO(c << " channels, " << c10::toString(dtype) << (channels_last ? " channels-last" : " contiguous")
-                 << (with_bias ? ", bias" : ""));
+          INFO(c << " channels, " << c10::toString(dtype)
+                 << (channels_last ? " channels-last" : " contiguous") << (with_bias ? ", bias" : ""));
           core::RMSNorm norm(c);
           {
             torch::NoGradGuard no_grad;
@@ -200,9 +213,11 @@ TEST_CASE("on CUDA the upsampler on the input grid matches float64", "[model][gp
   struct Shape {
     int64_t in, out, t, h, w;
   };
-  for (const Shape s : {Shape{32, 16, 2, 5, 7}, Shape{192, 96, 1, 9, 16}, Shape{16, 24, 3, 4, 4}, Shape{16, 12, 2, 3, 5}}) {
+  for (const Shape s :
+       {Shape{32, 16, 2, 5, 7}, Shape{192, 96, 1, 9, 16}, Shape{16, 24, 3, 4, 4}, Shape{16, 12, 2, 3, 5}}) {
     for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
-      INFO(s.in << " -> " << s.out << " channels, " << s.t << "x" << s.h << "x" << s.w << ", " << c10::toString(dtype));
+      INFO(s.in << " -> " << s.out << " channels, " << s.t << "x" << s.h << "x" << s.w << ", "
+                << c10::toString(dtype));
       core::WanResample layer(s.in, core::ResampleMode::kUpsample2d, s.out);
       {
         torch::NoGradGuard no_grad;
@@ -229,7 +244,8 @@ TEST_CASE("VAECODEC_AUTOTUNE_CANDIDATES takes a count of candidates or is refuse
   for (const char* bad : {"", "three", "3x", "-1"}) {
     INFO("'" << bad << "'");
     ::setenv("VAECODEC_AUTOTUNE_CANDIDATES", bad, 1);
-    REQUIRE_THROWS_WITH(core::set_cudnn_autotune(false), Catch::Contains("VAECODEC_AUTOTUNE_CANDIDATES: expected"));
+    REQUIRE_THROWS_WITH(core::set_cudnn_autotune(false),
+                        Catch::Contains("VAECODEC_AUTOTUNE_CANDIDATES: expected"));
   }
   ::unsetenv("VAECODEC_AUTOTUNE_CANDIDATES");
   at::globalContext().setBenchmarkLimitCuDNN(before);
@@ -289,8 +305,9 @@ TEST_CASE("a checkpoint that does not fit the model names the tensor and the fil
   }
   SECTION("misshapen") {
     checkpoint.tensors["encoder.middle.1.proj.weight"] = torch::zeros({32, 32, 1, 2});
-    REQUIRE_THROWS_WITH(build(), Catch::Contains("tensor 'encoder.middle.1.proj.weight' has shape [32, 32, 1, 2]") &&
-                                     Catch::Contains("expects [32, 32, 1, 1]"));
+    REQUIRE_THROWS_WITH(build(),
+                        Catch::Contains("tensor 'encoder.middle.1.proj.weight' has shape [32, 32, 1, 2]") &&
+                            Catch::Contains("expects [32, 32, 1, 1]"));
   }
   SECTION("unexpected") {
     checkpoint.tensors["decoder.extra.weight"] = torch::zeros({2});

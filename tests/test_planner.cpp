@@ -42,7 +42,8 @@ int64_t measured_cache_bytes(const std::string& name, core::Op op, int64_t width
   const auto& info = model->info();
   core::CausalCache cache;
   if (op == core::Op::kDecode) {
-    auto z = torch::randn({1, info.latent_channels, 1, height / info.spatial_factor, width / info.spatial_factor});
+    auto z =
+        torch::randn({1, info.latent_channels, 1, height / info.spatial_factor, width / info.spatial_factor});
     for (int i = 0; i < 3; ++i) model->decode(z, cache);
   } else {
     model->encode(torch::rand({1, 3, 1, height, width}) * 2 - 1, cache);
@@ -62,10 +63,11 @@ TEST_CASE("the cache coefficients match the released models' caches", "[planner]
     for (core::Op op : {core::Op::kDecode, core::Op::kEncode}) {
       INFO(name << " " << core::op_name(op));
       const int64_t measured = measured_cache_bytes(name, op, width, height);
-      const auto request = core::PlanRequest::of(model->info(), model->parameter_count(), op, width, height,
-                                                 torch::kFloat);
+      const auto request =
+          core::PlanRequest::of(model->info(), model->parameter_count(), op, width, height, torch::kFloat);
       const int64_t f = model->info().spatial_factor;
-      const auto estimate = core::estimate_memory(request, 1, core::TileGrid::whole(height / f, width / f), false);
+      const auto estimate =
+          core::estimate_memory(request, 1, core::TileGrid::whole(height / f, width / f), false);
       const double pixels = static_cast<double>(width * height) * 4;
       std::cout << "planner: " << name << " " << core::op_name(op) << " cache " << measured / pixels
                 << " elements per pixel (measured), " << estimate.cache / pixels << " (table)\n";
@@ -91,8 +93,8 @@ TEST_CASE("the memory model reproduces its calibration run and scales with pixel
     INFO(run.family << " " << core::op_name(run.op));
     const auto& family = core::find_model_family(run.family);
     const auto model = family.build(family.released_config);
-    const auto r = core::PlanRequest::of(model->info(), model->parameter_count(), run.op, run.width, run.height,
-                                         torch::kBFloat16);
+    const auto r = core::PlanRequest::of(model->info(), model->parameter_count(), run.op, run.width,
+                                         run.height, torch::kBFloat16);
     CHECK(r.parameter_count == run.parameters);
     const int64_t f = model->info().spatial_factor;
     const auto e = core::estimate_memory(r, 1, core::TileGrid::whole(run.height / f, run.width / f), false,
@@ -110,13 +112,14 @@ TEST_CASE("the memory model reproduces its calibration run and scales with pixel
   CHECK(e2.activations == Approx(2.0 * static_cast<double>(e1.activations)).epsilon(1e-6));
   CHECK(e2.cache == e1.cache);  // the history does not grow with the chunk
 
-  const auto big = core::estimate_memory(wan21(core::Op::kDecode, 2560, 1440), 1, core::TileGrid::whole(180, 320),
-                                         false);
+  const auto big =
+      core::estimate_memory(wan21(core::Op::kDecode, 2560, 1440), 1, core::TileGrid::whole(180, 320), false);
   CHECK(big.activations == Approx(4.0 * static_cast<double>(e1.activations)).epsilon(1e-6));
   CHECK(big.cache == Approx(4.0 * static_cast<double>(e1.cache)).epsilon(1e-6));
 
   // fp32: twice the bytes per element; a round trip holds both caches.
-  const auto fp32 = core::estimate_memory(wan21(core::Op::kDecode, 1280, 720, torch::kFloat), 1, whole, false);
+  const auto fp32 =
+      core::estimate_memory(wan21(core::Op::kDecode, 1280, 720, torch::kFloat), 1, whole, false);
   CHECK(fp32.activations == Approx(2.0 * static_cast<double>(e1.activations)).epsilon(1e-6));
   const auto encode = core::estimate_memory(wan21(core::Op::kEncode, 1280, 720), 1, whole, false);
   const auto roundtrip = core::estimate_memory(wan21(core::Op::kRoundtrip, 1280, 720), 1, whole, false);
@@ -125,8 +128,11 @@ TEST_CASE("the memory model reproduces its calibration run and scales with pixel
 }
 
 TEST_CASE("tile grids cover the frame with the overlap asked for", "[planner][tiling]") {
-  for (auto [h, w, th, tw, o] : std::vector<std::array<int64_t, 5>>{
-           {90, 160, 48, 64, 8}, {270, 480, 64, 64, 8}, {90, 160, 90, 160, 8}, {17, 23, 9, 10, 3}, {90, 160, 30, 200, 8}}) {
+  for (auto [h, w, th, tw, o] : std::vector<std::array<int64_t, 5>>{{90, 160, 48, 64, 8},
+                                                                    {270, 480, 64, 64, 8},
+                                                                    {90, 160, 90, 160, 8},
+                                                                    {17, 23, 9, 10, 3},
+                                                                    {90, 160, 30, 200, 8}}) {
     INFO(w << "x" << h << " tiles " << tw << "x" << th << " overlap " << o);
     const auto g = core::TileGrid::cover(h, w, {th, tw}, o);
     CHECK(g.tile_height == std::min(th, h));
@@ -144,7 +150,8 @@ TEST_CASE("tile grids cover the frame with the overlap asked for", "[planner][ti
   }
   CHECK_FALSE(core::TileGrid::cover(90, 160, {90, 160}, 8).tiled());
   CHECK(core::TileGrid::cover(90, 160, {64, 64}, 8).count() == 2 * 3);
-  CHECK_THROWS_WITH(core::TileGrid::cover(90, 160, {8, 8}, 8), Catch::Contains("not larger than its overlap"));
+  CHECK_THROWS_WITH(core::TileGrid::cover(90, 160, {8, 8}, 8),
+                    Catch::Contains("not larger than its overlap"));
   CHECK(core::parse_tile("64").width == 64);
   CHECK(core::parse_tile("80x48").height == 48);
   CHECK_THROWS_WITH(core::parse_tile("80x"), Catch::Contains("is not a tile size"));
@@ -173,7 +180,8 @@ TEST_CASE("the planner takes the cheapest plan that fits", "[planner]") {
         break;
       }
       INFO(gib << " GiB: " << plan.summary());
-      CHECK(plan.estimate.total() <= static_cast<int64_t>(static_cast<double>(b) * (1 - core::PlannerOptions{}.margin)));
+      CHECK(plan.estimate.total() <=
+            static_cast<int64_t>(static_cast<double>(b) * (1 - core::PlannerOptions{}.margin)));
       CHECK(plan.cost >= last_cost / 1.03 - 1e-9);  // within the planner's cost tolerance
       if (!plan.tiles.tiled()) {
         CHECK_FALSE(plan.offload);
@@ -208,7 +216,8 @@ TEST_CASE("the planner takes the cheapest plan that fits", "[planner]") {
     options.margin = 0.15;
     CHECK(core::plan_run(request, options).tiles.tiled());
     options.margin = 1.0;
-    CHECK_THROWS_WITH(core::plan_run(request, options), Catch::Contains("margin must be at least 0 and below 1"));
+    CHECK_THROWS_WITH(core::plan_run(request, options),
+                      Catch::Contains("margin must be at least 0 and below 1"));
   }
   SECTION("untiled as long as one latent frame fits") {
     const auto plan = core::plan_run(request, core::find_preset("rtx4080-16g").planner);
@@ -225,7 +234,8 @@ TEST_CASE("the planner takes the cheapest plan that fits", "[planner]") {
     CHECK(plan.tiles.count() == 3 * 3);
   }
   SECTION("3840x2160 decodes in the 24 GB tier") {
-    const auto plan = core::plan_run(wan21(core::Op::kDecode, 3840, 2160), core::find_preset("rtx4090-24g").planner);
+    const auto plan =
+        core::plan_run(wan21(core::Op::kDecode, 3840, 2160), core::find_preset("rtx4090-24g").planner);
     std::cout << "planner: 4K decode in rtx4090-24g: " << plan.summary() << "\n";
     CHECK(plan.estimate.total() <= core::find_preset("rtx4090-24g").planner.budget_bytes);
   }

@@ -1,5 +1,5 @@
-// GPU-tier presets: the files in presets/, what the binary carries of them, sizes, the suggestion per GPU, and
-// the commands that list and use them.
+// GPU-tier presets: the files in presets/, what the binary carries of them, sizes, the suggestion per GPU,
+// and the commands that list and use them.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -53,11 +53,19 @@ TEST_CASE("the binary carries exactly the files in presets/", "[presets]") {
 
 TEST_CASE("built-in presets: every tier of the issue, budgets below the card", "[presets]") {
   // name -> the card's memory in GiB (as the driver reports it, about), 0 for the CPU
-  const std::map<std::string, double> tiers = {
-      {"cpu", 0},            {"rtx4060-8g", 7.99},    {"rtx3060-12g", 11.75}, {"rtx4070-12g", 11.99},
-      {"rtx4080-16g", 15.25}, {"rtx5070ti-16g", 15.47}, {"rtx5080-16g", 15.47}, {"rtx4090-24g", 23.64},
-      {"rtx5090-32g", 31.84}, {"l40s-48g", 44.42},     {"a100-80g", 79.14},    {"h100-80g", 79.19},
-      {"h200-141g", 139.8}};
+  const std::map<std::string, double> tiers = {{"cpu", 0},
+                                               {"rtx4060-8g", 7.99},
+                                               {"rtx3060-12g", 11.75},
+                                               {"rtx4070-12g", 11.99},
+                                               {"rtx4080-16g", 15.25},
+                                               {"rtx5070ti-16g", 15.47},
+                                               {"rtx5080-16g", 15.47},
+                                               {"rtx4090-24g", 23.64},
+                                               {"rtx5090-32g", 31.84},
+                                               {"l40s-48g", 44.42},
+                                               {"a100-80g", 79.14},
+                                               {"h100-80g", 79.19},
+                                               {"h200-141g", 139.8}};
   const auto& presets = core::builtin_presets();
   CHECK(presets.size() == tiers.size());
   int64_t previous = -1;
@@ -84,9 +92,8 @@ TEST_CASE("built-in presets: every tier of the issue, budgets below the card", "
     CHECK(static_cast<double>(p.planner.budget_bytes) >= card - 4.0 * kGiB);
   }
   CHECK(core::find_preset("h100-80g").planner.budget_bytes == 77 * kGiB);
-  REQUIRE_THROWS_WITH(core::find_preset("rtx9090"),
-                      Contains("unknown preset 'rtx9090'") && Contains("cpu, rtx4060-8g") &&
-                          Contains("h200-141g"));
+  REQUIRE_THROWS_WITH(core::find_preset("rtx9090"), Contains("unknown preset 'rtx9090'") &&
+                                                        Contains("cpu, rtx4060-8g") && Contains("h200-141g"));
 }
 
 TEST_CASE("sizes: G/GiB/M/MiB binary, GB/MB decimal, decimals, bytes", "[presets]") {
@@ -126,10 +133,10 @@ TEST_CASE("preset files: the format, and every error names the file and the key"
   CHECK_FALSE(p.planner.offload);
   CHECK(p.planner.margin == 0.05);
 
-  CHECK(core::parse_preset(nlohmann::json::parse(R"({"name": "b", "budget": 1000})"), "x").planner.budget_bytes ==
-        1000);
-  CHECK(core::parse_preset(nlohmann::json::parse(R"({"name": "b", "budget": "none"})"), "x").planner.budget_bytes ==
-        0);
+  CHECK(core::parse_preset(nlohmann::json::parse(R"({"name": "b", "budget": 1000})"), "x")
+            .planner.budget_bytes == 1000);
+  CHECK(core::parse_preset(nlohmann::json::parse(R"({"name": "b", "budget": "none"})"), "x")
+            .planner.budget_bytes == 0);
 
   const std::vector<std::pair<std::string, std::string>> bad = {
       {R"({"name": "a", "budget": "8G", "vram": "8G"})", "unknown key \"vram\""},
@@ -141,9 +148,12 @@ TEST_CASE("preset files: the format, and every error names the file and the key"
       {R"({"name": "a", "budget": "8G", "dtype": "int8"})", "\"dtype\" must be fp32, bf16 or fp16"},
       {R"({"name": "a", "budget": "8G", "device": "tpu"})", "\"device\" must be cuda or cpu"},
       {R"({"name": "a", "budget": "8G", "engine": {"chunk": 2}})", "unknown engine option \"chunk\""},
-      {R"({"name": "a", "budget": "8G", "engine": {"max_chunk": 0}})", "\"engine.max_chunk\" must be a positive"},
-      {R"({"name": "a", "budget": "8G", "engine": {"margin": 1.5}})", "\"engine.margin\" must be a number from 0"},
-      {R"({"name": "a", "budget": "8G", "engine": {"tiling": "yes"}})", "\"engine.tiling\" must be true or false"},
+      {R"({"name": "a", "budget": "8G", "engine": {"max_chunk": 0}})",
+       "\"engine.max_chunk\" must be a positive"},
+      {R"({"name": "a", "budget": "8G", "engine": {"margin": 1.5}})",
+       "\"engine.margin\" must be a number from 0"},
+      {R"({"name": "a", "budget": "8G", "engine": {"tiling": "yes"}})",
+       "\"engine.tiling\" must be true or false"},
       {R"([1, 2])", "a preset is a JSON object"},
   };
   for (const auto& [text, what] : bad) {
@@ -230,11 +240,14 @@ TEST_CASE("cli: plan shows the chunk, the tiles and the estimate for a budget", 
   CHECK(fp16.at("dtype") == "Half");
   CHECK(fp16.at("preset") == "rtx4090-24g");
 
-  // The margin: 720p decode needs about 8.1 GiB untiled; 9.5 GiB holds it with no margin, not with half kept free.
-  const auto tight = nlohmann::json::parse(run_cli("plan --size 1280x720 --vram 9.5G --vram-margin 0 --json").out);
+  // The margin: 720p decode needs about 8.1 GiB untiled; 9.5 GiB holds it with no margin, not with half kept
+  // free.
+  const auto tight =
+      nlohmann::json::parse(run_cli("plan --size 1280x720 --vram 9.5G --vram-margin 0 --json").out);
   CHECK(tight.at("plan").at("tiled") == false);
   CHECK(tight.at("plan").at("relative_time") == 1.0);
-  const auto wide = nlohmann::json::parse(run_cli("plan --size 1280x720 --vram 9.5G --vram-margin 0.5 --json").out);
+  const auto wide =
+      nlohmann::json::parse(run_cli("plan --size 1280x720 --vram 9.5G --vram-margin 0.5 --json").out);
   CHECK(wide.at("plan").at("tiled") == true);
   CHECK(wide.at("plan").at("relative_time").get<double>() > 1.0);
   CHECK(wide.at("plan").at("estimate_bytes").get<double>() <= 0.5 * 9.5 * kGiB);

@@ -184,8 +184,8 @@ TEST_CASE("SeedVR2 in the channels-last layout computes the same function", "[se
     INFO("chunk " << chunk);
     CHECK(relative_error(core::decode_latents(*last, latent, {chunk}),
                          core::decode_latents(*plain, latent, {chunk})) <= 1e-12);
-    CHECK(relative_error(core::encode_video(*last, video, {chunk}), core::encode_video(*plain, video, {chunk})) <=
-          1e-12);
+    CHECK(relative_error(core::encode_video(*last, video, {chunk}),
+                         core::encode_video(*plain, video, {chunk})) <= 1e-12);
   }
 }
 
@@ -214,7 +214,8 @@ TEST_CASE("on CUDA the fused per-frame GroupNorm matches float64", "[seedvr2][gp
       CHECK(direct.is_contiguous(torch::MemoryFormat::ChannelsLast3d));
       CHECK(relative_error(direct.cpu().to(torch::kDouble), expected) <= tolerance);
       // Into the tail of a causal buffer: other frame and batch strides than x's.
-      auto buffer = torch::zeros({s.b, s.c, s.t + 2, s.h, s.w}, x.options().memory_format(torch::MemoryFormat::ChannelsLast3d));
+      auto buffer = torch::zeros({s.b, s.c, s.t + 2, s.h, s.w},
+                                 x.options().memory_format(torch::MemoryFormat::ChannelsLast3d));
       norm->forward_silu_into(x, buffer.narrow(2, 2, s.t));
       CHECK(relative_error(buffer.narrow(2, 2, s.t).cpu().to(torch::kDouble), expected) <= tolerance);
       CHECK(buffer.narrow(2, 0, 2).abs().max().item<double>() == 0);  // the head is left alone

@@ -11,15 +11,17 @@
 
 #include <cstdio>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "core/checkpoint.h"
 #include "core/safetensors.h"
 
 namespace vaecodec::test {
 
-inline std::filesystem::path data_dir() { return VAECODEC_TEST_DATA; }
+inline std::filesystem::path data_dir() {
+  return VAECODEC_TEST_DATA;
+}
 
 // ||out - ref|| / ||ref||, in float64.
 inline double relative_error(const torch::Tensor& out, const torch::Tensor& ref) {
@@ -50,8 +52,9 @@ class TempDir {
   }
   // POSIX removal, not std::filesystem::remove_all (Note [libstdc++ before libtorch] in CMakeLists.txt).
   ~TempDir() {
-    nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-         FTW_DEPTH | FTW_PHYS);
+    nftw(
+        path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+        FTW_DEPTH | FTW_PHYS);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

@@ -1,10 +1,11 @@
-// Spatial tiles: the blend weights, equality with the untiled run when nothing is cut, chunk invariance of the
-// tiled run (each tile keeps its cache through time), and how close tiled output is to untiled on the tiny model.
-#include <catch2/catch.hpp>
+// Spatial tiles: the blend weights, equality with the untiled run when nothing is cut, chunk invariance of
+// the tiled run (each tile keeps its cache through time), and how close tiled output is to untiled on the
+// tiny model.
 #include <torch/cuda.h>
+#include <catch2/catch.hpp>
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iostream>
 
@@ -41,11 +42,14 @@ double psnr_db(const torch::Tensor& a, const torch::Tensor& b) {
 }  // namespace
 
 TEST_CASE("blend weights add to 1 everywhere and ramp smoothly over the overlaps", "[tiling]") {
-  for (auto [h, w, th, tw, o, scale] : std::vector<std::array<int64_t, 6>>{
-           {12, 16, 8, 10, 4, 8}, {90, 160, 48, 64, 8, 8}, {90, 160, 48, 64, 8, 1}, {17, 23, 9, 10, 3, 1},
-           {30, 30, 12, 12, 8, 1}}) {
+  for (auto [h, w, th, tw, o, scale] : std::vector<std::array<int64_t, 6>>{{12, 16, 8, 10, 4, 8},
+                                                                           {90, 160, 48, 64, 8, 8},
+                                                                           {90, 160, 48, 64, 8, 1},
+                                                                           {17, 23, 9, 10, 3, 1},
+                                                                           {30, 30, 12, 12, 8, 1}}) {
     const auto grid = core::TileGrid::cover(h, w, {th, tw}, o);
-    INFO(grid.rows << "x" << grid.cols << " tiles of " << tw << "x" << th << " overlap " << o << " scale " << scale);
+    INFO(grid.rows << "x" << grid.cols << " tiles of " << tw << "x" << th << " overlap " << o << " scale "
+                   << scale);
     REQUIRE(grid.tiled());
     const auto weights = core::blend_weights(grid, scale);
     REQUIRE(static_cast<int64_t>(weights.size()) == grid.count());
@@ -56,7 +60,9 @@ TEST_CASE("blend weights add to 1 everywhere and ramp smoothly over the overlaps
         REQUIRE(wt.sizes() == torch::IntArrayRef({th * scale, tw * scale}));
         CHECK(wt.min().item<double>() > 0);
         CHECK(wt.max().item<double>() <= 1 + 1e-15);
-        sum.narrow(0, grid.row_origin(r) * scale, th * scale).narrow(1, grid.col_origin(c) * scale, tw * scale).add_(wt);
+        sum.narrow(0, grid.row_origin(r) * scale, th * scale)
+            .narrow(1, grid.col_origin(c) * scale, tw * scale)
+            .add_(wt);
       }
     CHECK((sum - 1).abs().max().item<double>() < 1e-14);
   }
@@ -76,7 +82,8 @@ TEST_CASE("blend weights add to 1 everywhere and ramp smoothly over the overlaps
 
 TEST_CASE("a grid that does not cut the frame gives the engine's run exactly", "[tiling]") {
   auto model = tiny_wan21_f64();
-  const auto video = read_tensors(data_dir() / "wan21-tiny" / "cases.safetensors").at("video").to(torch::kDouble);
+  const auto video =
+      read_tensors(data_dir() / "wan21-tiny" / "cases.safetensors").at("video").to(torch::kDouble);
   const auto latents = core::encode_video(*model, video, {1});
   for (const core::TileGrid& grid : {core::TileGrid{}, core::TileGrid::cover(8, 6, {8, 8}, 4)}) {
     CHECK(core::encode_video(*model, video, {2, grid}).equal(core::encode_video(*model, video, {2})));
@@ -120,13 +127,14 @@ TEST_CASE("tiled runs do not depend on the chunking: each tile keeps its cache",
 }
 
 TEST_CASE("on CUDA, caches offloaded to pinned host memory give the same tiled result", "[tiling][gpu]") {
-  // On the CPU the offload is a no-op move; here the caches really leave the device between tiles, on two copy
-  // streams beside the model (Note [Offloaded caches]): a missing wait would show as a difference.
+  // On the CPU the offload is a no-op move; here the caches really leave the device between tiles, on two
+  // copy streams beside the model (Note [Offloaded caches]): a missing wait would show as a difference.
   REQUIRE(torch::cuda::is_available());
   auto model = core::build_model(core::load_checkpoint(data_dir() / "wan21-tiny" / "weights.safetensors"),
                                  {"", torch::kCUDA, torch::kFloat});
   const auto video = smooth_video(17, 96, 128).to(torch::kFloat);
-  for (const auto& grid : {core::TileGrid::cover(12, 16, {8, 10}, 4), core::TileGrid::cover(12, 16, {6, 6}, 2)}) {
+  for (const auto& grid :
+       {core::TileGrid::cover(12, 16, {8, 10}, 4), core::TileGrid::cover(12, 16, {6, 6}, 2)}) {
     INFO(grid.count() << " tiles");
     const auto latents = core::encode_video(*model, video, {1, grid});
     for (int64_t chunk : {1, 2}) {
@@ -170,11 +178,12 @@ TEST_CASE("tiled output is close to untiled on the tiny model", "[tiling]") {
     const double encode_error = relative_error(tiled_latents, latents);
     const double decode_error = relative_error(tiled_decoded, decoded);
     const double decode_psnr = psnr_db(tiled_decoded, decoded);
-    std::cout << "tiling: tiny Wan2.1, 256x192 x9, " << grid.rows << "x" << grid.cols << " tiles of " << tile.width
-              << "x" << tile.height << " latent px, overlaps " << grid.row_origin(0) + tile.height - grid.row_origin(1)
-              << "/" << grid.col_origin(0) + tile.width - grid.col_origin(1)
-              << ": encode relative error " << encode_error << ", decode relative error " << decode_error
-              << ", decode PSNR vs untiled " << decode_psnr << " dB\n";
+    std::cout << "tiling: tiny Wan2.1, 256x192 x9, " << grid.rows << "x" << grid.cols << " tiles of "
+              << tile.width << "x" << tile.height << " latent px, overlaps "
+              << grid.row_origin(0) + tile.height - grid.row_origin(1) << "/"
+              << grid.col_origin(0) + tile.width - grid.col_origin(1) << ": encode relative error "
+              << encode_error << ", decode relative error " << decode_error << ", decode PSNR vs untiled "
+              << decode_psnr << " dB\n";
     INFO("tile " << tile.width << "x" << tile.height);
     // Measured (x17 frames): encode 0.041 / 0.022 / 0.0073, decode 0.19 / 0.11 / 0.039 for the three sizes.
     CHECK(encode_error < 0.08);
@@ -186,14 +195,15 @@ TEST_CASE("tiled output is close to untiled on the tiny model", "[tiling]") {
 
 TEST_CASE("cli: a tiled plan runs through the file pipeline, the plan is in --json", "[tiling][cli]") {
   ScratchDir dir;
-  const auto in = make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=256x192:rate=24 -frames:v 9 "
-                                            "-pix_fmt yuv420p -c:v libx264");
+  const auto in = make_clip(dir / "in.mp4",
+                            "-f lavfi -i testsrc2=size=256x192:rate=24 -frames:v 9 "
+                            "-pix_fmt yuv420p -c:v libx264");
   const std::string common = " --weights " + quote(tiny_weights()) + " --device cpu --json";
   const CliResult whole = run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "whole.mp4") + common);
   INFO(whole.err);
   REQUIRE(whole.status == 0);
-  const CliResult tiled =
-      run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "tiled.mp4") + common + " --tile 20x16 --chunk 2");
+  const CliResult tiled = run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "tiled.mp4") + common +
+                                  " --tile 20x16 --chunk 2");
   INFO(tiled.err);
   REQUIRE(tiled.status == 0);
   const auto plan = nlohmann::json::parse(tiled.out).at("plan");
@@ -213,7 +223,8 @@ TEST_CASE("cli: a tiled plan runs through the file pipeline, the plan is in --js
                                 " --weights " + quote(tiny_weights()) + " --device cpu --tile 20x16");
   INFO(enc.err);
   REQUIRE(enc.status == 0);
-  CHECK_THAT(enc.err, Catch::Contains("plan: encode chunk 1 latent frame, 2x2 tiles of 20x16 latent px (overlap 8)"));
+  CHECK_THAT(enc.err,
+             Catch::Contains("plan: encode chunk 1 latent frame, 2x2 tiles of 20x16 latent px (overlap 8)"));
   const CliResult dec = run_cli("decode " + quote(dir / "z.safetensors") + " -o " + quote(dir / "d.mp4") +
                                 " --weights " + quote(tiny_weights()) + " --device cpu --quiet --tile 20x16");
   INFO(dec.err);
@@ -222,8 +233,8 @@ TEST_CASE("cli: a tiled plan runs through the file pipeline, the plan is in --js
   CHECK(read_rgb(dir / "d.mp4").size(0) == 9);
 
   // A budget nothing fits: one line, before any output is made.
-  const CliResult none = run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "none.mp4") + common +
-                                 " --vram 1M");
+  const CliResult none =
+      run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "none.mp4") + common + " --vram 1M");
   CHECK(none.status == 1);
   CHECK_THAT(none.err, Catch::StartsWith("vaecodec: error: roundtrip of 256x192 does not fit in 1 MiB"));
   CHECK(std::count(none.err.begin(), none.err.end(), '\n') == 1);

@@ -320,8 +320,9 @@ TEST_CASE("colour: unspecified matrix is BT.601 below HD and BT.709 from HD on",
 }
 
 // Note: the PSNR values below are what the I/O path costs on its own; the test prints them. Lossless codecs
-// give the input back exactly (Note [Chroma resampling]: inf dB); with x264 at crf 17 all that is lost is what
-// x264 loses. (Before the chroma fix, 4:2:0 through x264 measured 30 dB: bicubic up, area down, clamping.)
+// give the input back exactly (Note [Chroma resampling]: inf dB); with x264 at crf 17 all that is lost is
+// what x264 loses. (Before the chroma fix, 4:2:0 through x264 measured 30 dB: bicubic up, area down,
+// clamping.)
 TEST_CASE("pass-through model: the I/O path alone loses almost nothing", "[video]") {
   ScratchDir dir;
   PassThroughVae model;
@@ -517,9 +518,9 @@ TEST_CASE("timing: colour conversion of one 1280x720 yuv420p frame each way", "[
     for (int i = 0; i < 5; ++i) f();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / 5;
   };
-  std::cout << "frame to tensor: " << time_ms([&] { reader.convert(in.get(), rgb); }) << " ms, tensor to frame: "
-            << time_ms([&] { writer.convert(rgb, out.get()); }) << " ms (" << at::get_num_threads()
-            << " threads)\n";
+  std::cout << "frame to tensor: " << time_ms([&] { reader.convert(in.get(), rgb); })
+            << " ms, tensor to frame: " << time_ms([&] { writer.convert(rgb, out.get()); }) << " ms ("
+            << at::get_num_threads() << " threads)\n";
   CHECK(rgb.isfinite().all().item<bool>());
 }
 

@@ -154,8 +154,8 @@ inline OpenVideo open_video(const std::filesystem::path& path) {
   return v;
 }
 
-// Decodes the whole video stream: on_frame(frame) for every decoded frame, on_packet(packet) for every packet of
-// the other streams.
+// Decodes the whole video stream: on_frame(frame) for every decoded frame, on_packet(packet) for every packet
+// of the other streams.
 template <typename OnFrame, typename OnPacket>
 void decode_all(OpenVideo& v, OnFrame&& on_frame, OnPacket&& on_packet) {
   using namespace io;
@@ -215,7 +215,8 @@ inline Probe probe(const std::filesystem::path& path) {
   return p;
 }
 
-// The coded values of an 8-bit planar Y'CbCr video: Y', Cb and Cr, each [T, h, w] (int16), decoded by libavcodec.
+// The coded values of an 8-bit planar Y'CbCr video: Y', Cb and Cr, each [T, h, w] (int16), decoded by
+// libavcodec.
 inline std::array<torch::Tensor, 3> read_planes(const std::filesystem::path& path) {
   OpenVideo v = open_video(path);
   std::array<std::vector<torch::Tensor>, 3> frames;

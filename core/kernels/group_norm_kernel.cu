@@ -28,8 +28,9 @@ __device__ __forceinline__ Moments combine(Moments a, Moments b) {
 }
 
 struct FrameLayout {
-  int64_t batch_stride, frame_stride;  // elements between batch items and frames; within a frame: pixel * C + c
-  int64_t frames;                      // per batch item
+  int64_t batch_stride,
+      frame_stride;  // elements between batch items and frames; within a frame: pixel * C + c
+  int64_t frames;    // per batch item
   __device__ __forceinline__ int64_t base(int64_t frame_index) const {
     return (frame_index / frames) * batch_stride + (frame_index % frames) * frame_stride;
   }
@@ -40,8 +41,8 @@ struct FrameLayout {
 // the frame's pixel 0 (a shift that keeps float32 sums well conditioned), then the block folds its rows and
 // channels into one Moments per group: partials[(f * S + s) * G + g].
 template <typename T, int V>
-__global__ void group_moments(const T* __restrict__ x, FrameLayout layout, int64_t pixels, int channels, int groups,
-                              Moments* __restrict__ partials) {
+__global__ void group_moments(const T* __restrict__ x, FrameLayout layout, int64_t pixels, int channels,
+                              int groups, Moments* __restrict__ partials) {
   extern __shared__ Moments shared[];  // [rows * channels]
   const int lanes = channels / V;
   const int rows = blockDim.x / lanes;
@@ -73,7 +74,8 @@ __global__ void group_moments(const T* __restrict__ x, FrameLayout layout, int64
 #pragma unroll
     for (int i = 0; i < V; ++i) {
       const float mean = count > 0.f ? sum[i] / count : 0.f;
-      shared[row * channels + lane * V + i] = {count, shift[i] + mean, fmaxf(squares[i] - sum[i] * mean, 0.f)};
+      shared[row * channels + lane * V + i] = {count, shift[i] + mean,
+                                               fmaxf(squares[i] - sum[i] * mean, 0.f)};
     }
   }
   __syncthreads();
@@ -81,18 +83,21 @@ __global__ void group_moments(const T* __restrict__ x, FrameLayout layout, int64
   for (int g = threadIdx.x; g < groups; g += blockDim.x) {
     Moments total{0.f, 0.f, 0.f};
     for (int r = 0; r < rows; ++r)
-      for (int c = g * per_group; c < (g + 1) * per_group; ++c) total = combine(total, shared[r * channels + c]);
+      for (int c = g * per_group; c < (g + 1) * per_group; ++c)
+        total = combine(total, shared[r * channels + c]);
     partials[(frame * splits + blockIdx.y) * groups + g] = total;
   }
 }
 
 // Pass 2. Block (frame f, split s) folds frame f's partials into each group's mean and 1 / sqrt(var + eps),
-// turns them into one scale and shift per channel, and writes y = x * scale + shift (then SiLU) over its pixels.
+// turns them into one scale and shift per channel, and writes y = x * scale + shift (then SiLU) over its
+// pixels.
 template <typename T, int V>
 __global__ void group_apply(const T* __restrict__ x, FrameLayout in_layout, T* __restrict__ y,
-                            FrameLayout out_layout, const float* __restrict__ weight, const float* __restrict__ bias,
-                            const Moments* __restrict__ partials, int partial_splits, int64_t pixels, int channels,
-                            int groups, float eps, bool apply_silu) {
+                            FrameLayout out_layout, const float* __restrict__ weight,
+                            const float* __restrict__ bias, const Moments* __restrict__ partials,
+                            int partial_splits, int64_t pixels, int channels, int groups, float eps,
+                            bool apply_silu) {
   extern __shared__ float coefficients[];  // scale[channels], shift[channels], mean[groups], rstd[groups]
   float* scale = coefficients;
   float* shift = scale + channels;
@@ -101,7 +106,8 @@ __global__ void group_apply(const T* __restrict__ x, FrameLayout in_layout, T* _
   const int64_t frame = blockIdx.x;
   for (int g = threadIdx.x; g < groups; g += blockDim.x) {
     Moments total{0.f, 0.f, 0.f};
-    for (int s = 0; s < partial_splits; ++s) total = combine(total, partials[(frame * partial_splits + s) * groups + g]);
+    for (int s = 0; s < partial_splits; ++s)
+      total = combine(total, partials[(frame * partial_splits + s) * groups + g]);
     mean[g] = total.mean;
     rstd[g] = rsqrtf(total.m2 / fmaxf(total.n, 1.f) + eps);
   }
@@ -158,8 +164,8 @@ cudaError_t launch(const FrameGroupNormArgs& a, cudaStream_t stream) {
   if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
   const size_t coefficient_bytes = sizeof(float) * 2 * (a.channels + a.groups);
   group_apply<T, V><<<grid, threads, coefficient_bytes, stream>>>(
-      static_cast<const T*>(a.x), in, static_cast<T*>(a.y), out, a.weight, a.bias, partials, a.splits, a.pixels,
-      static_cast<int>(a.channels), static_cast<int>(a.groups), a.eps, a.silu);
+      static_cast<const T*>(a.x), in, static_cast<T*>(a.y), out, a.weight, a.bias, partials, a.splits,
+      a.pixels, static_cast<int>(a.channels), static_cast<int>(a.groups), a.eps, a.silu);
   return cudaGetLastError();
 }
 

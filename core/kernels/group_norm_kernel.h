@@ -14,9 +14,9 @@ constexpr int64_t kFrameGroupNormMaxLanes = 256;
 
 // GroupNorm with statistics per (batch item, frame, group) over that frame's pixels and the group's channels
 // (Note [SeedVR2 GroupNorm per frame]), then y = (x - mean) / sqrt(var + eps) * weight + bias, and SiLU when
-// `silu`. Frames are channels-last inside: pixel p, channel c of a frame at p * channels + c; where each frame
-// starts is given by the batch and frame strides, separately for x and y (y may be a view into a larger buffer).
-// Statistics in float32 for every storage type.
+// `silu`. Frames are channels-last inside: pixel p, channel c of a frame at p * channels + c; where each
+// frame starts is given by the batch and frame strides, separately for x and y (y may be a view into a larger
+// buffer). Statistics in float32 for every storage type.
 struct FrameGroupNormArgs {
   const void* x = nullptr;
   void* y = nullptr;
@@ -26,8 +26,9 @@ struct FrameGroupNormArgs {
   ElementType type = ElementType::kFloat32;
   int64_t batch = 0, frames = 0, pixels = 0, channels = 0, groups = 0;
   int64_t x_batch_stride = 0, x_frame_stride = 0, y_batch_stride = 0, y_frame_stride = 0;  // in elements
-  int splits = 1;        // blocks per frame
-  int vector_width = 1;  // 1, or frame_group_norm_vector_width() when pointers and strides allow 16-byte access
+  int splits = 1;                                                                          // blocks per frame
+  int vector_width =
+      1;  // 1, or frame_group_norm_vector_width() when pointers and strides allow 16-byte access
   float eps = 1e-6f;
   bool silu = false;
 };

@@ -27,17 +27,22 @@ bool same_layout(const torch::Tensor& a, const torch::Tensor& b) {
 
 std::optional<ElementType> element_type(torch::ScalarType type) {
   switch (type) {
-    case torch::kFloat: return ElementType::kFloat32;
-    case torch::kBFloat16: return ElementType::kBFloat16;
-    case torch::kHalf: return ElementType::kFloat16;
-    default: return std::nullopt;
+    case torch::kFloat:
+      return ElementType::kFloat32;
+    case torch::kBFloat16:
+      return ElementType::kBFloat16;
+    case torch::kHalf:
+      return ElementType::kFloat16;
+    default:
+      return std::nullopt;
   }
 }
 
 // Whether each frame of a [B, C, T, H, W] tensor is a channels-last [H, W, C] block.
 bool frames_channels_last(const torch::Tensor& t) {
   const int64_t c = t.size(1), w = t.size(4);
-  return (c == 1 || t.stride(1) == 1) && (w == 1 || t.stride(4) == c) && (t.size(3) == 1 || t.stride(3) == w * c);
+  return (c == 1 || t.stride(1) == 1) && (w == 1 || t.stride(4) == c) &&
+         (t.size(3) == 1 || t.stride(3) == w * c);
 }
 
 // A float32 copy of a per-channel parameter on `device` (no copy when it already is one).
@@ -96,7 +101,8 @@ bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, 
   a.workspace = workspace.data_ptr();
   const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index());
   const cudaError_t err = launch_frame_group_norm(a, stream.stream());
-  if (err != cudaSuccess) throw Error(std::string("GroupNorm kernel launch failed: ") + cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    throw Error(std::string("GroupNorm kernel launch failed: ") + cudaGetErrorString(err));
   return true;
 }
 
@@ -109,7 +115,8 @@ bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, cons
   const bool channels_last = x.is_contiguous(torch::MemoryFormat::ChannelsLast3d) && x.size(1) > 1;
   if (!channels_last && !x.is_contiguous()) return false;
   if (!same_layout(x, out)) return false;
-  const int64_t batch = x.size(0), channels = x.size(1), spatial = x.numel() / std::max<int64_t>(1, batch * channels);
+  const int64_t batch = x.size(0), channels = x.size(1),
+                spatial = x.numel() / std::max<int64_t>(1, batch * channels);
   if (channels_last && channels > 1024) return false;
   const auto g = as_float(gamma, x.device()).reshape({channels});
   torch::Tensor b;
@@ -118,7 +125,8 @@ bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, cons
   const cudaError_t err =
       launch_rms_norm_silu(x.data_ptr(), g.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr,
                            out.data_ptr(), *type, batch, channels, spatial, channels_last, stream.stream());
-  if (err != cudaSuccess) throw Error(std::string("RMSNorm+SiLU kernel launch failed: ") + cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    throw Error(std::string("RMSNorm+SiLU kernel launch failed: ") + cudaGetErrorString(err));
   return true;
 }
 
@@ -136,21 +144,25 @@ bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::
   const auto b = as_float(bias, y.device()).reshape({channels});
   const int processors = at::cuda::getDeviceProperties(y.device().index())->multiProcessorCount;
   const auto stream = c10::cuda::getCurrentCUDAStream(y.device().index());
-  const cudaError_t err = launch_add_residual(y.data_ptr(), s.data_ptr(), b.data_ptr<float>(), *type, y.numel(),
-                                              channels, processors, stream.stream());
-  if (err != cudaSuccess) throw Error(std::string("residual add kernel launch failed: ") + cudaGetErrorString(err));
+  const cudaError_t err = launch_add_residual(y.data_ptr(), s.data_ptr(), b.data_ptr<float>(), *type,
+                                              y.numel(), channels, processors, stream.stream());
+  if (err != cudaSuccess)
+    throw Error(std::string("residual add kernel launch failed: ") + cudaGetErrorString(err));
   return true;
 }
 
-bool interleave_phases_into(const torch::Tensor& phases, const torch::Tensor& bias, const torch::Tensor& out) {
+bool interleave_phases_into(const torch::Tensor& phases, const torch::Tensor& bias,
+                            const torch::Tensor& out) {
   const auto format = torch::MemoryFormat::ChannelsLast3d;
   if (!phases.is_cuda() || phases.dim() != 5 || out.dim() != 5 || out.device() != phases.device() ||
-      out.scalar_type() != phases.scalar_type() || !phases.is_contiguous(format) || !out.is_contiguous(format))
+      out.scalar_type() != phases.scalar_type() || !phases.is_contiguous(format) ||
+      !out.is_contiguous(format))
     return false;
   const auto type = element_type(phases.scalar_type());
   if (!type) return false;
   const int64_t n = out.size(0), c = out.size(1), t = out.size(2), h = out.size(3) / 2, w = out.size(4) / 2;
-  if (phases.sizes() != at::IntArrayRef({n, 4 * c, t, h + 1, w + 1}) || out.size(3) != 2 * h || out.size(4) != 2 * w)
+  if (phases.sizes() != at::IntArrayRef({n, 4 * c, t, h + 1, w + 1}) || out.size(3) != 2 * h ||
+      out.size(4) != 2 * w)
     return false;
   if (bias.defined() && (bias.scalar_type() != torch::kFloat || !bias.is_contiguous() || bias.numel() != c ||
                          bias.device() != out.device()))
@@ -158,10 +170,11 @@ bool interleave_phases_into(const torch::Tensor& phases, const torch::Tensor& bi
   const int processors = at::cuda::getDeviceProperties(out.device().index())->multiProcessorCount;
   const auto stream = c10::cuda::getCurrentCUDAStream(out.device().index());
   const cudaError_t err =
-      launch_interleave_phases(phases.data_ptr(), bias.defined() ? bias.data_ptr<float>() : nullptr, out.data_ptr(),
-                               *type, n * t, h, w, c, processors, stream.stream());
+      launch_interleave_phases(phases.data_ptr(), bias.defined() ? bias.data_ptr<float>() : nullptr,
+                               out.data_ptr(), *type, n * t, h, w, c, processors, stream.stream());
   if (err == cudaErrorInvalidValue) return false;
-  if (err != cudaSuccess) throw Error(std::string("upsampler kernel launch failed: ") + cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    throw Error(std::string("upsampler kernel launch failed: ") + cudaGetErrorString(err));
   return true;
 }
 

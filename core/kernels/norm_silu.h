@@ -1,30 +1,30 @@
 #pragma once
 
-
 #include <torch/torch.h>
 
 namespace vaecodec::core::kernels {
 
-// SiLU(RMSNorm(x + bias)) over the channel axis of a 5-D CUDA tensor in one pass (Note [RMSNorm]), written into
-// `out` (shaped like x, laid out like x in memory, possibly a view into a larger buffer); bias ([C]) may be
-// undefined. x: [B, C, T, H, W], contiguous or channels-last-3d; gamma: [C, ...]. False when the kernel does not
-// apply (CPU tensors, unsupported dtype or layout) and nothing was written: the caller takes the composite path.
+// SiLU(RMSNorm(x + bias)) over the channel axis of a 5-D CUDA tensor in one pass (Note [RMSNorm]), written
+// into `out` (shaped like x, laid out like x in memory, possibly a view into a larger buffer); bias ([C]) may
+// be undefined. x: [B, C, T, H, W], contiguous or channels-last-3d; gamma: [C, ...]. False when the kernel
+// does not apply (CPU tensors, unsupported dtype or layout) and nothing was written: the caller takes the
+// composite path.
 bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
                         const torch::Tensor& bias = {});
 
-// y += s + bias (bias [C]), in place, in one pass computed in float32: for channels-last 5-D CUDA tensors of the
-// same shape and dtype. False when the kernel does not apply and nothing was written.
+// y += s + bias (bias [C]), in place, in one pass computed in float32: for channels-last 5-D CUDA tensors of
+// the same shape and dtype. False when the kernel does not apply and nothing was written.
 bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias);
 
-// The upsampler's interleave (Note [Upsampling on the input grid] in core/wan_blocks.cpp): out [N, C, T, 2H, 2W]
-// from phases [N, 4C, T, H + 1, W + 1], both channels-last-3d CUDA tensors, plus bias (float32 [C], optional).
-// False when the kernel does not apply and nothing was written.
+// The upsampler's interleave (Note [Upsampling on the input grid] in core/wan_blocks.cpp): out [N, C, T, 2H,
+// 2W] from phases [N, 4C, T, H + 1, W + 1], both channels-last-3d CUDA tensors, plus bias (float32 [C],
+// optional). False when the kernel does not apply and nothing was written.
 bool interleave_phases_into(const torch::Tensor& phases, const torch::Tensor& bias, const torch::Tensor& out);
 
-// SeedVR2's per-frame GroupNorm (then SiLU when `silu`) written into `out`, for a 5-D CUDA tensor whose frames
-// are channels-last inside (x and out: [B, C, T, H, W] with strides 1 over C, C over W, W * C over H; any batch
-// and frame strides, so out may be a causal buffer's tail). False when the kernel does not apply and nothing
-// was written; the caller takes the composite path.
+// SeedVR2's per-frame GroupNorm (then SiLU when `silu`) written into `out`, for a 5-D CUDA tensor whose
+// frames are channels-last inside (x and out: [B, C, T, H, W] with strides 1 over C, C over W, W * C over H;
+// any batch and frame strides, so out may be a causal buffer's tail). False when the kernel does not apply
+// and nothing was written; the caller takes the composite path.
 bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                            int64_t groups, double eps, bool silu, const torch::Tensor& out);
 

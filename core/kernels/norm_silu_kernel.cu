@@ -14,21 +14,23 @@ constexpr int kThreads = 256;
 
 // Note [Vectorised norm]
 // The norm is memory-bound: a 96-channel bf16 voxel is 192 bytes read and 192 written. One warp per voxel
-// (norm_silu_channels_last, the fallback) moves 2 bytes per lane per access and spends five shuffles per voxel;
-// it reached about 600 GB/s on the H100. Here a voxel belongs to a group of G lanes (a power of two, at most a
-// warp) and each lane moves V 16-byte vectors, so a warp reads 32 * 16 bytes per access and reduces in log2(G)
-// shuffles. G * V * E == C exactly (E elements per vector), chosen by the launcher. The optional bias (the
-// previous convolution's, deferred: Note [Deferred bias] in core/layers.h) is added in float32 before the norm.
+// (norm_silu_channels_last, the fallback) moves 2 bytes per lane per access and spends five shuffles per
+// voxel; it reached about 600 GB/s on the H100. Here a voxel belongs to a group of G lanes (a power of two,
+// at most a warp) and each lane moves V 16-byte vectors, so a warp reads 32 * 16 bytes per access and reduces
+// in log2(G) shuffles. G * V * E == C exactly (E elements per vector), chosen by the launcher. The optional
+// bias (the previous convolution's, deferred: Note [Deferred bias] in core/layers.h) is added in float32
+// before the norm.
 template <typename T, int V>
 __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __restrict__ gamma,
-                                     const float* __restrict__ bias, T* __restrict__ y, int64_t voxels, int channels,
-                                     int group_shift, float scale) {
+                                     const float* __restrict__ bias, T* __restrict__ y, int64_t voxels,
+                                     int channels, int group_shift, float scale) {
   constexpr int E = Vec16<T>::kElements;
   const int group = 1 << group_shift;
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t voxel = thread >> group_shift;
   const int lane = static_cast<int>(thread & (group - 1));
-  const bool active = voxel < voxels;  // whole groups are active or not: the shuffles below stay inside a group
+  const bool active =
+      voxel < voxels;  // whole groups are active or not: the shuffles below stay inside a group
   float v[V][E];
   float sum = 0.f;
   if (active) {
@@ -59,7 +61,8 @@ __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __res
   }
 }
 
-// Channels-last, any channel count up to 1024: one warp per voxel; the warp's lanes read consecutive channels.
+// Channels-last, any channel count up to 1024: one warp per voxel; the warp's lanes read consecutive
+// channels.
 template <typename T>
 __global__ void norm_silu_channels_last(const T* __restrict__ x, const float* __restrict__ gamma,
                                         const float* __restrict__ bias, T* __restrict__ y, int64_t voxels,
@@ -90,8 +93,8 @@ __global__ void norm_silu_channels_last(const T* __restrict__ x, const float* __
 // Planar: one thread per voxel, looping over channels; neighbouring threads read neighbouring voxels.
 template <typename T>
 __global__ void norm_silu_planar(const T* __restrict__ x, const float* __restrict__ gamma,
-                                 const float* __restrict__ bias, T* __restrict__ y, int64_t batch, int channels,
-                                 int64_t spatial, float scale) {
+                                 const float* __restrict__ bias, T* __restrict__ y, int64_t batch,
+                                 int channels, int64_t spatial, float scale) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * spatial) return;
   const int64_t b = i / spatial, s = i % spatial;
@@ -109,7 +112,9 @@ __global__ void norm_silu_planar(const T* __restrict__ x, const float* __restric
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 // The vectorised kernel's shape for `channels`: V vectors per lane and log2 of the group size, or V = 0.
 template <typename T>
@@ -132,12 +137,13 @@ void launch_vectorised(const T* x, const float* gamma, const float* bias, T* y, 
                        int group_shift, float scale, cudaStream_t stream) {
   const int64_t threads = voxels << group_shift;
   const int64_t blocks = (threads + kThreads - 1) / kThreads;
-  norm_silu_vectorised<T, V><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels, channels, group_shift, scale);
+  norm_silu_vectorised<T, V>
+      <<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels, channels, group_shift, scale);
 }
 
 template <typename T>
-cudaError_t launch(const void* xv, const float* gamma, const float* bias, void* yv, int64_t batch, int64_t channels,
-                   int64_t spatial, bool channels_last, cudaStream_t stream) {
+cudaError_t launch(const void* xv, const float* gamma, const float* bias, void* yv, int64_t batch,
+                   int64_t channels, int64_t spatial, bool channels_last, cudaStream_t stream) {
   const auto* x = static_cast<const T*>(xv);
   auto* y = static_cast<T*>(yv);
   const float scale = sqrtf(static_cast<float>(channels));
@@ -148,17 +154,25 @@ cudaError_t launch(const void* xv, const float* gamma, const float* bias, void* 
     if (vectors > 0 && aligned16(x) && aligned16(y)) {
       const int c = static_cast<int>(channels);
       switch (vectors) {
-        case 1: launch_vectorised<T, 1>(x, gamma, bias, y, voxels, c, shift, scale, stream); break;
-        case 2: launch_vectorised<T, 2>(x, gamma, bias, y, voxels, c, shift, scale, stream); break;
-        case 3: launch_vectorised<T, 3>(x, gamma, bias, y, voxels, c, shift, scale, stream); break;
-        default: launch_vectorised<T, 4>(x, gamma, bias, y, voxels, c, shift, scale, stream); break;
+        case 1:
+          launch_vectorised<T, 1>(x, gamma, bias, y, voxels, c, shift, scale, stream);
+          break;
+        case 2:
+          launch_vectorised<T, 2>(x, gamma, bias, y, voxels, c, shift, scale, stream);
+          break;
+        case 3:
+          launch_vectorised<T, 3>(x, gamma, bias, y, voxels, c, shift, scale, stream);
+          break;
+        default:
+          launch_vectorised<T, 4>(x, gamma, bias, y, voxels, c, shift, scale, stream);
+          break;
       }
       return cudaGetLastError();
     }
     if (channels > kWarp * kMaxPerLane) return cudaErrorInvalidValue;
     const int64_t blocks = (voxels * kWarp + kThreads - 1) / kThreads;
-    norm_silu_channels_last<T><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels,
-                                                                static_cast<int>(channels), scale);
+    norm_silu_channels_last<T>
+        <<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels, static_cast<int>(channels), scale);
   } else {
     const int64_t blocks = (batch * spatial + kThreads - 1) / kThreads;
     norm_silu_planar<T><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, batch, static_cast<int>(channels),
@@ -169,8 +183,8 @@ cudaError_t launch(const void* xv, const float* gamma, const float* bias, void* 
 
 // y += s (+ bias[c]), channels-last (element i has channel i % C), 16 bytes per thread and step.
 template <typename T>
-__global__ void add_residual_vectorised(T* __restrict__ y, const T* __restrict__ s, const float* __restrict__ bias,
-                                        int64_t vectors, int channels) {
+__global__ void add_residual_vectorised(T* __restrict__ y, const T* __restrict__ s,
+                                        const float* __restrict__ bias, int64_t vectors, int channels) {
   constexpr int E = Vec16<T>::kElements;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += stride) {
@@ -192,16 +206,16 @@ cudaError_t launch_residual(void* y, const void* s, const float* bias, int64_t e
   if (channels % E != 0 || !aligned16(y) || !aligned16(s)) return cudaErrorInvalidValue;
   const int64_t vectors = elements / E;
   const int64_t blocks = std::min<int64_t>((vectors + kThreads - 1) / kThreads, int64_t{processors} * 16);
-  add_residual_vectorised<T><<<blocks, kThreads, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(s), bias,
-                                                              vectors, static_cast<int>(channels));
+  add_residual_vectorised<T><<<blocks, kThreads, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(s),
+                                                              bias, vectors, static_cast<int>(channels));
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t launch_rms_norm_silu(const void* x, const float* gamma, const float* bias, void* y, ElementType type,
-                                 int64_t batch, int64_t channels, int64_t spatial, bool channels_last,
-                                 cudaStream_t stream) {
+cudaError_t launch_rms_norm_silu(const void* x, const float* gamma, const float* bias, void* y,
+                                 ElementType type, int64_t batch, int64_t channels, int64_t spatial,
+                                 bool channels_last, cudaStream_t stream) {
   if (batch * spatial == 0) return cudaSuccess;
   return with_element_type(type, [&](auto zero) {
     return launch<decltype(zero)>(x, gamma, bias, y, batch, channels, spatial, channels_last, stream);
