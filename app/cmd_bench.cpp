@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -18,10 +17,11 @@
 #include "app/commands.h"
 #include "app/memory_options.h"
 #include "app/run_options.h"
+#include "core/device/device.h"
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/flops.h"
-#include "core/model_registry.h"
+#include "core/models/registry.h"
 #include "core/planner.h"
 #include "core/stage_timer.h"
 #include "core/vae_model.h"
@@ -32,7 +32,7 @@ namespace {
 struct BenchOptions {
   std::string weights;
   bool random = false;
-  std::string model;  // empty: wan2.1-vae with --random, detected with --weights
+  std::string model;  // empty: the default family with --random, detected with --weights
   std::string size = "1280x720";
   int64_t frames = 81;
   std::string op = "decode";
@@ -79,7 +79,7 @@ void write_trace(const std::string& path, Run&& run) {
 }
 
 void synchronize(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+  core::Device::of(device).synchronize();
 }
 
 // One operation over the whole clip, in the plan's chunks and tiles, as the tool runs it.
@@ -112,7 +112,7 @@ std::shared_ptr<core::VaeModel> make_model(const BenchOptions& o, torch::Device 
   // --model names the family of --random; with --weights it overrides detection when given.
   const core::ModelOptions options{o.model, device, dtype, nullptr, channels_last_option(o.layout)};
   if (!o.weights.empty()) return core::build_model(core::load_checkpoint(o.weights), options);
-  const auto& family = core::find_model_family(o.model.empty() ? "wan2.1-vae" : o.model);
+  const auto& family = o.model.empty() ? core::default_model_family() : core::find_model_family(o.model);
   auto model = family.build(family.released_config);
   core::randomize_parameters(*model, /*seed=*/0);
   core::place_model(*model, options);
@@ -127,7 +127,7 @@ void bench(const BenchOptions& o) {
   const auto device = resolve_device(o.device);
   const auto dtype = resolve_dtype(o.dtype, device);
   auto model = make_model(o, device, dtype);
-  if (device.is_cuda()) core::set_cudnn_autotune(o.autotune);
+  if (device.is_cuda()) core::Device::set_autotune(o.autotune);
   const auto& info = model->info();
   const int64_t f = info.spatial_factor, tf = info.temporal_factor;
   if (width % f || height % f) throw Error("--size must be a multiple of " + std::to_string(f));
@@ -158,11 +158,11 @@ void bench(const BenchOptions& o) {
   const core::Plan plan = core::plan_run(
       core::PlanRequest::of(info, model->parameter_count(), op, width, height, dtype), planner);
   if (!o.json) std::cerr << plan.summary() << "\n";
-  const double fraction = core::cap_device_memory(device, planner.budget_bytes);
+  const double fraction = core::Device::of(device).cap_memory(planner.budget_bytes);
 
   for (int i = 0; i < o.warmup; ++i) run_op(*model, o.op, video, latents, plan);
   synchronize(device);
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  core::Device::of(device).reset_peak_statistics();
   core::FlopCounter::reset();
   std::vector<double> seconds;
   std::vector<core::StageTimer::Stage> stages;
@@ -221,15 +221,14 @@ void bench(const BenchOptions& o) {
                        {"tflops", s.ms > 0 ? s.flops / 1e12 / (s.ms / 1e3) : 0.0}});
   }
   if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    j["peak_allocated_gib"] = stats.allocated_bytes[aggregate].peak / double(1ull << 30);
-    j["peak_reserved_gib"] = stats.reserved_bytes[aggregate].peak / double(1ull << 30);
-    j["peak_allocated_bytes"] = stats.allocated_bytes[aggregate].peak;
-    j["peak_reserved_bytes"] = stats.reserved_bytes[aggregate].peak;
-    if (planner.budget_bytes > 0)
-      j["within_budget"] = stats.reserved_bytes[aggregate].peak <= planner.budget_bytes;
-    j["gpu"] = at::cuda::getDeviceProperties(device.index())->name;
+    const core::Device& gpu = core::Device::of(device);
+    const int64_t allocated = gpu.peak_allocated_bytes(), reserved = gpu.peak_reserved_bytes();
+    j["peak_allocated_gib"] = allocated / double(1ull << 30);
+    j["peak_reserved_gib"] = reserved / double(1ull << 30);
+    j["peak_allocated_bytes"] = allocated;
+    j["peak_reserved_bytes"] = reserved;
+    if (planner.budget_bytes > 0) j["within_budget"] = reserved <= planner.budget_bytes;
+    j["gpu"] = gpu.name();
   }
   if (o.accuracy && dtype != torch::kFloat) {
     auto reference_model = make_model(o, device, torch::kFloat);
@@ -243,7 +242,7 @@ void bench(const BenchOptions& o) {
   }
   if (o.compare_untiled && plan.tiles.tiled()) {
     // After the measurements: the untiled run may need more than the budget, so the cap is lifted.
-    core::cap_device_memory(device, std::numeric_limits<int64_t>::max());
+    core::Device::of(device).cap_memory(std::numeric_limits<int64_t>::max());
     const auto reference = run_op(*model, o.op, video, latents, untiled(plan)).to(torch::kDouble);
     const auto got = out.to(torch::kDouble);
     j["tiled_vs_untiled_relative_l2"] = ((got - reference).norm() / reference.norm()).item<double>();
@@ -302,7 +301,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--weights", o->weights, "Weights file (or --random)");
   cmd->add_flag("--random", o->random, "Random weights of the released architecture");
   cmd->add_option("--model", o->model,
-                  "Model family (default with --random: wan2.1-vae; with --weights: detected)");
+                  "Model family: " + core::model_family_names() + " (default with --random: " +
+                      core::default_model_family().name + "; with --weights: detected)");
   cmd->add_option("--size", o->size, "WIDTHxHEIGHT")->capture_default_str();
   cmd->add_option("--frames", o->frames, "Frames (1 + 4k)")->capture_default_str();
   cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();

@@ -19,7 +19,9 @@ extern "C" {
 
 #include "app/commands.h"
 #include "core/checkpoint.h"
+#include "core/device/device.h"
 #include "core/error.h"
+#include "core/models/registry.h"
 #include "core/presets.h"
 #include "core/vae_model.h"
 
@@ -64,14 +66,13 @@ nlohmann::json collect_info() {
   if (torch::cuda::is_available()) {
     for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
       const auto* p = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i));
-      size_t free_bytes = 0, total_bytes = 0;
-      cudaSetDevice(static_cast<int>(i));
-      cudaMemGetInfo(&free_bytes, &total_bytes);
+      const core::Device& device =
+          core::Device::of(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
       j["gpus"].push_back(
           {{"index", i},
            {"name", p->name},
            {"memory_bytes", static_cast<int64_t>(p->totalGlobalMem)},
-           {"free_bytes", static_cast<int64_t>(free_bytes)},
+           {"free_bytes", device.memory_info().free},
            {"compute_capability", std::to_string(p->major) + "." + std::to_string(p->minor)}});
       const auto preset = core::suggest_preset(static_cast<int64_t>(p->totalGlobalMem), p->name);
       j["gpus"].back()["suggested_preset"] = preset ? nlohmann::json(*preset) : nlohmann::json();
@@ -120,6 +121,7 @@ nlohmann::json inspect(const std::string& path) {
   j["format"] = checkpoint.format;
   j["layout"] = checkpoint.layout;
   j["model"] = info.family;
+  j["description"] = core::find_model_family(info.family).description;
   j["config"] = info.config;
   j["latent_channels"] = info.latent_channels;
   j["spatial_factor"] = info.spatial_factor;
@@ -164,7 +166,8 @@ void add_inspect_command(CLI::App& app) {
     std::cout << "file        " << j["file"].get<std::string>() << "\n"
               << "format      " << j["format"].get<std::string>() << " (" << j["layout"].get<std::string>()
               << " layout)\n"
-              << "model       " << j["model"].get<std::string>() << "\n"
+              << "model       " << j["model"].get<std::string>() << ": "
+              << j["description"].get<std::string>() << "\n"
               << "config      " << j["config"].dump() << "\n"
               << "latent      " << j["latent_channels"] << " channels, " << j["spatial_factor"] << "x space, "
               << j["temporal_factor"] << "x time\n"

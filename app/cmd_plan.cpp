@@ -9,14 +9,14 @@
 #include "app/run_options.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
-#include "core/model_registry.h"
+#include "core/models/registry.h"
 
 namespace vaecodec::app {
 namespace {
 
 struct PlanOptions {
   std::string weights;  // optional: the model's family and size from a checkpoint
-  std::string model = "wan2.1-vae";
+  std::string model;    // empty: the default family (core::default_model_family)
   std::string size = "1280x720";
   std::string op = "decode";
   std::string device = "cuda";
@@ -34,9 +34,10 @@ std::pair<core::ModelInfo, int64_t> describe_model(const PlanOptions& o) {
     for (const auto& [name, t] : checkpoint.tensors) params += t.numel();
     return {core::recognise_model(checkpoint), params};
   }
-  const core::ModelFamily& family = core::find_model_family(o.model);
+  const core::ModelFamily& family =
+      o.model.empty() ? core::default_model_family() : core::find_model_family(o.model);
   const auto model = family.build(family.released_config);  // uninitialised: only the shapes are used
-  return {model->info(), model->parameter_count()};
+  return {family.describe(family.released_config), model->parameter_count()};
 }
 
 void plan(const PlanOptions& o) {
@@ -81,7 +82,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--weights", o->weights,
                   "Weights file: its model family and size (default: --model's released "
                   "architecture)");
-  cmd->add_option("--model", o->model, "Model family")->capture_default_str();
+  cmd->add_option("--model", o->model,
+                  "Model family: " + core::model_family_names() +
+                      " (default: " + core::default_model_family().name + ")");
   cmd->add_option("--size", o->size, "WIDTHxHEIGHT of the video")->capture_default_str();
   cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();

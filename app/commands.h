@@ -4,6 +4,11 @@
 
 namespace vaecodec::app {
 
+// The whole command line: parses argv, runs the command, prints any error as one line. Returns the exit
+// status (0, 1 for a failed run, 2 for a usage error). main() is this; tests call it in-process to run the
+// CLI with model families they register themselves.
+int run_cli(int argc, char** argv);
+
 // Each command adds its subcommand and options to the CLI and sets the callback that runs it. A command
 // reports failure by throwing vaecodec::Error; main prints it as one line and exits non-zero.
 void add_info_command(CLI::App& app);

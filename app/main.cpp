@@ -1,49 +1,5 @@
-#include <csignal>
-#include <cstdlib>
-#include <exception>
-#include <iostream>
-
-#include <c10/util/Exception.h>
-#include <CLI/CLI.hpp>
-
 #include "app/commands.h"
-#include "core/error.h"
 
 int main(int argc, char** argv) {
-  // Under a VRAM cap the default caching allocator's reserved-but-unallocated blocks reached 25-30% of the
-  // budget on an H100; with expandable segments (one growing mapping instead of fixed blocks) the cap held at
-  // 5% over the allocated peak (docs/benchmarks.md, "Fragmentation"). Set before the first CUDA allocation,
-  // unless the user chose allocator settings; the planner's margin (PlannerOptions::margin) assumes it.
-  setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
-  CLI::App app{"vaecodec: run videos through causal video VAEs (encode, decode, round trip) on the GPU"};
-  app.set_version_flag("--version", std::string("vaecodec ") + VAECODEC_VERSION);
-  app.require_subcommand(1);
-
-  vaecodec::app::add_info_command(app);
-  vaecodec::app::add_inspect_command(app);
-  vaecodec::app::add_roundtrip_command(app);
-  vaecodec::app::add_encode_command(app);
-  vaecodec::app::add_decode_command(app);
-  vaecodec::app::add_bench_command(app);
-  vaecodec::app::add_plan_command(app);
-  vaecodec::app::add_presets_command(app);
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    // One line, as for every other error; usage errors exit with 2.
-    std::cerr << "vaecodec: error: " << e.what() << " (vaecodec --help lists the commands and options)\n";
-    return 2;
-  } catch (const vaecodec::Error& e) {
-    std::cerr << "vaecodec: error: " << e.what() << "\n";
-    return 1;
-  } catch (const c10::Error& e) {
-    std::cerr << "vaecodec: error: " << e.what_without_backtrace() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "vaecodec: error: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+  return vaecodec::app::run_cli(argc, argv);
 }

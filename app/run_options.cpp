@@ -16,9 +16,9 @@ extern "C" {
 }
 
 #include "core/checkpoint.h"
+#include "core/device/device.h"
 #include "core/error.h"
-#include "core/model_registry.h"
-#include "io/device_transfer.h"
+#include "core/models/registry.h"
 #include "io/ffmpeg_common.h"
 #include "io/interrupt.h"
 #include "io/latent_file.h"
@@ -207,7 +207,7 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
     j["pixel_format"] = s.pixel_format;
     j["audio_streams"] = s.audio_streams;
   }
-  j["peak_device_bytes"] = io::device_peak_bytes(device);
+  j["peak_device_bytes"] = core::Device::of(device).peak_allocated_bytes();
   j["peak_host_rss_bytes"] = peak_host_rss_bytes();
   if (s.plan) j["plan"] = s.plan->to_json();
   j["stage_seconds"] = s.stage_seconds;

@@ -18,6 +18,13 @@ torch::Tensor join(std::vector<torch::Tensor>& parts) {
   return torch::cat(parts, 2);
 }
 
+// A run's model must be on the run's device: the engine moves its inputs there and queues copies on its
+// streams.
+void check_placed(const VaeModel& model, const Device& device) {
+  if (model.device() != device.torch_device())
+    throw Error("the model is on " + model.device().str() + ", the run on " + device.torch_device().str());
+}
+
 }  // namespace
 
 // Note [Chunks]
@@ -25,8 +32,10 @@ torch::Tensor join(std::vector<torch::Tensor>& parts) {
 // latent_frames * temporal_factor frames; the last may be shorter but stays a multiple of the temporal
 // factor. Decode: chunks of latent_frames latent frames. The models carry their history across chunks in the
 // run's CausalCache, so the output does not depend on where the cuts fall.
-EncodeRun::EncodeRun(VaeModel& model, ChunkOptions chunks) : model_(model), chunks_(chunks) {
+EncodeRun::EncodeRun(VaeModel& model, Device& device, ChunkOptions chunks)
+    : model_(model), device_(device), chunks_(chunks) {
   if (chunks_.latent_frames < 1) throw Error("chunk length must be at least 1 latent frame");
+  check_placed(model, device);
 }
 
 EncodeRun::~EncodeRun() = default;
@@ -34,8 +43,7 @@ EncodeRun::~EncodeRun() = default;
 torch::Tensor EncodeRun::run_chunk(const torch::Tensor& frames) {
   torch::InferenceMode guard;
   if (tiles_) return tiles_->run(frames);
-  const auto device = model_.device();
-  auto x = frames.to(device, model_.dtype(), /*non_blocking=*/frames.is_pinned())
+  auto x = frames.to(device_.torch_device(), model_.dtype(), /*non_blocking=*/frames.is_pinned())
                .contiguous(model_.memory_format());
   return model_.encode(x, cache_);
 }
@@ -48,7 +56,7 @@ torch::Tensor EncodeRun::push(const torch::Tensor& frames) {
     throw Error("frame size " + std::to_string(frames.size(4)) + "x" + std::to_string(frames.size(3)) +
                 " is not a multiple of " + std::to_string(f));
   if (frames_in_ == 0)
-    tiles_ = make_tile_set(model_, chunks_.tiles, TileSet::Direction::kEncode, chunks_.offload,
+    tiles_ = make_tile_set(model_, device_, chunks_.tiles, TileSet::Direction::kEncode, chunks_.offload,
                            frames.size(3) / f, frames.size(4) / f);
   pending_ = append(pending_, frames);
   frames_in_ += frames.size(2);
@@ -76,8 +84,10 @@ torch::Tensor EncodeRun::finish() {
   return out;
 }
 
-DecodeRun::DecodeRun(VaeModel& model, ChunkOptions chunks) : model_(model), chunks_(chunks) {
+DecodeRun::DecodeRun(VaeModel& model, Device& device, ChunkOptions chunks)
+    : model_(model), device_(device), chunks_(chunks) {
   if (chunks_.latent_frames < 1) throw Error("chunk length must be at least 1 latent frame");
+  check_placed(model, device);
 }
 
 DecodeRun::~DecodeRun() = default;
@@ -85,8 +95,8 @@ DecodeRun::~DecodeRun() = default;
 torch::Tensor DecodeRun::run_chunk(const torch::Tensor& latents) {
   torch::InferenceMode guard;
   if (tiles_) return tiles_->run(latents);
-  auto z =
-      latents.to(model_.device(), /*non_blocking=*/latents.is_pinned()).contiguous(model_.memory_format());
+  auto z = latents.to(device_.torch_device(), /*non_blocking=*/latents.is_pinned())
+               .contiguous(model_.memory_format());
   return model_.decode(z, cache_);
 }
 
@@ -96,7 +106,7 @@ torch::Tensor DecodeRun::push(const torch::Tensor& latents) {
                 ", T, h, w], got " + std::to_string(latents.dim()) + "-D with " +
                 std::to_string(latents.dim() > 1 ? latents.size(1) : 0) + " channels");
   if (latents_in_ == 0)
-    tiles_ = make_tile_set(model_, chunks_.tiles, TileSet::Direction::kDecode, chunks_.offload,
+    tiles_ = make_tile_set(model_, device_, chunks_.tiles, TileSet::Direction::kDecode, chunks_.offload,
                            latents.size(3), latents.size(4));
   pending_ = append(pending_, latents);
   latents_in_ += latents.size(2);
@@ -118,7 +128,7 @@ torch::Tensor DecodeRun::finish() {
 }
 
 torch::Tensor encode_video(VaeModel& model, const torch::Tensor& video, ChunkOptions chunks) {
-  EncodeRun run(model, chunks);
+  EncodeRun run(model, Device::of(model.device()), chunks);
   std::vector<torch::Tensor> parts;
   if (auto a = run.push(video); a.defined()) parts.push_back(a);
   if (auto b = run.finish(); b.defined()) parts.push_back(b);
@@ -126,7 +136,7 @@ torch::Tensor encode_video(VaeModel& model, const torch::Tensor& video, ChunkOpt
 }
 
 torch::Tensor decode_latents(VaeModel& model, const torch::Tensor& latents, ChunkOptions chunks) {
-  DecodeRun run(model, chunks);
+  DecodeRun run(model, Device::of(model.device()), chunks);
   std::vector<torch::Tensor> parts;
   if (auto a = run.push(latents); a.defined()) parts.push_back(a);
   if (auto b = run.finish(); b.defined()) parts.push_back(b);

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "core/causal_cache.h"
+#include "core/device/device.h"
 #include "core/planner.h"
 #include "core/vae_model.h"
 
@@ -30,7 +31,7 @@ struct ChunkOptions {
 // the whole run must be 1 + temporal_factor * k (the I/O layer pads it).
 class EncodeRun {
  public:
-  EncodeRun(VaeModel& model, ChunkOptions chunks = {});
+  EncodeRun(VaeModel& model, Device& device, ChunkOptions chunks = {});
   ~EncodeRun();
   torch::Tensor push(const torch::Tensor& frames);  // latents completed by this call, [B, z, n, h, w], n >= 0
   torch::Tensor finish();                           // what is left; throws if the frame count was not 1 + 4k
@@ -40,6 +41,7 @@ class EncodeRun {
   torch::Tensor run_chunk(const torch::Tensor& frames);
 
   VaeModel& model_;
+  Device& device_;  // the model's
   ChunkOptions chunks_;
   CausalCache cache_;
   std::unique_ptr<TileSet> tiles_;  // made at the first push when chunks_.tiles cuts the frame
@@ -51,7 +53,7 @@ class EncodeRun {
 // device) as chunks complete.
 class DecodeRun {
  public:
-  DecodeRun(VaeModel& model, ChunkOptions chunks = {});
+  DecodeRun(VaeModel& model, Device& device, ChunkOptions chunks = {});
   ~DecodeRun();
   torch::Tensor push(const torch::Tensor& latents);
   torch::Tensor finish();
@@ -60,6 +62,7 @@ class DecodeRun {
   torch::Tensor run_chunk(const torch::Tensor& latents);
 
   VaeModel& model_;
+  Device& device_;  // the model's
   ChunkOptions chunks_;
   CausalCache cache_;
   std::unique_ptr<TileSet> tiles_;
@@ -67,7 +70,7 @@ class DecodeRun {
   int64_t latents_in_ = 0;
 };
 
-// Whole-sequence helpers over the runs above.
+// Whole-sequence helpers over the runs above, on the model's device.
 torch::Tensor encode_video(VaeModel& model, const torch::Tensor& video, ChunkOptions chunks = {});
 torch::Tensor decode_latents(VaeModel& model, const torch::Tensor& latents, ChunkOptions chunks = {});
 

@@ -1,8 +1,5 @@
 #include "core/planner.h"
 
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -10,7 +7,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/presets.h"
+#include "core/models/registry.h"
+#include "core/sizes.h"
 
 namespace vaecodec::core {
 namespace {
@@ -53,44 +51,6 @@ constexpr double kCostTolerance = 0.03;
 // measurement's other parts are subtracted and the rest divided by its pixels and frames in flight.
 // Everything scales linearly in pixels and chunk length; that is the assumption the GPU runs check
 // (docs/memory.md).
-struct Calibration {
-  const char* family;
-  Op op;
-  torch::ScalarType dtype;
-  double cache_elements;  // per pixel of the frame (output pixels for decode, input pixels for encode)
-  // The measured run: `vaecodec bench --op OP --size WxH --frames F --chunk C`, its peak allocated bytes and
-  // the bytes bench held on the device besides the run (its input and output clip).
-  int64_t parameters;  // of the model measured
-  int64_t width, height, frames, chunk;
-  double peak_gib;
-  double resident_gib;
-  double tflop;  // the model's FLOPs for the measured run (bench's model_tflop)
-  const char* source;
-};
-
-// cache_elements: CausalCache::bytes() of each released architecture on the CPU (the test "the cache
-// coefficients match the released models' caches" recomputes them). Peaks: `scripts/gpu_check.sh` on an H100,
-// bf16, bench --chunk 1, channels-last engine with the fused norms (docs/benchmarks.md); bench holds its
-// input and output clip besides the run (resident). fp32 has no GPU measurement: its rows scale the bf16 ones
-// by the element size (marked "derived").
-const std::vector<Calibration>& calibrations() {
-  static const std::vector<Calibration> table = {
-      {"wan2.1-vae", Op::kDecode, torch::kBFloat16, 2364.5, 126892531, 1280, 720, 81, 1, 8.984, 0.852, 639.22,
-       "H100 bench decode 1280x720x81 chunk 1: 8.98 GiB peak allocated"},
-      {"wan2.1-vae", Op::kEncode, torch::kBFloat16, 1404.0, 126892531, 1280, 720, 81, 1, 7.219, 0.852, 381.67,
-       "H100 bench encode 1280x720x81 chunk 1: 7.22 GiB peak allocated"},
-      {"seedvr2-vae", Op::kDecode, torch::kBFloat16, 4320.5, 250648227, 1280, 720, 81, 1, 14.91, 0.852,
-       1771.79, "H100 bench decode 1280x720x81 chunk 1: 14.91 GiB peak allocated"},
-      {"seedvr2-vae", Op::kEncode, torch::kBFloat16, 1962.75, 250648227, 1280, 720, 81, 1, 9.59, 0.852,
-       677.94, "H100 bench encode 1280x720x81 chunk 1: 9.59 GiB peak allocated"},
-      {"wan2.2-vae", Op::kDecode, torch::kBFloat16, 1784.375, 704688668, 1280, 704, 81, 1, 8.78, 0.829,
-       1347.62, "H100 bench decode 1280x704x81 chunk 1: 8.78 GiB peak allocated"},
-      {"wan2.2-vae", Op::kEncode, torch::kBFloat16, 588.5, 704688668, 1280, 704, 81, 1, 4.80, 0.829, 256.50,
-       "H100 bench encode 1280x704x81 chunk 1: 4.80 GiB peak allocated"},
-  };
-  return table;
-}
-
 int64_t element_size(torch::ScalarType dtype) {
   return static_cast<int64_t>(c10::elementSize(dtype));
 }
@@ -104,22 +64,19 @@ struct Coefficients {
 };
 
 Coefficients coefficients(const PlanRequest& request, Op op) {
-  const Calibration* row = nullptr;
+  // Every registered family has a row for each op (register_model_family checks it): the request's dtype,
+  // else one scaled by element size from the family's own measurement.
+  const ModelFamily& family = find_model_family(request.family);
+  const MemoryCalibration* row = nullptr;
   std::string note;
-  auto find = [&](const std::string& family, torch::ScalarType dtype) -> const Calibration* {
-    for (const auto& c : calibrations())
-      if (c.family == family && c.op == op && c.dtype == dtype) return &c;
-    return nullptr;
-  };
-  row = find(request.family, request.dtype);
+  for (const auto& c : family.calibration)
+    if (c.op == op && c.dtype == request.dtype) row = &c;
   if (row) note = row->source;
   if (!row) {
-    row = find(request.family, torch::kBFloat16);
-    if (row) note = std::string("derived from bf16 (") + row->source + ")";
-  }
-  if (!row) {
-    row = find("wan2.1-vae", torch::kBFloat16);
-    note = "not calibrated for " + request.family + ": Wan2.1's bf16 coefficients";
+    for (const auto& c : family.calibration)
+      if (c.op == op && (!row || c.dtype == torch::kBFloat16)) row = &c;
+    note = std::string("derived from ") +
+           (row->dtype == torch::kBFloat16 ? "bf16" : c10::toString(row->dtype)) + " (" + row->source + ")";
   }
   Coefficients k;
   k.cache_elements = row->cache_elements;
@@ -142,90 +99,12 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-int64_t tiles_along(int64_t extent, int64_t tile, int64_t overlap) {
-  if (tile >= extent) return 1;
-  return 1 + ceil_div(extent - tile, tile - overlap);
-}
-
-int64_t origin(int64_t index, int64_t count, int64_t extent, int64_t tile) {
-  if (count <= 1) return 0;
-  // Evenly spread, first at 0, last flush with the far edge.
-  return (index * (extent - tile) + (count - 1) / 2) / (count - 1);
-}
-
 // Sum of the tiles' pixels (with overlaps), in latent pixels.
 int64_t tiled_area(const TileGrid& g) {
   return g.count() * g.tile_height * g.tile_width;
 }
 
 }  // namespace
-
-Op parse_op(const std::string& name) {
-  if (name == "encode") return Op::kEncode;
-  if (name == "decode") return Op::kDecode;
-  if (name == "roundtrip") return Op::kRoundtrip;
-  throw Error("unknown operation '" + name + "': expected encode, decode or roundtrip");
-}
-
-std::string op_name(Op op) {
-  switch (op) {
-    case Op::kEncode:
-      return "encode";
-    case Op::kDecode:
-      return "decode";
-    case Op::kRoundtrip:
-      return "roundtrip";
-  }
-  return "?";
-}
-
-TileSize parse_tile(const std::string& text) {
-  long long w = 0, h = 0;
-  char x = 0, extra = 0;
-  TileSize t;
-  if (std::sscanf(text.c_str(), "%lld%c%lld%c", &w, &x, &h, &extra) == 3 && x == 'x' && w > 0 && h > 0) {
-    t.width = w;
-    t.height = h;
-    return t;
-  }
-  if (std::sscanf(text.c_str(), "%lld%c", &w, &extra) == 1 && w > 0) {
-    t.width = t.height = w;
-    return t;
-  }
-  throw Error("--tile " + text + " is not a tile size: write 64 or WIDTHxHEIGHT, e.g. 80x48 (latent pixels)");
-}
-
-int64_t TileGrid::row_origin(int64_t r) const {
-  return origin(r, rows, latent_height, tile_height);
-}
-
-int64_t TileGrid::col_origin(int64_t c) const {
-  return origin(c, cols, latent_width, tile_width);
-}
-
-TileGrid TileGrid::whole(int64_t latent_height, int64_t latent_width) {
-  TileGrid g;
-  g.latent_height = g.tile_height = latent_height;
-  g.latent_width = g.tile_width = latent_width;
-  return g;
-}
-
-TileGrid TileGrid::cover(int64_t latent_height, int64_t latent_width, TileSize tile, int64_t overlap) {
-  if (tile.height <= 0 || tile.width <= 0) throw Error("a tile needs a positive size");
-  TileGrid g = whole(latent_height, latent_width);
-  g.tile_height = std::min(tile.height, latent_height);
-  g.tile_width = std::min(tile.width, latent_width);
-  const bool cut = g.tile_height < latent_height || g.tile_width < latent_width;
-  if (!cut) return g;
-  if ((g.tile_height < latent_height && g.tile_height <= overlap) ||
-      (g.tile_width < latent_width && g.tile_width <= overlap))
-    throw Error("a tile of " + std::to_string(tile.width) + "x" + std::to_string(tile.height) +
-                " latent pixels is not larger than its overlap of " + std::to_string(overlap));
-  g.overlap = overlap;
-  g.rows = tiles_along(latent_height, g.tile_height, overlap);
-  g.cols = tiles_along(latent_width, g.tile_width, overlap);
-  return g;
-}
 
 PlanRequest PlanRequest::of(const ModelInfo& info, int64_t parameter_count, Op op, int64_t width,
                             int64_t height, torch::ScalarType dtype) {
@@ -436,18 +315,6 @@ nlohmann::json Plan::to_json() const {
             {"reserved", estimate.reserved},
             {"host_cache", estimate.host_cache}}},
           {"calibration", calibration}};
-}
-
-double cap_device_memory(torch::Device device, int64_t budget_bytes) {
-  if (!device.is_cuda() || budget_bytes <= 0) return 0;
-  const int index = device.has_index() ? device.index() : 0;
-  cudaDeviceProp props{};
-  if (cudaGetDeviceProperties(&props, index) != cudaSuccess)
-    throw Error("cannot read the memory size of CUDA device " + std::to_string(index));
-  const double fraction =
-      std::min(1.0, static_cast<double>(budget_bytes) / static_cast<double>(props.totalGlobalMem));
-  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, static_cast<c10::DeviceIndex>(index));
-  return fraction;
 }
 
 }  // namespace vaecodec::core

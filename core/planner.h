@@ -7,20 +7,11 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "core/op.h"
+#include "core/tile_grid.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
-
-// What a run does with the model.
-enum class Op { kEncode, kDecode, kRoundtrip };
-Op parse_op(const std::string& name);  // "encode", "decode", "roundtrip"; throws otherwise
-std::string op_name(Op op);
-
-// A spatial tile size in latent pixels.
-struct TileSize {
-  int64_t height = 0, width = 0;
-};
-TileSize parse_tile(const std::string& text);  // "64" (square) or "48x80" (WIDTHxHEIGHT), latent pixels
 
 // What the planner may choose from. Presets and the command line fill it; the defaults plan for no budget.
 struct PlannerOptions {
@@ -35,24 +26,6 @@ struct PlannerOptions {
   int64_t reserved_bytes = 0;    // device memory held outside the run, e.g. bench's resident clip
   // The share of the budget kept free for the allocator's fragmentation: plans are made for the rest.
   double margin = 0.15;
-};
-
-// How a frame is cut into tiles, in latent pixels. Tiles have one size; their origins spread evenly so that
-// neighbours share at least `overlap` pixels. 1 x 1 covers the frame: no tiling.
-struct TileGrid {
-  int64_t latent_height = 0, latent_width = 0;  // the whole frame
-  int64_t tile_height = 0, tile_width = 0;
-  int64_t overlap = 0;
-  int64_t rows = 1, cols = 1;
-  bool tiled() const { return rows * cols > 1; }
-  int64_t count() const { return rows * cols; }
-  // Origin of row r / column c.
-  int64_t row_origin(int64_t r) const;
-  int64_t col_origin(int64_t c) const;
-  // The whole frame as one tile.
-  static TileGrid whole(int64_t latent_height, int64_t latent_width);
-  // Tiles of (at most) `tile` with `overlap`; a side at least as large as the frame is not cut.
-  static TileGrid cover(int64_t latent_height, int64_t latent_width, TileSize tile, int64_t overlap);
 };
 
 // The run a plan is for.
@@ -101,9 +74,5 @@ MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const 
 // Picks the fastest plan whose estimate stays under the budget less the margin (Note [Planner]); throws
 // Error with the smallest budget that would do when none does.
 Plan plan_run(const PlanRequest& request, const PlannerOptions& options);
-
-// Caps the CUDA caching allocator of `device` at `budget_bytes` (a backstop: the plan should stay below it).
-// No-op for the CPU or budget 0. Returns the fraction set, 0 when none.
-double cap_device_memory(torch::Device device, int64_t budget_bytes);
 
 }  // namespace vaecodec::core

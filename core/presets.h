@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/planner.h"
+#include "core/sizes.h"
 
 namespace vaecodec::core {
 
@@ -33,12 +34,6 @@ struct Preset {
   PlannerOptions planner;       // budget_bytes and the engine options
   std::string source;           // "built-in" or the file it was read from
 };
-
-// "8G", "8GiB", "7.5G", "512M", "512MiB", "12GB" (10^9), "1073741824" (bytes). G/GiB and M/MiB are binary
-// units, GB/MB decimal. Throws naming the text when it is not a size.
-int64_t parse_size(const std::string& text);
-// 24159191040 -> "22.5 GiB".
-std::string format_size(int64_t bytes);
 
 // A preset from its JSON; `origin` names the file in errors.
 Preset parse_preset(const nlohmann::json& j, const std::string& origin);

@@ -39,11 +39,6 @@ std::vector<std::vector<double>> axis_weights(const std::vector<int64_t>& origin
   return w;
 }
 
-// Pinned host memory of `t`'s sizes and strides (a channels-last cache copies as one block).
-torch::Tensor pinned_like(const torch::Tensor& t) {
-  return torch::empty_strided(t.sizes(), t.strides(), t.options().device(torch::kCPU).pinned_memory(true));
-}
-
 torch::ScalarType accumulation_dtype(torch::ScalarType dtype) {
   return dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
 }
@@ -74,8 +69,8 @@ std::vector<torch::Tensor> blend_weights(const TileGrid& grid, int64_t scale) {
   return out;
 }
 
-TileSet::TileSet(VaeModel& model, TileGrid grid, Direction direction, bool offload)
-    : model_(model), grid_(grid), direction_(direction), offload_(offload) {
+TileSet::TileSet(VaeModel& model, Device& device, TileGrid grid, Direction direction, bool offload)
+    : model_(model), device_(device), grid_(grid), direction_(direction), offload_(offload) {
   tiles_.resize(static_cast<size_t>(grid_.count()));
   for (int64_t r = 0; r < grid_.rows; ++r)
     for (int64_t c = 0; c < grid_.cols; ++c) {
@@ -87,8 +82,10 @@ TileSet::TileSet(VaeModel& model, TileGrid grid, Direction direction, bool offlo
 
 TileSet::~TileSet() {
   // Copies may still be in flight into host memory the tiles own.
-  if (up_) up_->synchronize();
-  if (down_) down_->synchronize();
+  for (Tile& tile : tiles_) {
+    if (tile.uploaded.isCreated()) tile.uploaded.synchronize();
+    if (tile.downloaded.isCreated()) tile.downloaded.synchronize();
+  }
 }
 
 // Note [Offloaded caches]
@@ -106,7 +103,8 @@ TileSet::~TileSet() {
 // waits on another stream's events. Off CUDA, `offload` changes nothing: the caches are in host memory
 // already.
 void TileSet::upload(Tile& tile) {
-  const torch::Device device = model_.device();
+  const torch::Device device = device_.torch_device();
+  c10::cuda::CUDAStream up = device_.stream(Device::Lane::kCacheUpload);
   tile.cache.rewind();
   std::vector<std::pair<CausalCache::Slot*, torch::Tensor>> copies;
   for (size_t i = 0; i < tile.cache.size(); ++i) {
@@ -115,23 +113,23 @@ void TileSet::upload(Tile& tile) {
       copies.emplace_back(&slot, torch::empty_like(slot.history, slot.history.options().device(device)));
   }
   tile.cache.rewind();
-  tile.allocated.record(c10::cuda::getCurrentCUDAStream(device.index()));
-  c10::cuda::CUDAStreamGuard guard(*up_);
-  tile.allocated.block(*up_);
-  if (tile.downloaded.isCreated()) tile.downloaded.block(*up_);
+  tile.allocated.record(device_.compute_stream());
+  c10::cuda::CUDAStreamGuard guard(up);
+  tile.allocated.block(up);
+  if (tile.downloaded.isCreated()) tile.downloaded.block(up);
   for (auto& [slot, target] : copies) {
     target.copy_(slot->history, /*non_blocking=*/true);
     slot->history = target;
   }
-  tile.uploaded.record(*up_);
+  tile.uploaded.record(up);
   tile.uploading = true;
 }
 
 void TileSet::download(Tile& tile) {
-  const torch::Device device = model_.device();
-  tile.computed.record(c10::cuda::getCurrentCUDAStream(device.index()));
-  c10::cuda::CUDAStreamGuard guard(*down_);
-  tile.computed.block(*down_);
+  c10::cuda::CUDAStream down = device_.stream(Device::Lane::kCacheDownload);
+  tile.computed.record(device_.compute_stream());
+  c10::cuda::CUDAStreamGuard guard(down);
+  tile.computed.block(down);
   tile.cache.rewind();
   for (size_t i = 0; i < tile.cache.size(); ++i) {
     CausalCache::Slot& slot = tile.cache.next();
@@ -142,13 +140,13 @@ void TileSet::download(Tile& tile) {
     torch::Tensor& host = tile.host[i];
     if (!host.defined() || host.sizes() != slot.history.sizes() || host.strides() != slot.history.strides() ||
         host.scalar_type() != slot.history.scalar_type())
-      host = pinned_like(slot.history);
+      host = device_.host_like(slot.history);  // one block, strides kept
     host.copy_(slot.history, /*non_blocking=*/true);
     tile.leaving.push_back(slot.history);
     slot.history = host;
   }
   tile.cache.rewind();
-  tile.downloaded.record(*down_);
+  tile.downloaded.record(down);
   tile.uploading = false;
 }
 
@@ -160,7 +158,7 @@ int64_t TileSet::cache_bytes() const {
 
 torch::Tensor TileSet::run(const torch::Tensor& x) {
   torch::InferenceMode guard;
-  const torch::Device device = model_.device();
+  const torch::Device device = device_.torch_device();
   const torch::ScalarType dtype = model_.dtype();
   const bool encode = direction_ == Direction::kEncode;
   auto call = [&](const torch::Tensor& input, CausalCache& cache) {
@@ -179,10 +177,6 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
                              .view({1, 1, 1, weights[i].size(0), weights[i].size(1)});
   }
   const bool overlap = offload_ && device.is_cuda();
-  if (overlap && !up_) {
-    up_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-    down_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-  }
   torch::Tensor sum;
   torch::ScalarType out_dtype = dtype;  // the model's output dtype (encode answers float32 latents)
   for (size_t i = 0; i < tiles_.size(); ++i) {
@@ -192,7 +186,7 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
     torch::Tensor out;
     if (overlap) {
       if (!tile.uploading) upload(tile);
-      tile.uploaded.block(c10::cuda::getCurrentCUDAStream(device.index()));
+      tile.uploaded.block(device_.compute_stream());
       Tile& next = tiles_[(i + 1) % tiles_.size()];
       if (&next != &tile && !next.uploading) upload(next);
       out = call(crop, tile.cache);
@@ -200,7 +194,7 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
       // The tile before this one has been going down while this one ran: once it is down its device memory
       // returns to the compute stream's pool, before the next model call.
       if (leaving_ != nullptr) {
-        leaving_->downloaded.block(c10::cuda::getCurrentCUDAStream(device.index()));
+        leaving_->downloaded.block(device_.compute_stream());
         leaving_->leaving.clear();
       }
       leaving_ = &tile;
@@ -222,11 +216,12 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
   return sum.to(out_dtype);
 }
 
-std::unique_ptr<TileSet> make_tile_set(VaeModel& model, const TileGrid& grid, TileSet::Direction direction,
-                                       bool offload, int64_t latent_height, int64_t latent_width) {
+std::unique_ptr<TileSet> make_tile_set(VaeModel& model, Device& device, const TileGrid& grid,
+                                       TileSet::Direction direction, bool offload, int64_t latent_height,
+                                       int64_t latent_width) {
   const TileGrid resolved = resolve(grid, latent_height, latent_width);
   if (!resolved.tiled()) return nullptr;
-  return std::make_unique<TileSet>(model, resolved, direction, offload);
+  return std::make_unique<TileSet>(model, device, resolved, direction, offload);
 }
 
 }  // namespace vaecodec::core

@@ -6,11 +6,11 @@
 #include <vector>
 
 #include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/torch.h>
 
 #include "core/causal_cache.h"
-#include "core/planner.h"
+#include "core/device/device.h"
+#include "core/tile_grid.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
@@ -36,7 +36,7 @@ std::vector<torch::Tensor> blend_weights(const TileGrid& grid, int64_t scale);
 class TileSet {
  public:
   enum class Direction { kEncode, kDecode };
-  TileSet(VaeModel& model, TileGrid grid, Direction direction, bool offload);
+  TileSet(VaeModel& model, Device& device, TileGrid grid, Direction direction, bool offload);
   ~TileSet();
   TileSet(const TileSet&) = delete;
   TileSet& operator=(const TileSet&) = delete;
@@ -66,17 +66,18 @@ class TileSet {
   void download(Tile& tile);
 
   VaeModel& model_;
+  Device& device_;  // where the model runs: its compute stream and the caches' copy streams
   TileGrid grid_;
   Direction direction_;
   bool offload_;
   std::vector<Tile> tiles_;
-  std::optional<c10::cuda::CUDAStream> up_, down_;  // the copy streams (offloaded, on a CUDA device)
-  Tile* leaving_ = nullptr;                         // the tile whose download was queued last
+  Tile* leaving_ = nullptr;  // the tile whose download was queued last
 };
 
 // The tiles for frames of latent_height x latent_width, or nullptr when `grid` does not cut them (a default
 // grid means the whole frame). Throws when the grid was planned for another frame size.
-std::unique_ptr<TileSet> make_tile_set(VaeModel& model, const TileGrid& grid, TileSet::Direction direction,
-                                       bool offload, int64_t latent_height, int64_t latent_width);
+std::unique_ptr<TileSet> make_tile_set(VaeModel& model, Device& device, const TileGrid& grid,
+                                       TileSet::Direction direction, bool offload, int64_t latent_height,
+                                       int64_t latent_width);
 
 }  // namespace vaecodec::core

@@ -67,40 +67,8 @@ class VaeModel : public torch::nn::Module {
   bool channels_last_ = false;
 };
 
-// Options for building a model from a checkpoint.
-struct ModelOptions {
-  std::string family;  // empty: recognised from the checkpoint's tensors
-  torch::Device device = torch::kCPU;
-  torch::ScalarType dtype = torch::kFloat;
-  // Config keys set over the ones read off the tensors, for what the shapes cannot tell (SeedVR2's
-  // norm_num_groups); null: the detected config, with the file's own keys (Note [Config in the weights file]
-  // in vae_model.cpp).
-  nlohmann::json config = nullptr;
-  // Activation layout (Note [Channels-last]); unset: channels-last on CUDA, the plain layout elsewhere.
-  std::optional<bool> channels_last;
-};
-
 // Fills the parameters with deterministic random values of a sensible scale (unit-variance activations): for
 // benchmarks and tests of models whose released weights are not at hand.
 void randomize_parameters(VaeModel& model, uint64_t seed = 0);
-
-// Recognises the family and config from the checkpoint's tensors (or takes options.family), builds the model,
-// loads the weights, and moves it to the device and dtype.
-std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelOptions& options = {});
-// Builds a model of a family from its config with uninitialised weights (tests, benchmarks with random
-// weights).
-std::shared_ptr<VaeModel> build_model(const std::string& family, const nlohmann::json& config);
-// Moves a built model to options.device and options.dtype and sets it up for runs there (layout, no TF32 in
-// float32, cuDNN autotuning, and mode-B heuristics unless TORCH_CUDNN_USE_HEURISTIC_MODE_B is set: LibTorch
-// reads that once, at its first convolution, so place the model before running any); build_model(checkpoint,
-// ...) ends with it.
-void place_model(VaeModel& model, const ModelOptions& options);
-
-// Lets cuDNN time its algorithms for each new convolution shape, or not (Note [Autotuning] in io/pipeline.h:
-// the file pipeline's --autotune). VAECODEC_AUTOTUNE_CANDIDATES=N sets how many candidates it times per shape
-// (LibTorch's default 10; 0: all), a knob for measuring the start-up; anything but a count is refused.
-void set_cudnn_autotune(bool on);
-// The family and config a checkpoint holds, or throws naming what does not fit any known family.
-ModelInfo recognise_model(const Checkpoint& checkpoint);
 
 }  // namespace vaecodec::core

@@ -30,8 +30,8 @@ bool has_frames(const torch::Tensor& t) {
 }
 
 EncodeFeeder::EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry,
-                           DeviceTransfer& transfer)
-    : run_(model, chunks), geometry_(geometry), transfer_(transfer) {
+                           core::Device& device)
+    : run_(model, device, chunks), geometry_(geometry), device_(device) {
   // The engine's own chunk lengths (Note [Chunks] in core/engine.cpp), so every push runs one chunk at once.
   const int64_t latent_frames = std::max<int64_t>(chunks.latent_frames, 1);
   later_group_ = geometry.temporal_factor * latent_frames;
@@ -39,7 +39,7 @@ EncodeFeeder::EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geo
 }
 
 torch::Tensor EncodeFeeder::push(const torch::Tensor& frame) {
-  last_ = transfer_.upload(frame);
+  last_ = device_.upload(frame);
   pending_.push_back(last_);
   ++frames_in_;
   if (static_cast<int64_t>(pending_.size()) < group_) return {};
@@ -68,9 +68,9 @@ torch::Tensor EncodeFeeder::flush() {
   return run_.push(x);
 }
 
-DecodedFrameSink::DecodedFrameSink(Geometry geometry, DeviceTransfer& transfer, WriterStage& writer,
+DecodedFrameSink::DecodedFrameSink(Geometry geometry, core::Device& device, WriterStage& writer,
                                    const TensorToFrame* converter)
-    : geometry_(geometry), transfer_(transfer), writer_(writer), converter_(converter) {}
+    : geometry_(geometry), device_(device), writer_(writer), converter_(converter) {}
 
 void DecodedFrameSink::add_timing(int64_t pts, int64_t duration, torch::Tensor reference) {
   timings_.push_back({pts, duration, std::move(reference)});
@@ -87,7 +87,7 @@ void DecodedFrameSink::push(const torch::Tensor& video) {
       video.index({0, Slice(), Slice(0, real), Slice(0, geometry_.height), Slice(0, geometry_.width)})
           .permute({1, 0, 2, 3});
   if (!converter_) {
-    HostTensor host = transfer_.download(cropped);
+    core::HostTensor host = device_.download(cropped);
     for (int64_t i = 0; i < real; ++i) {
       Timing timing = std::move(timings_.front());
       timings_.pop_front();
@@ -98,8 +98,8 @@ void DecodedFrameSink::push(const torch::Tensor& video) {
   }
   // The chunk's planes [t, h, w] side by side in one buffer: one download, then a view per frame and plane.
   const std::array<torch::Tensor, 3> planes = converter_->quantize(cropped);
-  HostTensor host =
-      transfer_.download(torch::cat({planes[0].flatten(), planes[1].flatten(), planes[2].flatten()}));
+  core::HostTensor host =
+      device_.download(torch::cat({planes[0].flatten(), planes[1].flatten(), planes[2].flatten()}));
   std::array<torch::Tensor, 3> frames_of;
   int64_t offset = 0;
   for (int p = 0; p < 3; ++p) {

@@ -6,9 +6,9 @@
 
 #include <torch/torch.h>
 
+#include "core/device/device.h"
 #include "core/engine.h"
 #include "core/vae_model.h"
-#include "io/device_transfer.h"
 #include "io/stages.h"
 
 namespace vaecodec::io {
@@ -40,7 +40,7 @@ bool has_frames(const torch::Tensor& t);
 // copies]), pads the size, and pads the frame count at the end (Note [Padding]).
 class EncodeFeeder {
  public:
-  EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry, DeviceTransfer& transfer);
+  EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry, core::Device& device);
   // frame: [3, H, W] on the host. Returns the latents this frame completed, [1, z, n, h, w] (n may be 0).
   torch::Tensor push(const torch::Tensor& frame);
   // Pads to 1 + 4k frames and returns the remaining latents.
@@ -52,7 +52,7 @@ class EncodeFeeder {
 
   core::EncodeRun run_;
   Geometry geometry_;
-  DeviceTransfer& transfer_;
+  core::Device& device_;
   int64_t group_;  // frames per push to the run: 1 + f * (L - 1) for the first chunk, f * L after
   int64_t later_group_;
   std::vector<torch::Tensor> pending_;  // device frames [3, H, W]
@@ -66,7 +66,7 @@ class DecodedFrameSink {
  public:
   // converter: when given, frames are colour-converted where the model ran (on the GPU: batched, and an
   // eighth of the bytes to download for 8-bit 4:2:0) and the writer only copies planes; null: RGB frames.
-  DecodedFrameSink(Geometry geometry, DeviceTransfer& transfer, WriterStage& writer,
+  DecodedFrameSink(Geometry geometry, core::Device& device, WriterStage& writer,
                    const TensorToFrame* converter = nullptr);
   // The timing of the next input frame, in order; `reference` is the input frame for quality metrics.
   void add_timing(int64_t pts, int64_t duration, torch::Tensor reference = {});
@@ -80,7 +80,7 @@ class DecodedFrameSink {
     torch::Tensor reference;
   };
   Geometry geometry_;
-  DeviceTransfer& transfer_;
+  core::Device& device_;
   WriterStage& writer_;
   const TensorToFrame* converter_;
   std::deque<Timing> timings_;

@@ -72,7 +72,7 @@ const TensorToFrame* device_converter(const core::VaeModel& model, const VideoWr
 
 // Turns cuDNN's algorithm timing on or off for the run (Note [Autotuning]).
 void apply_autotune(const core::VaeModel& model, bool autotune) {
-  if (model.device().is_cuda()) core::set_cudnn_autotune(autotune);
+  if (model.device().is_cuda()) core::Device::set_autotune(autotune);
 }
 
 // The run's time by stage (RunSummary::stage_seconds).
@@ -128,7 +128,7 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
       core::plan_run(core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
                                            geometry.padded_height, model.dtype()),
                      *options.memory);
-  core::cap_device_memory(model.device(), options.memory->budget_bytes);
+  core::Device::of(model.device()).cap_memory(options.memory->budget_bytes);
   if (!options.quiet) std::cerr << "vaecodec: " << plan.summary() << std::endl;
   return plan;
 }
@@ -139,8 +139,9 @@ void report_memory(core::VaeModel& model, const core::Plan& plan, const Pipeline
   if (!options.memory) return;
   summary.plan = plan;
   if (options.quiet || !model.device().is_cuda()) return;
-  std::cerr << "vaecodec: peak VRAM " << core::format_size(device_peak_bytes(model.device()))
-            << " (estimated " << core::format_size(plan.estimate.total()) << ")" << std::endl;
+  std::cerr << "vaecodec: peak VRAM "
+            << core::format_size(core::Device::of(model.device()).peak_allocated_bytes()) << " (estimated "
+            << core::format_size(plan.estimate.total()) << ")" << std::endl;
 }
 
 }  // namespace
@@ -231,8 +232,8 @@ FinishingRun start_roundtrip(core::VaeModel& model, const fs::path& input, const
   output_container(output);
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
-  DeviceTransfer transfer(model.device());
-  VideoReader reader(input, {transfer.wants_pinned(), options.strict, /*keep_audio=*/true});
+  core::Device& device = core::Device::of(model.device());
+  VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/true});
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kRoundtrip, geometry, options);
@@ -244,9 +245,9 @@ FinishingRun start_roundtrip(core::VaeModel& model, const fs::path& input, const
   w.open(output, format, reader.audio_streams(), "roundtrip", reader.frame_count_hint(), capacity,
          /*measure=*/!options.metrics.empty());
   apply_autotune(model, options.autotune);
-  DecodedFrameSink sink(geometry, transfer, *w.writing, w.converter());
-  EncodeFeeder feeder(model, chunking, geometry, transfer);
-  core::DecodeRun decoder(model, chunking);
+  DecodedFrameSink sink(geometry, device, *w.writing, w.converter());
+  EncodeFeeder feeder(model, chunking, geometry, device);
+  core::DecodeRun decoder(model, device, chunking);
   int64_t latent_frames = 0;
   auto decode = [&](const torch::Tensor& latents) {
     if (!has_frames(latents)) return;
@@ -290,8 +291,8 @@ RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& 
   check_latent_extension(output);
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
-  DeviceTransfer transfer(model.device());
-  VideoReader reader(input, {transfer.wants_pinned(), options.strict});
+  core::Device& device = core::Device::of(model.device());
+  VideoReader reader(input, {device.wants_pinned(), options.strict});
   const VideoFormat format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kEncode, geometry, options);
@@ -300,11 +301,11 @@ RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& 
   TempOutput temp(output);
   Progress progress("encode", reader.frame_count_hint(), quiet_if(options.quiet));
   apply_autotune(model, options.autotune);
-  EncodeFeeder feeder(model, chunking, geometry, transfer);
-  std::vector<HostTensor> chunks;
+  EncodeFeeder feeder(model, chunking, geometry, device);
+  std::vector<core::HostTensor> chunks;
   std::vector<int64_t> pts;
   auto keep = [&](const torch::Tensor& latents) {
-    if (has_frames(latents)) chunks.push_back(transfer.download(latents));
+    if (has_frames(latents)) chunks.push_back(device.download(latents));
   };
   ReaderStage reading(reader, frame_queue_capacity(info, chunking), nullptr);
   while (std::optional<VideoFrame> frame = reading.next()) {
@@ -315,7 +316,7 @@ RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& 
   }
   keep(feeder.finish());
   std::vector<torch::Tensor> parts;
-  for (const HostTensor& chunk : chunks) {
+  for (const core::HostTensor& chunk : chunks) {
     chunk.wait();
     parts.push_back(chunk.tensor);
   }
@@ -442,20 +443,20 @@ FinishingRun start_decode(core::VaeModel& model, const fs::path& input, const fs
   const core::Plan memory_plan = plan_memory(model, core::Op::kDecode, geometry, options);
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
 
-  DeviceTransfer transfer(model.device());
+  core::Device& device = core::Device::of(model.device());
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
   FinishingRun::State& w = *state;
   w.open(output, plan.format, {}, "decode", plan.frames, frame_queue_capacity(info, chunking),
          /*measure=*/false);
   apply_autotune(model, options.autotune);
-  DecodedFrameSink sink(geometry, transfer, *w.writing, w.converter());
+  DecodedFrameSink sink(geometry, device, *w.writing, w.converter());
   for (int64_t i = 0; i < plan.frames; ++i) sink.add_timing(plan.pts[i], plan.durations[i]);
-  core::DecodeRun decoder(model, chunking);
+  core::DecodeRun decoder(model, device, chunking);
   const int64_t step = std::max<int64_t>(chunking.latent_frames, 1);
   for (int64_t t = 0; t < file.latents.size(2); t += step) {
     throw_if_interrupted();
     const int64_t n = std::min<int64_t>(step, file.latents.size(2) - t);
-    sink.push(decoder.push(transfer.upload(file.latents.narrow(2, t, n))));
+    sink.push(decoder.push(device.upload(file.latents.narrow(2, t, n))));
   }
   sink.push(decoder.finish());
   if (sink.emitted() != plan.frames)

@@ -23,8 +23,8 @@ namespace vaecodec::io {
 // cuDNN can time its algorithms for every new convolution shape and keep the fastest. It costs about 2 s at
 // the start of a run (7.7-8.3 s for an 81-frame 720p round trip against 5.5-5.7 s, whatever the number of
 // candidates timed per shape). Without it LibTorch takes the first kernel cuDNN's heuristics offer; in mode B
-// (Note [Heuristics] in core/vae_model.cpp) those were as fast as timing's for Wan2.1 on an H100 (bench round
-// trip 720p 2.90 s untimed, 2.91 s timed) and 3-13% slower for SeedVR2 and Wan2.2 (decode 3.99 / 2.47 s
+// (Note [Heuristics] in core/device/device.cpp) those were as fast as timing's for Wan2.1 on an H100 (bench
+// round trip 720p 2.90 s untimed, 2.91 s timed) and 3-13% slower for SeedVR2 and Wan2.2 (decode 3.99 / 2.47 s
 // against 3.81 / 2.35 s, Wan2.2 encode 0.85 against 0.75 s): timing pays only on long clips of those models,
 // so it is off unless asked for (docs/benchmarks.md, "Start-up").
 

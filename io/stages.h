@@ -11,8 +11,8 @@
 
 #include <torch/torch.h>
 
+#include "core/device/device.h"
 #include "io/bounded_queue.h"
-#include "io/device_transfer.h"
 #include "io/ffmpeg_common.h"
 #include "io/metrics.h"
 #include "io/progress.h"
@@ -69,8 +69,8 @@ class ReaderStage {
 
 // One frame on its way to the writer.
 struct OutputFrame {
-  HostTensor chunk;   // the download the frame is part of: wait for it before reading `rgb` or `planes`
-  torch::Tensor rgb;  // [3, H, W] float, a view into chunk.tensor; undefined when `planes` are given
+  core::HostTensor chunk;  // the download the frame is part of: wait for it before reading `rgb` or `planes`
+  torch::Tensor rgb;       // [3, H, W] float, a view into chunk.tensor; undefined when `planes` are given
   std::array<torch::Tensor, 3>
       planes;  // the frame converted (TensorToFrame::quantize), views into chunk.tensor
   int64_t pts = 0;

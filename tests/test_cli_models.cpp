@@ -38,7 +38,7 @@ nlohmann::json tiny_config(const TinyModel& model) {
 }
 
 // The model's weights as the CLI can use them. SeedVR2's 8 norm groups leave no trace in the tensor shapes,
-// so its copy states them in the file (Note [Config in the weights file] in core/vae_model.cpp).
+// so its copy states them in the file (Note [Config in the weights file] in core/models/registry.cpp).
 std::filesystem::path weights_file(const TinyModel& model, const ScratchDir& dir) {
   const auto original = data_dir() / model.dir / "weights.safetensors";
   if (model.family != "seedvr2-vae") return original;

@@ -8,7 +8,7 @@
 #include <iostream>
 
 #include "core/engine.h"
-#include "core/model_registry.h"
+#include "core/models/registry.h"
 #include "core/vae_model.h"
 #include "tests/test_support.h"
 

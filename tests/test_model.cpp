@@ -3,13 +3,14 @@
 #include <torch/cuda.h>
 #include <catch2/catch.hpp>
 
+#include "core/device/device.h"
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/layers.h"
-#include "core/model_registry.h"
+#include "core/models/registry.h"
+#include "core/models/wan/wan_blocks.h"
 #include "core/safetensors.h"
 #include "core/vae_model.h"
-#include "core/wan_blocks.h"
 #include "tests/test_support.h"
 
 namespace vaecodec::test {
@@ -106,7 +107,7 @@ TEST_CASE("frames pushed in arbitrary pieces give the same latents", "[model][ch
   auto model = tiny_wan21_f64();
   const auto video = read_tensors(wan21_dir() / "cases.safetensors").at("video").to(torch::kDouble);
   const auto reference = core::encode_video(*model, video, {1});
-  core::EncodeRun run(*model, {2});
+  core::EncodeRun run(*model, core::Device::of(model->device()), {2});
   std::vector<torch::Tensor> parts;
   int64_t t = 0;
   for (int64_t piece : {3, 1, 7, 6}) {
@@ -239,12 +240,12 @@ TEST_CASE("on CUDA the upsampler on the input grid matches float64", "[model][gp
 TEST_CASE("VAECODEC_AUTOTUNE_CANDIDATES takes a count of candidates or is refused", "[model]") {
   const int before = at::globalContext().benchmarkLimitCuDNN();
   ::setenv("VAECODEC_AUTOTUNE_CANDIDATES", "3", 1);
-  core::set_cudnn_autotune(false);
+  core::Device::set_autotune(false);
   CHECK(at::globalContext().benchmarkLimitCuDNN() == 3);
   for (const char* bad : {"", "three", "3x", "-1"}) {
     INFO("'" << bad << "'");
     ::setenv("VAECODEC_AUTOTUNE_CANDIDATES", bad, 1);
-    REQUIRE_THROWS_WITH(core::set_cudnn_autotune(false),
+    REQUIRE_THROWS_WITH(core::Device::set_autotune(false),
                         Catch::Contains("VAECODEC_AUTOTUNE_CANDIDATES: expected"));
   }
   ::unsetenv("VAECODEC_AUTOTUNE_CANDIDATES");
@@ -253,7 +254,7 @@ TEST_CASE("VAECODEC_AUTOTUNE_CANDIDATES takes a count of candidates or is refuse
 
 TEST_CASE("a run rejects frame counts other than 1 + 4k", "[model][chunks]") {
   auto model = tiny_wan21();
-  core::EncodeRun run(*model);
+  core::EncodeRun run(*model, core::Device::of(model->device()));
   run.push(torch::zeros({1, 3, 6, 64, 48}));
   REQUIRE_THROWS_WITH(run.finish(), Catch::Contains("1 + 4k frames, got 6"));
   REQUIRE_THROWS_WITH(core::encode_video(*model, torch::zeros({1, 3, 5, 60, 48})),

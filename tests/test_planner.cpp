@@ -7,8 +7,9 @@
 #include <regex>
 #include <tuple>
 
+#include "core/device/device.h"
 #include "core/error.h"
-#include "core/model_registry.h"
+#include "core/models/registry.h"
 #include "core/planner.h"
 #include "core/presets.h"
 #include "tests/test_support.h"
@@ -56,8 +57,8 @@ int64_t measured_cache_bytes(const std::string& name, core::Op op, int64_t width
 
 TEST_CASE("the cache coefficients match the released models' caches", "[planner]") {
   // Small frames keep the released architectures quick on the CPU; caches scale with the pixels.
-  for (const std::string name : {"wan2.1-vae", "seedvr2-vae", "wan2.2-vae"}) {
-    const auto& family = core::find_model_family(name);
+  for (const core::ModelFamily& family : core::model_families()) {
+    const std::string& name = family.name;
     const auto model = family.build(family.released_config);
     const int64_t width = 64, height = 2 * model->info().spatial_factor;
     for (core::Op op : {core::Op::kDecode, core::Op::kEncode}) {
@@ -71,37 +72,28 @@ TEST_CASE("the cache coefficients match the released models' caches", "[planner]
       const double pixels = static_cast<double>(width * height) * 4;
       std::cout << "planner: " << name << " " << core::op_name(op) << " cache " << measured / pixels
                 << " elements per pixel (measured), " << estimate.cache / pixels << " (table)\n";
-      CHECK(std::abs(static_cast<double>(estimate.cache) / static_cast<double>(measured) - 1) < 0.02);
+      CHECK(static_cast<double>(estimate.cache) == Approx(static_cast<double>(measured)).epsilon(0.02));
     }
   }
 }
 
 TEST_CASE("the memory model reproduces its calibration run and scales with pixels and chunks", "[planner]") {
-  // The calibration runs: bench OP WxH x81, chunk 1, bf16 on the H100, with bench's clip resident.
-  struct Run {
-    const char* family;
-    core::Op op;
-    int64_t width, height, parameters;
-    double peak_gib, resident_gib;
-  };
-  for (const Run& run : {Run{"wan2.1-vae", core::Op::kDecode, 1280, 720, 126892531, 8.984, 0.852},
-                         Run{"wan2.1-vae", core::Op::kEncode, 1280, 720, 126892531, 7.219, 0.852},
-                         Run{"seedvr2-vae", core::Op::kDecode, 1280, 720, 250648227, 14.91, 0.852},
-                         Run{"seedvr2-vae", core::Op::kEncode, 1280, 720, 250648227, 9.59, 0.852},
-                         Run{"wan2.2-vae", core::Op::kDecode, 1280, 704, 704688668, 8.78, 0.829},
-                         Run{"wan2.2-vae", core::Op::kEncode, 1280, 704, 704688668, 4.80, 0.829}}) {
-    INFO(run.family << " " << core::op_name(run.op));
-    const auto& family = core::find_model_family(run.family);
+  // Every family's calibration runs (bench OP WxH xF, chunk C, with bench's clip resident): the estimate of
+  // the measured run gives back its measured peak, for the family's released model.
+  for (const core::ModelFamily& family : core::model_families()) {
     const auto model = family.build(family.released_config);
-    const auto r = core::PlanRequest::of(model->info(), model->parameter_count(), run.op, run.width,
-                                         run.height, torch::kBFloat16);
-    CHECK(r.parameter_count == run.parameters);
-    const int64_t f = model->info().spatial_factor;
-    const auto e = core::estimate_memory(r, 1, core::TileGrid::whole(run.height / f, run.width / f), false,
-                                         static_cast<int64_t>(run.resident_gib * kGiB));
-    CHECK(std::abs(static_cast<double>(e.total()) / kGiB - run.peak_gib) < 0.05);
-    CHECK(e.weights == run.parameters * 2);
-    CHECK(e.activations > 0);
+    for (const core::MemoryCalibration& run : family.calibration) {
+      INFO(family.name << " " << core::op_name(run.op) << " " << c10::toString(run.dtype));
+      const auto r = core::PlanRequest::of(model->info(), model->parameter_count(), run.op, run.width,
+                                           run.height, run.dtype);
+      CHECK(r.parameter_count == run.parameters);
+      const int64_t f = model->info().spatial_factor;
+      const auto e = core::estimate_memory(r, run.chunk, core::TileGrid::whole(run.height / f, run.width / f),
+                                           false, static_cast<int64_t>(run.resident_gib * kGiB));
+      CHECK(std::abs(static_cast<double>(e.total()) / kGiB - run.peak_gib) < 0.05);
+      CHECK(e.weights == run.parameters * static_cast<int64_t>(c10::elementSize(run.dtype)));
+      CHECK(e.activations > 0);
+    }
   }
 
   const auto request = wan21(core::Op::kDecode, 1280, 720);
@@ -266,7 +258,7 @@ TEST_CASE("an impossible budget is refused with the smallest budget that works",
 }
 
 TEST_CASE("the allocator cap is a no-op off CUDA", "[planner]") {
-  CHECK(core::cap_device_memory(torch::kCPU, 8 * kGiB) == 0.0);
+  CHECK(core::Device::of(torch::kCPU).cap_memory(8 * kGiB) == 0.0);
 }
 
 }  // namespace vaecodec::test

@@ -3,10 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include "core/engine.h"
-#include "core/model_registry.h"
+#include "core/models/registry.h"
+#include "core/models/seedvr2/seedvr2_blocks.h"
+#include "core/models/seedvr2/seedvr2_vae.h"
 #include "core/safetensors.h"
-#include "core/seedvr2_blocks.h"
-#include "core/seedvr2_vae.h"
 #include "core/vae_model.h"
 #include "tests/test_support.h"
 

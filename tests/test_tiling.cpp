@@ -9,9 +9,10 @@
 #include <cmath>
 #include <iostream>
 
+#include "core/device/device.h"
 #include "core/engine.h"
 #include "core/error.h"
-#include "core/model_registry.h"
+#include "core/models/registry.h"
 #include "core/tiling.h"
 #include "tests/video_test_support.h"
 
@@ -105,7 +106,7 @@ TEST_CASE("tiled runs do not depend on the chunking: each tile keeps its cache",
     INFO("encode chunk " << chunk);
     CHECK(relative_error(core::encode_video(*model, video, {chunk, grid}), latents) <= 1e-12);
   }
-  core::EncodeRun pieces(*model, {2, grid});
+  core::EncodeRun pieces(*model, core::Device::of(model->device()), {2, grid});
   std::vector<torch::Tensor> parts;
   int64_t t = 0;
   for (int64_t piece : {3, 1, 7, 6}) {

@@ -4,10 +4,10 @@
 
 #include "core/engine.h"
 #include "core/error.h"
-#include "core/model_registry.h"
+#include "core/models/registry.h"
+#include "core/models/wan21/wan21_vae.h"
+#include "core/models/wan22/wan22_vae.h"
 #include "core/vae_model.h"
-#include "core/wan21_vae.h"
-#include "core/wan22_vae.h"
 #include "tests/test_support.h"
 
 namespace vaecodec::test {

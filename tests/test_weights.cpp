@@ -19,6 +19,7 @@
 
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/models/registry.h"
 #include "core/safetensors.h"
 
 namespace {

@@ -8,8 +8,8 @@
 
 namespace vaecodec::core::kernels {
 
-// The upsampler's last step (Note [Upsampling on the input grid] in core/wan_blocks.cpp): phases is
-// [frames, height + 1, width + 1, 4 * C] and out [frames, 2 * height, 2 * width, C], both contiguous
+// The upsampler's last step (Note [Upsampling on the input grid] in core/models/wan/wan_blocks.cpp): phases
+// is [frames, height + 1, width + 1, 4 * C] and out [frames, 2 * height, 2 * width, C], both contiguous
 // channels-last; out[f, 2i + a, 2j + b, c] = phases[f, i + a, j + b, (2a + b) * C + c] + bias[c] (bias may be
 // null). cudaErrorInvalidValue (nothing written) unless C is a multiple of 16 bytes' worth of elements and
 // both pointers are 16-byte aligned.

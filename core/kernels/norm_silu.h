@@ -16,9 +16,9 @@ bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, cons
 // the same shape and dtype. False when the kernel does not apply and nothing was written.
 bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias);
 
-// The upsampler's interleave (Note [Upsampling on the input grid] in core/wan_blocks.cpp): out [N, C, T, 2H,
-// 2W] from phases [N, 4C, T, H + 1, W + 1], both channels-last-3d CUDA tensors, plus bias (float32 [C],
-// optional). False when the kernel does not apply and nothing was written.
+// The upsampler's interleave (Note [Upsampling on the input grid] in core/models/wan/wan_blocks.cpp): out [N,
+// C, T, 2H, 2W] from phases [N, 4C, T, H + 1, W + 1], both channels-last-3d CUDA tensors, plus bias (float32
+// [C], optional). False when the kernel does not apply and nothing was written.
 bool interleave_phases_into(const torch::Tensor& phases, const torch::Tensor& bias, const torch::Tensor& out);
 
 // SeedVR2's per-frame GroupNorm (then SiLU when `silu`) written into `out`, for a 5-D CUDA tensor whose

@@ -1,4 +1,4 @@
-#include "core/seedvr2_vae.h"
+#include "core/models/seedvr2/seedvr2_vae.h"
 
 #include <string>
 
@@ -101,16 +101,22 @@ torch::Tensor SeedVR2Decoder::forward(const torch::Tensor& x, CausalCache& cache
   return timed_stage("decoder.head", [&] { return norm_silu_conv(*conv_norm_out_, *conv_out_, h, cache); });
 }
 
+ModelInfo SeedVR2Vae::describe(const SeedVR2Config& config) {
+  ModelInfo info;
+  info.family = "seedvr2-vae";
+  info.config = config.to_json();
+  info.latent_channels = config.latent_channels;
+  info.spatial_factor = int64_t{1} << (config.block_out_channels.size() - 1);
+  info.temporal_factor = int64_t{1} << config.temporal_scale_num;
+  info.latent_scale = 0.9152;
+  return info;
+}
+
 SeedVR2Vae::SeedVR2Vae(const SeedVR2Config& config) : config_(config) {
   encoder_ = register_module("encoder", std::make_shared<SeedVR2Encoder>(config));
   decoder_ = register_module("decoder", std::make_shared<SeedVR2Decoder>(config));
 
-  info_.family = "seedvr2-vae";
-  info_.config = config.to_json();
-  info_.latent_channels = config.latent_channels;
-  info_.spatial_factor = int64_t{1} << (config.block_out_channels.size() - 1);
-  info_.temporal_factor = int64_t{1} << config.temporal_scale_num;
-  info_.latent_scale = 0.9152;
+  info_ = describe(config);
 }
 
 torch::Tensor SeedVR2Vae::encode(const torch::Tensor& x, CausalCache& cache) {

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/layers.h"
+#include "core/models/wan/wan_blocks.h"
 #include "core/vae_model.h"
-#include "core/wan_blocks.h"
 
 namespace vaecodec::core {
 
@@ -59,6 +59,8 @@ class Wan21Vae : public VaeModel {
 
   // Recognises a Wan2.1 state dict (original layout) and reads its config from the tensor shapes.
   static std::optional<Wan21Config> detect(const StateDict& tensors);
+  // What a model of `config` is (family, latent channels, factors, statistics), without building it.
+  static ModelInfo describe(const Wan21Config& config);
 
  private:
   Wan21Config config_;

@@ -1,4 +1,4 @@
-#include "core/wan21_vae.h"
+#include "core/models/wan21/wan21_vae.h"
 
 #include "core/error.h"
 #include "core/stage_timer.h"
@@ -102,26 +102,32 @@ torch::Tensor Wan21Decoder::forward(const torch::Tensor& x, CausalCache& cache) 
   return timed_stage("decoder.head", [&] { return head_->forward(h, cache); });
 }
 
+ModelInfo Wan21Vae::describe(const Wan21Config& config) {
+  ModelInfo info;
+  info.family = "wan2.1-vae";
+  info.config = config.to_json();
+  info.latent_channels = config.z_dim;
+  info.spatial_factor = 1 << (config.dim_mult.size() - 1);
+  int64_t tf = 1;
+  for (bool t : config.temporal_downsample) tf *= t ? 2 : 1;
+  info.temporal_factor = tf;
+  if (config.z_dim == static_cast<int64_t>(wan21_latent_mean().size())) {
+    info.latent_mean = wan21_latent_mean();
+    info.latent_std = wan21_latent_std();
+  } else {
+    info.latent_mean.assign(config.z_dim, 0.f);
+    info.latent_std.assign(config.z_dim, 1.f);
+  }
+  return info;
+}
+
 Wan21Vae::Wan21Vae(const Wan21Config& config) : config_(config) {
   encoder_ = register_module("encoder", std::make_shared<Wan21Encoder>(config, 2 * config.z_dim));
   conv1_ = register_module("conv1", wan_conv1(2 * config.z_dim, 2 * config.z_dim));
   conv2_ = register_module("conv2", wan_conv1(config.z_dim, config.z_dim));
   decoder_ = register_module("decoder", std::make_shared<Wan21Decoder>(config));
 
-  info_.family = "wan2.1-vae";
-  info_.config = config.to_json();
-  info_.latent_channels = config.z_dim;
-  info_.spatial_factor = 1 << (config.dim_mult.size() - 1);
-  int64_t tf = 1;
-  for (bool t : config.temporal_downsample) tf *= t ? 2 : 1;
-  info_.temporal_factor = tf;
-  if (config.z_dim == static_cast<int64_t>(wan21_latent_mean().size())) {
-    info_.latent_mean = wan21_latent_mean();
-    info_.latent_std = wan21_latent_std();
-  } else {
-    info_.latent_mean.assign(config.z_dim, 0.f);
-    info_.latent_std.assign(config.z_dim, 1.f);
-  }
+  info_ = describe(config);
   mean_ = torch::tensor(info_.latent_mean).reshape({1, config.z_dim, 1, 1, 1});
   std_ = torch::tensor(info_.latent_std).reshape({1, config.z_dim, 1, 1, 1});
 }

@@ -1,4 +1,4 @@
-#include "core/seedvr2_blocks.h"
+#include "core/models/seedvr2/seedvr2_blocks.h"
 
 #include "core/error.h"
 #include "core/flops.h"

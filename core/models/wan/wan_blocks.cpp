@@ -1,4 +1,4 @@
-#include "core/wan_blocks.h"
+#include "core/models/wan/wan_blocks.h"
 
 #include <cmath>
 

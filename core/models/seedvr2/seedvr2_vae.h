@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/layers.h"
-#include "core/seedvr2_blocks.h"
+#include "core/models/seedvr2/seedvr2_blocks.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
@@ -70,6 +70,8 @@ class SeedVR2Vae : public VaeModel {
   // Recognises a SeedVR2 state dict and reads its config off the tensor shapes. The number of norm groups
   // leaves no trace in the shapes: it is the released 32 (ModelOptions::config can say otherwise).
   static std::optional<SeedVR2Config> detect(const StateDict& tensors);
+  // What a model of `config` is (family, latent channels, factors, statistics), without building it.
+  static ModelInfo describe(const SeedVR2Config& config);
 
  private:
   SeedVR2Config config_;

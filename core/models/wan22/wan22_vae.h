@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/layers.h"
+#include "core/models/wan/wan_blocks.h"
 #include "core/vae_model.h"
-#include "core/wan_blocks.h"
 
 namespace vaecodec::core {
 
@@ -123,6 +123,8 @@ class Wan22Vae : public VaeModel {
 
   // Recognises a Wan2.2 state dict (original layout) and reads its config from the tensor shapes.
   static std::optional<Wan22Config> detect(const StateDict& tensors);
+  // What a model of `config` is (family, latent channels, factors, statistics), without building it.
+  static ModelInfo describe(const Wan22Config& config);
 
  private:
   Wan22Config config_;

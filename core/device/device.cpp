@@ -1,0 +1,199 @@
+#include "core/device/device.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+#include <ATen/Context.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/cuda.h>
+
+#include "core/error.h"
+
+namespace vaecodec::core {
+namespace {
+
+// Note [Heuristics]
+// Without timing, LibTorch takes the first kernel that cuDNN's heuristics offer for a convolution. Its
+// default, mode A ("instant"), answers quickly but picked kernels 22% slower than timing finds for the Wan2.1
+// encoder and decoder on an H100 (bench round trip 720p x81: 3.55 s against 2.91 s); mode B, a slower query,
+// picked kernels as fast as timing's (2.90 s), without timing's ~2 s at the start of a run. Its first calls
+// cost about what mode A's do (a cold round trip 4.1-4.45 s against 4.41 s), once per shape and thread.
+// docs/benchmarks.md, "Start-up: cuDNN's heuristics instead of its timing".
+void use_cudnn_heuristics_b() {
+  setenv("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "1", /*overwrite=*/0);
+}
+
+torch::Device resolve(torch::Device device) {
+  if (!device.is_cuda()) return torch::Device(device.type());
+  if (!torch::cuda::is_available())
+    throw Error("device " + device.str() + " asked for, but CUDA is not available");
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  const c10::DeviceIndex index = device.has_index() ? device.index() : c10::cuda::current_device();
+  if (index < 0 || index >= count)
+    throw Error("device " + device.str() + " does not exist (" + std::to_string(count) + " CUDA device" +
+                (count == 1 ? "" : "s") + " here: cuda:0" +
+                (count > 1 ? "..cuda:" + std::to_string(count - 1) : "") + ")");
+  return torch::Device(torch::kCUDA, index);
+}
+
+constexpr size_t kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
+}  // namespace
+
+void HostTensor::wait() const {
+  if (ready) static_cast<c10::cuda::CUDAEvent*>(ready.get())->synchronize();
+}
+
+Device& Device::of(torch::Device device) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, int>, std::unique_ptr<Device>>* devices =
+      new std::map<std::pair<int, int>, std::unique_ptr<Device>>;  // never destroyed: streams outlive exit
+  const torch::Device resolved = resolve(device);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = (*devices)[{static_cast<int>(resolved.type()), static_cast<int>(resolved.index())}];
+  if (!slot) slot.reset(new Device(resolved));
+  return *slot;
+}
+
+Device::Device(torch::Device device) : device_(device) {}
+
+std::string Device::name() const {
+  if (!is_cuda()) return device_.str();
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, index()) != cudaSuccess) return device_.str();
+  return props.name;
+}
+
+void Device::prepare(torch::ScalarType dtype) {
+  if (!is_cuda()) return;
+  if (dtype == torch::kFloat) {
+    // float32 means the model's own arithmetic: no TF32 shortcuts in cuDNN convolutions or cuBLAS products.
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
+  // Timing on unless the caller decides (bench and the file pipeline do: off for files unless asked, Note
+  // [Autotuning] in io/pipeline.h); mode-B heuristics for when it is off (Note [Heuristics]).
+  use_cudnn_heuristics_b();
+  set_autotune(true);
+}
+
+void Device::set_autotune(bool on) {
+  at::globalContext().setBenchmarkCuDNN(on);
+  if (const char* limit = std::getenv("VAECODEC_AUTOTUNE_CANDIDATES")) {
+    char* end = nullptr;
+    const long n = std::strtol(limit, &end, 10);
+    if (end == limit || *end != '\0' || n < 0 || n > 1000)
+      throw Error(
+          std::string("VAECODEC_AUTOTUNE_CANDIDATES: expected a count of candidates (0: all), got '") +
+          limit + "'");
+    at::globalContext().setBenchmarkLimitCuDNN(static_cast<int>(n));
+  }
+}
+
+c10::cuda::CUDAStream Device::compute_stream() const {
+  return c10::cuda::getCurrentCUDAStream(index());
+}
+
+c10::cuda::CUDAStream Device::stream(Lane lane) {
+  if (!is_cuda()) throw Error("a copy stream was asked of " + device_.str() + ", which has none");
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& s = lane == Lane::kFrames ? frames_ : lane == Lane::kCacheUpload ? cache_up_ : cache_down_;
+  if (!s) s = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, index());
+  return *s;
+}
+
+torch::Tensor Device::host_like(const torch::Tensor& t) const {
+  return torch::empty_strided(t.sizes(), t.strides(),
+                              t.options().device(torch::kCPU).pinned_memory(is_cuda()));
+}
+
+double Device::cap_memory(int64_t budget_bytes) {
+  if (!is_cuda() || budget_bytes <= 0) return 0;
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, index()) != cudaSuccess)
+    throw Error("cannot read the memory size of CUDA device " + std::to_string(index()));
+  const double fraction =
+      std::min(1.0, static_cast<double>(budget_bytes) / static_cast<double>(props.totalGlobalMem));
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, index());
+  return fraction;
+}
+
+int64_t Device::peak_allocated_bytes() const {
+  if (!is_cuda()) return 0;
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(index()).allocated_bytes[kAggregate].peak;
+}
+
+int64_t Device::peak_reserved_bytes() const {
+  if (!is_cuda()) return 0;
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(index()).reserved_bytes[kAggregate].peak;
+}
+
+void Device::reset_peak_statistics() {
+  if (is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(index());
+}
+
+Device::MemoryInfo Device::memory_info() const {
+  if (!is_cuda()) return {};
+  c10::cuda::CUDAGuard guard(index());
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
+    throw Error("cannot read the free memory of CUDA device " + std::to_string(index()));
+  return {static_cast<int64_t>(free_bytes), static_cast<int64_t>(total_bytes)};
+}
+
+void Device::synchronize() const {
+  if (is_cuda()) torch::cuda::synchronize(index());
+}
+
+// Note [Overlapping copies]
+// On a CUDA device the frames cross PCIe on a stream of their own (Lane::kFrames): host frames are pinned
+// (the reader allocates them so), uploads are queued on the copy stream and the model's stream waits for
+// them with an event, and downloads wait for the model's work with an event, copy into pinned memory and
+// hand the writer an event to wait on. The VAE thread therefore never blocks on a copy, and uploads of the
+// next chunk, the download of the last one and the encoder (x264) all run while the model computes. The
+// caching allocator is told which stream uses each tensor (record_stream) so memory is not reused too early.
+// On the CPU both directions are plain (and free) tensor moves.
+torch::Tensor Device::upload(const torch::Tensor& host) {
+  if (!is_cuda()) return host.to(device_);
+  c10::cuda::CUDAStream compute = compute_stream();
+  c10::cuda::CUDAStream copy = stream(Lane::kFrames);
+  torch::Tensor on_device;
+  {
+    c10::cuda::CUDAStreamGuard guard(copy);
+    on_device = host.to(device_, /*non_blocking=*/true);
+  }
+  c10::cuda::CUDAEvent copied;
+  copied.record(copy);
+  copied.block(compute);
+  on_device.record_stream(compute);
+  return on_device;
+}
+
+HostTensor Device::download(const torch::Tensor& device_tensor) {
+  // 16-bit floats arrive as float32; integer code values (converted frames) keep their type.
+  const auto type = device_tensor.is_floating_point() ? torch::kFloat : device_tensor.scalar_type();
+  if (!is_cuda()) return {device_tensor.to(torch::kCPU, type).contiguous(), nullptr};
+  c10::cuda::CUDAStream compute = compute_stream();
+  c10::cuda::CUDAStream copy = stream(Lane::kFrames);
+  const torch::Tensor source = device_tensor.to(type).contiguous();
+  c10::cuda::CUDAEvent computed;
+  computed.record(compute);
+  computed.block(copy);
+  torch::Tensor host = torch::empty(source.sizes(), torch::TensorOptions().dtype(type).pinned_memory(true));
+  auto ready = std::make_shared<c10::cuda::CUDAEvent>();
+  {
+    c10::cuda::CUDAStreamGuard guard(copy);
+    host.copy_(source, /*non_blocking=*/true);
+    ready->record(copy);
+  }
+  source.record_stream(copy);
+  return {host, std::static_pointer_cast<void>(ready)};
+}
+
+}  // namespace vaecodec::core

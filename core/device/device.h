@@ -1,0 +1,101 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <c10/cuda/CUDAStream.h>
+#include <torch/torch.h>
+
+namespace vaecodec::core {
+
+// A host tensor that may still be arriving from the device; wait() before reading it.
+struct HostTensor {
+  torch::Tensor tensor;
+  std::shared_ptr<void> ready;  // a CUDA event (opaque here), null when the copy was synchronous
+  void wait() const;
+};
+
+// Note [Devices]
+// Everything vaecodec does to a device, apart from running the model on it, goes through that device's one
+// Device object (Device::of): the side streams for copies, pinned host buffers, the allocator's cap and its
+// peak statistics, the library switches that apply to the model's runs there (TF32, cuDNN's heuristics and
+// timing) and the host <-> device copies of frames and latents. Engine runs and tiles take a Device; a run on
+// several GPUs is several Device objects. On the CPU the object exists too and its operations are plain
+// tensor moves (or nothing), so callers need not ask which device they have.
+// LibTorch keeps some of these switches process-wide (cuDNN timing, TF32): prepare() and set_autotune() set
+// them for every device; the Notes at each say why that is what a run wants.
+class Device {
+ public:
+  // The copy streams a device owns, one per kind of traffic so that none waits behind another.
+  enum class Lane { kFrames, kCacheUpload, kCacheDownload };
+
+  // The process's object for `device` ("cuda" without an index: the current CUDA device). Throws Error when
+  // the device does not exist here.
+  static Device& of(torch::Device device);
+
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  torch::Device torch_device() const { return device_; }
+  bool is_cuda() const { return device_.is_cuda(); }
+  c10::DeviceIndex index() const { return device_.index(); }
+  std::string name() const;  // "cpu", or the GPU's name
+
+  // Sets the device up for a model in `dtype` (Note [Heuristics]): float32 without TF32 shortcuts, cuDNN's
+  // mode-B heuristics, and cuDNN's timing on until a caller decides (set_autotune). Call before the first
+  // convolution: LibTorch reads the heuristics switch once.
+  void prepare(torch::ScalarType dtype);
+  // Lets cuDNN time its algorithms for each new convolution shape, or not (Note [Autotuning] in
+  // io/pipeline.h). VAECODEC_AUTOTUNE_CANDIDATES=N sets how many candidates it times per shape (LibTorch's
+  // default 10; 0: all), a knob for measuring the start-up; anything but a count is refused. Process-wide.
+  static void set_autotune(bool on);
+
+  // --- streams
+  // The stream the model's work is queued on (the current stream); CUDA only.
+  c10::cuda::CUDAStream compute_stream() const;
+  // A side stream of this device, made on first use; CUDA only.
+  c10::cuda::CUDAStream stream(Lane lane);
+
+  // --- host memory
+  // An empty host tensor of `t`'s sizes, strides and dtype, pinned when the device is a GPU.
+  torch::Tensor host_like(const torch::Tensor& t) const;
+  // Whether host tensors headed for the device should be in pinned memory.
+  bool wants_pinned() const { return is_cuda(); }
+
+  // --- memory
+  // Caps the caching allocator at `budget_bytes` (a backstop: the plan should stay below it). No-op for the
+  // CPU or budget 0. Returns the fraction of the device's memory set, 0 when none.
+  double cap_memory(int64_t budget_bytes);
+  // Peak bytes of tensors allocated by the caching allocator since the last reset; 0 for the CPU.
+  int64_t peak_allocated_bytes() const;
+  // Peak bytes the caching allocator reserved from the device since the last reset; 0 for the CPU.
+  int64_t peak_reserved_bytes() const;
+  void reset_peak_statistics();
+  // The device's free and total memory as the driver sees them (other processes' use included); zeros for the
+  // CPU.
+  struct MemoryInfo {
+    int64_t free = 0, total = 0;
+  };
+  MemoryInfo memory_info() const;
+  // Waits for all work queued on the device.
+  void synchronize() const;
+
+  // --- transfers (Note [Overlapping copies])
+  // A device copy of `host`, ready for work queued on the compute stream.
+  torch::Tensor upload(const torch::Tensor& host);
+  // A host copy of `device_tensor` (made on the compute stream): float32 for floating types, integer types
+  // kept.
+  HostTensor download(const torch::Tensor& device_tensor);
+
+ private:
+  explicit Device(torch::Device device);
+
+  torch::Device device_;
+  std::mutex mutex_;  // guards the side streams' creation
+  std::optional<c10::cuda::CUDAStream> frames_, cache_up_, cache_down_;
+};
+
+}  // namespace vaecodec::core

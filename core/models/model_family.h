@@ -1,0 +1,73 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include "core/checkpoint.h"
+#include "core/op.h"
+#include "core/vae_model.h"
+
+namespace vaecodec::core {
+
+// Note [Model families]
+// A model family is one folder under core/models/ and one record, ModelFamily, that the generic code asks for
+// everything family-specific: the loader for its weight-name layouts, detection for its config read off the
+// tensor shapes, the planner for its memory calibration, `bench`, `plan` and `inspect` for its released
+// config and description. Nothing outside core/models/<family>/ names a family; docs/architecture.md walks
+// through adding one. Records are checked when they are registered (register_model_family): a family that
+// cannot be planned for (no calibration of encode and decode) or that has no detection is refused there, not
+// at the first run that needs it.
+
+// Another naming scheme of a family's weights (Note [Wan weight layouts] in core/models/wan/wan_layouts.cpp).
+struct WeightLayout {
+  std::string name;  // "diffusers", "seedvr2-legacy-attention", ...
+  // Whether the (wrapper-stripped) tensors are written in this layout.
+  std::function<bool(const StateDict&)> matches;
+  // Renames the tensors to the family's original names (the names its model registers); throws Error when two
+  // tensors land on one name.
+  std::function<void(StateDict&)> to_original;
+};
+
+// One measured peak of the family's released model (Note [Memory model] in core/planner.cpp): the planner
+// splits it into weights, caches, I/O and the rest, and scales the rest, the activations, to other sizes.
+struct MemoryCalibration {
+  Op op = Op::kDecode;  // encode or decode
+  torch::ScalarType dtype = torch::kBFloat16;
+  double cache_elements = 0;  // causal cache elements per pixel of the frame (output pixels for decode)
+  // The measured run (`vaecodec bench --op OP --size WxH --frames F --chunk C`): the model's parameters, the
+  // size, its peak allocated bytes, what bench held on the device besides the run, and the model's FLOPs.
+  int64_t parameters = 0;
+  int64_t width = 0, height = 0, frames = 0, chunk = 1;
+  double peak_gib = 0;
+  double resident_gib = 0;
+  double tflop = 0;
+  std::string source;  // where the numbers come from, shown by `plan`
+};
+
+// Everything vaecodec knows about one model family.
+struct ModelFamily {
+  std::string name;         // "wan2.1-vae", ...; ModelInfo::family of its models
+  std::string description;  // one line for `inspect` and `info`
+  // The config of the released model (benchmarks, `plan`, --random).
+  nlohmann::json released_config;
+  // The family's config read off a state dict in its original layout, or nullopt if the tensors are not of
+  // it. Must not build the model (inspect and recognise_model call it on every file).
+  std::function<std::optional<nlohmann::json>(const StateDict&)> detect;
+  // What a model of `config` is (latent channels, factors, statistics), without building it.
+  std::function<ModelInfo(const nlohmann::json& config)> describe;
+  // The model of `config`, with uninitialised weights on the CPU in float32.
+  std::function<std::shared_ptr<VaeModel>(const nlohmann::json& config)> build;
+  // Other names its weights circulate under; tried in order after the original names.
+  std::vector<WeightLayout> layouts;
+  // At least one row each for encode and decode; other dtypes are derived from a row by element size.
+  std::vector<MemoryCalibration> calibration;
+};
+
+}  // namespace vaecodec::core

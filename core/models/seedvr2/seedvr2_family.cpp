@@ -1,0 +1,37 @@
+// The seedvr2-vae family's record (Note [Model families] in core/models/model_family.h).
+#include "core/models/model_family.h"
+#include "core/models/seedvr2/seedvr2_layouts.h"
+#include "core/models/seedvr2/seedvr2_vae.h"
+
+namespace vaecodec::core {
+
+ModelFamily seedvr2_family() {
+  ModelFamily f;
+  f.name = "seedvr2-vae";
+  f.description = "SeedVR2's VAE (the SeedVR and SeedVR2 upscalers)";
+  f.released_config = SeedVR2Config{}.to_json();
+  f.detect = [](const StateDict& tensors) -> std::optional<nlohmann::json> {
+    if (auto config = SeedVR2Vae::detect(tensors)) return config->to_json();
+    return std::nullopt;
+  };
+  f.describe = [](const nlohmann::json& config) {
+    return SeedVR2Vae::describe(SeedVR2Config::from_json(config));
+  };
+  f.build = [](const nlohmann::json& config) -> std::shared_ptr<VaeModel> {
+    return std::make_shared<SeedVR2Vae>(SeedVR2Config::from_json(config));
+  };
+  f.layouts = {seedvr2_legacy_attention_layout()};
+  // cache_elements: CausalCache::bytes() of the released architecture on the CPU per pixel (the test "the
+  // cache coefficients match the released models' caches" recomputes them). Peaks: `scripts/gpu_check.sh` on
+  // an H100, bf16, bench --chunk 1, channels-last engine with the fused norms (docs/benchmarks.md); bench
+  // holds its input and output clip besides the run (resident). Other dtypes scale these by element size.
+  f.calibration = {
+      {Op::kDecode, torch::kBFloat16, 4320.5, 250648227, 1280, 720, 81, 1, 14.91, 0.852, 1771.79,
+       "H100 bench decode 1280x720x81 chunk 1: 14.91 GiB peak allocated"},
+      {Op::kEncode, torch::kBFloat16, 1962.75, 250648227, 1280, 720, 81, 1, 9.59, 0.852, 677.94,
+       "H100 bench encode 1280x720x81 chunk 1: 9.59 GiB peak allocated"},
+  };
+  return f;
+}
+
+}  // namespace vaecodec::core

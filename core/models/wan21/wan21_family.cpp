@@ -1,0 +1,37 @@
+// The wan2.1-vae family's record (Note [Model families] in core/models/model_family.h).
+#include "core/models/model_family.h"
+#include "core/models/wan/wan_layouts.h"
+#include "core/models/wan21/wan21_vae.h"
+
+namespace vaecodec::core {
+
+ModelFamily wan21_family() {
+  ModelFamily f;
+  f.name = "wan2.1-vae";
+  f.description = "The Wan2.1 VAE (Wan2.1, Wan2.2-14B and their fine-tunes)";
+  f.released_config = Wan21Config{}.to_json();
+  f.detect = [](const StateDict& tensors) -> std::optional<nlohmann::json> {
+    if (auto config = Wan21Vae::detect(tensors)) return config->to_json();
+    return std::nullopt;
+  };
+  f.describe = [](const nlohmann::json& config) {
+    return Wan21Vae::describe(Wan21Config::from_json(config));
+  };
+  f.build = [](const nlohmann::json& config) -> std::shared_ptr<VaeModel> {
+    return std::make_shared<Wan21Vae>(Wan21Config::from_json(config));
+  };
+  f.layouts = {wan_diffusers_layout()};
+  // cache_elements: CausalCache::bytes() of the released architecture on the CPU per pixel (the test "the
+  // cache coefficients match the released models' caches" recomputes them). Peaks: `scripts/gpu_check.sh` on
+  // an H100, bf16, bench --chunk 1, channels-last engine with the fused norms (docs/benchmarks.md); bench
+  // holds its input and output clip besides the run (resident). Other dtypes scale these by element size.
+  f.calibration = {
+      {Op::kDecode, torch::kBFloat16, 2364.5, 126892531, 1280, 720, 81, 1, 8.984, 0.852, 639.22,
+       "H100 bench decode 1280x720x81 chunk 1: 8.98 GiB peak allocated"},
+      {Op::kEncode, torch::kBFloat16, 1404.0, 126892531, 1280, 720, 81, 1, 7.219, 0.852, 381.67,
+       "H100 bench encode 1280x720x81 chunk 1: 7.22 GiB peak allocated"},
+  };
+  return f;
+}
+
+}  // namespace vaecodec::core

@@ -1,0 +1,14 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace vaecodec::core {
+
+// "8G", "8GiB", "7.5G", "512M", "512MiB", "12GB" (10^9), "1073741824" (bytes). G/GiB and M/MiB are binary
+// units, GB/MB decimal. Throws naming the text when it is not a size.
+int64_t parse_size(const std::string& text);
+// 24159191040 -> "22.5 GiB".
+std::string format_size(int64_t bytes);
+
+}  // namespace vaecodec::core

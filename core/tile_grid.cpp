@@ -1,0 +1,76 @@
+#include "core/tile_grid.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace vaecodec::core {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+int64_t tiles_along(int64_t extent, int64_t tile, int64_t overlap) {
+  if (tile >= extent) return 1;
+  return 1 + ceil_div(extent - tile, tile - overlap);
+}
+
+int64_t origin(int64_t index, int64_t count, int64_t extent, int64_t tile) {
+  if (count <= 1) return 0;
+  // Evenly spread, first at 0, last flush with the far edge.
+  return (index * (extent - tile) + (count - 1) / 2) / (count - 1);
+}
+
+}  // namespace
+
+TileSize parse_tile(const std::string& text) {
+  long long w = 0, h = 0;
+  char x = 0, extra = 0;
+  TileSize t;
+  if (std::sscanf(text.c_str(), "%lld%c%lld%c", &w, &x, &h, &extra) == 3 && x == 'x' && w > 0 && h > 0) {
+    t.width = w;
+    t.height = h;
+    return t;
+  }
+  if (std::sscanf(text.c_str(), "%lld%c", &w, &extra) == 1 && w > 0) {
+    t.width = t.height = w;
+    return t;
+  }
+  throw Error("--tile " + text + " is not a tile size: write 64 or WIDTHxHEIGHT, e.g. 80x48 (latent pixels)");
+}
+
+int64_t TileGrid::row_origin(int64_t r) const {
+  return origin(r, rows, latent_height, tile_height);
+}
+
+int64_t TileGrid::col_origin(int64_t c) const {
+  return origin(c, cols, latent_width, tile_width);
+}
+
+TileGrid TileGrid::whole(int64_t latent_height, int64_t latent_width) {
+  TileGrid g;
+  g.latent_height = g.tile_height = latent_height;
+  g.latent_width = g.tile_width = latent_width;
+  return g;
+}
+
+TileGrid TileGrid::cover(int64_t latent_height, int64_t latent_width, TileSize tile, int64_t overlap) {
+  if (tile.height <= 0 || tile.width <= 0) throw Error("a tile needs a positive size");
+  TileGrid g = whole(latent_height, latent_width);
+  g.tile_height = std::min(tile.height, latent_height);
+  g.tile_width = std::min(tile.width, latent_width);
+  const bool cut = g.tile_height < latent_height || g.tile_width < latent_width;
+  if (!cut) return g;
+  if ((g.tile_height < latent_height && g.tile_height <= overlap) ||
+      (g.tile_width < latent_width && g.tile_width <= overlap))
+    throw Error("a tile of " + std::to_string(tile.width) + "x" + std::to_string(tile.height) +
+                " latent pixels is not larger than its overlap of " + std::to_string(overlap));
+  g.overlap = overlap;
+  g.rows = tiles_along(latent_height, g.tile_height, overlap);
+  g.cols = tiles_along(latent_width, g.tile_width, overlap);
+  return g;
+}
+
+}  // namespace vaecodec::core

@@ -1,0 +1,32 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace vaecodec::core {
+
+// A spatial tile size in latent pixels.
+struct TileSize {
+  int64_t height = 0, width = 0;
+};
+TileSize parse_tile(const std::string& text);  // "64" (square) or "48x80" (WIDTHxHEIGHT), latent pixels
+
+// How a frame is cut into tiles, in latent pixels. Tiles have one size; their origins spread evenly so that
+// neighbours share at least `overlap` pixels. 1 x 1 covers the frame: no tiling.
+struct TileGrid {
+  int64_t latent_height = 0, latent_width = 0;  // the whole frame
+  int64_t tile_height = 0, tile_width = 0;
+  int64_t overlap = 0;
+  int64_t rows = 1, cols = 1;
+  bool tiled() const { return rows * cols > 1; }
+  int64_t count() const { return rows * cols; }
+  // Origin of row r / column c.
+  int64_t row_origin(int64_t r) const;
+  int64_t col_origin(int64_t c) const;
+  // The whole frame as one tile.
+  static TileGrid whole(int64_t latent_height, int64_t latent_width);
+  // Tiles of (at most) `tile` with `overlap`; a side at least as large as the frame is not cut.
+  static TileGrid cover(int64_t latent_height, int64_t latent_width, TileSize tile, int64_t overlap);
+};
+
+}  // namespace vaecodec::core
