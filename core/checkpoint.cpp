@@ -8,14 +8,17 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <unordered_set>
 #include <string_view>
 #include <vector>
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/storage_context.h>
 
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "core/torch_pickle.h"
 
 namespace vaecodec::core {
 
@@ -94,15 +97,36 @@ std::string first_sentence(const c10::Error& e) {
 // torch.save (PyTorch >= 1.6) writes a zip: `<name>/data.pkl` (the pickled object, tensors as references) and
 // `<name>/data/<key>` (one record per storage). LibTorch's PyTorchStreamReader and readArchiveAndTensors read
 // it as torch::pickle_load does, but from the file rather than from a copy of it in memory (pickle_load
-// copies its argument once more), so loading costs the tensors' size and not three times the file's. Only
-// plain containers and tensors can be unpickled; anything else (custom classes, numpy arrays) is a c10::Error
-// we report.
-c10::IValue read_torch_zip(const std::filesystem::path& path) {
+// copies its argument once more), so loading costs the tensors' size and not three times the file's. The
+// pickle is checked first (Note [Checking a torch.save pickle]): only plain containers and tensors get as far
+// as LibTorch's unpickler, and a storage context makes it read each record once however many tensors share
+// it. Whatever else LibTorch refuses is a c10::Error we report.
+c10::IValue read_torch_zip(const std::filesystem::path& path, uint64_t file_size) {
   try {
     caffe2::serialize::PyTorchStreamReader reader{path.string()};
+    if (reader.hasRecord("data.pkl")) {
+      if (reader.getRecordSize("data.pkl") > file_size) {
+        fail(path, "not a loadable PyTorch checkpoint (its pickle claims more bytes than the file holds)");
+      }
+      const auto [pickle, pickle_size] = reader.getRecord("data.pkl");
+      try {
+        check_torch_pickle(std::string_view(static_cast<const char*>(pickle.get()), pickle_size), file_size,
+                           [&](const std::string& key) -> std::optional<uint64_t> {
+                             const std::string name = "data/" + key;
+                             if (!reader.hasRecord(name)) return std::nullopt;
+                             return reader.getRecordSize(name);
+                           });
+      } catch (const Error& e) {
+        fail(path, std::string("not a loadable PyTorch checkpoint: ") + e.what());
+      }
+    }
     return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
                                              /*type_resolver=*/std::nullopt, /*obj_loader=*/std::nullopt,
-                                             torch::Device(torch::kCPU), reader);
+                                             torch::Device(torch::kCPU), reader,
+                                             torch::jit::Unpickler::defaultTypeParser,
+                                             std::make_shared<torch::jit::DeserializationStorageContext>());
+  } catch (const Error&) {
+    throw;
   } catch (const c10::Error& e) {
     const std::string message = e.what_without_backtrace();
     if (message.find("central directory") != std::string::npos ||
@@ -154,11 +178,16 @@ const c10::IValue& unwrap_state_dict(const c10::IValue& root) {
   return *node;
 }
 
-// Nested dicts of tensors ({"encoder": {...}}) become dotted names; values that are neither are skipped.
+// Nested dicts of tensors ({"encoder": {...}}) become dotted names; values that are neither are skipped. A
+// dict met twice (the pickle may share one) is refused: walking shared dicts could name exponentially many
+// tensors.
 void collect_tensors(const c10::IValue& node, const std::string& prefix, StateDict& out,
-                     const std::filesystem::path& path, int depth) {
+                     const std::filesystem::path& path, int depth, std::unordered_set<const void*>& seen) {
   if (depth > 8) {
     fail(path, "not a usable PyTorch checkpoint (dicts nested more than 8 deep)");
+  }
+  if (!seen.insert(node.internalToPointer()).second) {
+    fail(path, "not a usable PyTorch checkpoint (one dict appears twice in it)");
   }
   for (const auto& item : node.toGenericDict()) {
     if (!item.key().isString()) {
@@ -169,19 +198,33 @@ void collect_tensors(const c10::IValue& node, const std::string& prefix, StateDi
     if (item.value().isTensor()) {
       out[name] = item.value().toTensor();
     } else if (item.value().isGenericDict()) {
-      collect_tensors(item.value(), name + ".", out, path, depth + 1);
+      collect_tensors(item.value(), name + ".", out, path, depth + 1, seen);
     }
   }
 }
 
-StateDict load_pth(const std::filesystem::path& path) {
-  const auto root = read_torch_zip(path);
+// Whether a tensor's elements all lie inside its storage. check_torch_pickle made sure of it for every tensor
+// the pickle describes; this checks what LibTorch made of them, so that nothing reaching outside its storage
+// leaves the loader.
+bool within_storage(const torch::Tensor& t) {
+  if (t.numel() == 0) return true;
+  unsigned __int128 last = static_cast<uint64_t>(t.storage_offset());
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) < 0 || t.storage_offset() < 0) return false;
+    last += static_cast<unsigned __int128>(t.size(d) - 1) * static_cast<uint64_t>(t.stride(d));
+  }
+  return (last + 1) * t.element_size() <= t.storage().nbytes();
+}
+
+StateDict load_pth(const std::filesystem::path& path, uint64_t file_size) {
+  const auto root = read_torch_zip(path, file_size);
   const auto& state = unwrap_state_dict(root);
   if (!state.isGenericDict()) {
     fail(path, "not a usable PyTorch checkpoint (holds a " + state.tagKind() + ", not a state dict)");
   }
   StateDict tensors;
-  collect_tensors(state, "", tensors, path, 0);
+  std::unordered_set<const void*> seen;
+  collect_tensors(state, "", tensors, path, 0, seen);
   if (tensors.empty()) {
     fail(path, "not a usable PyTorch checkpoint (no tensors in it)");
   }
@@ -189,8 +232,24 @@ StateDict load_pth(const std::filesystem::path& path) {
     if (!tensor.device().is_cpu()) {
       tensor = tensor.to(torch::kCPU);
     }
+    if (!tensor.has_storage() || !within_storage(tensor)) {
+      fail(path, "not a usable PyTorch checkpoint (tensor '" + name + "' reaches outside its storage)");
+    }
   }
   return tensors;
+}
+
+// Weights are floating point; an integer or boolean tensor in a weights file is a different kind of file (a
+// quantized model, a tokenizer, an optimizer state) and would be converted to nonsense.
+void check_weight_dtypes(const StateDict& tensors, const std::filesystem::path& path) {
+  for (const auto& [name, tensor] : tensors) {
+    if (!tensor.is_floating_point()) {
+      std::string shown = name.substr(0, 160);
+      for (auto& c : shown) c = (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+      fail(path, "tensor '" + shown + "' is " + std::string(c10::toString(tensor.scalar_type())) +
+                     "; weights must be floating point (F32, F16, BF16 or F64)");
+    }
+  }
 }
 
 }  // namespace
@@ -204,7 +263,7 @@ Checkpoint read_checkpoint(const std::filesystem::path& path) {
   }
   if (starts_with(head, "PK\x03\x04") || starts_with(head, "PK\x05\x06")) {
     checkpoint.format = "pth";
-    checkpoint.tensors = load_pth(path);
+    checkpoint.tensors = load_pth(path, head.size);
   } else if (looks_like_safetensors(head)) {
     checkpoint.format = "safetensors";
     const SafetensorsFile file(path);
@@ -223,6 +282,7 @@ Checkpoint read_checkpoint(const std::filesystem::path& path) {
   if (checkpoint.tensors.empty()) {
     fail(path, "checkpoint holds no tensors");
   }
+  check_weight_dtypes(checkpoint.tensors, path);
   return checkpoint;
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/untrusted_json.h"
 
 namespace vaecodec::core {
 namespace {
@@ -100,11 +101,19 @@ Preset parse_preset(const nlohmann::json& j, const std::string& origin) {
 Preset load_preset_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) throw Error("cannot open preset file " + path.string() + ": No such file or directory");
+  // A preset is a few hundred bytes; a larger file is not one (and is not read into memory whole).
+  constexpr std::streamsize kMaxPresetBytes = 1 << 20;
+  std::string text(kMaxPresetBytes + 1, '\0');
+  in.read(text.data(), kMaxPresetBytes + 1);
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (static_cast<std::streamsize>(text.size()) > kMaxPresetBytes)
+    throw Error(path.string() + " is not a preset: larger than " + std::to_string(kMaxPresetBytes) +
+                " bytes");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(path.string() + " is not a preset: invalid JSON (" + e.what() + ")");
+    j = parse_untrusted_json(text);
+  } catch (const Error& e) {
+    throw Error(path.string() + " is not a preset: " + e.what());
   }
   Preset p = parse_preset(j, path.string());
   p.source = path.string();

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/untrusted_json.h"
 
 namespace vaecodec::core {
 
@@ -138,20 +140,25 @@ SafetensorsFile::Entry parse_entry(const std::filesystem::path& path, const std:
   SafetensorsFile::Entry entry;
   entry.dtype = dtype->type;
   uint64_t numel = 1;
+  // LibTorch's contiguous strides multiply the sizes with zeros counted as ones: they must fit in int64 too,
+  // even for an empty tensor.
+  int64_t stride_span = 1;
   for (const auto& dim : shape_json) {
     const auto size = non_negative(dim, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
     if (!size) {
-      fail_header(
-          path, where + ": shape " + shape_json.dump() + " holds a size that is not a non-negative integer");
+      fail_header(path, where + ": shape " + json_excerpt(shape_json) +
+                            " holds a size that is not a non-negative integer");
     }
-    if (__builtin_mul_overflow(numel, *size, &numel)) {
-      fail_header(path, where + ": shape " + shape_json.dump() + " overflows");
+    if (__builtin_mul_overflow(numel, *size, &numel) ||
+        __builtin_mul_overflow(stride_span, std::max<int64_t>(static_cast<int64_t>(*size), 1),
+                               &stride_span)) {
+      fail_header(path, where + ": shape " + json_excerpt(shape_json) + " overflows");
     }
     entry.shape.push_back(static_cast<int64_t>(*size));
   }
   uint64_t nbytes = 0;
   if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype->size), &nbytes)) {
-    fail_header(path, where + ": shape " + shape_json.dump() + " overflows");
+    fail_header(path, where + ": shape " + json_excerpt(shape_json) + " overflows");
   }
 
   if (!offsets_json.is_array() || offsets_json.size() != 2) {
@@ -160,17 +167,39 @@ SafetensorsFile::Entry parse_entry(const std::filesystem::path& path, const std:
   const auto begin = non_negative(offsets_json[0], data_size);
   const auto end = non_negative(offsets_json[1], data_size);
   if (!begin || !end || *begin > *end) {
-    fail_header(path, where + ": data_offsets " + offsets_json.dump() + " lie outside the data section (" +
-                          std::to_string(data_size) + " bytes; truncated file?)");
+    fail_header(path, where + ": data_offsets " + json_excerpt(offsets_json) +
+                          " lie outside the data section (" + std::to_string(data_size) +
+                          " bytes; truncated file?)");
   }
   if (*end - *begin != nbytes) {
-    fail_header(path, where + ": data_offsets " + offsets_json.dump() + " hold " +
+    fail_header(path, where + ": data_offsets " + json_excerpt(offsets_json) + " hold " +
                           std::to_string(*end - *begin) + " bytes but " + std::string(dtype->name) + " " +
-                          shape_json.dump() + " needs " + std::to_string(nbytes));
+                          json_excerpt(shape_json) + " needs " + std::to_string(nbytes));
   }
   entry.begin = static_cast<size_t>(*begin);
   entry.end = static_cast<size_t>(*end);
   return entry;
+}
+
+// Two tensors sharing bytes would alias each other's data: the format gives every tensor its own range.
+void check_no_overlap(const std::filesystem::path& path,
+                      const std::map<std::string, SafetensorsFile::Entry>& entries) {
+  std::vector<std::pair<const std::string*, const SafetensorsFile::Entry*>> by_offset;
+  for (const auto& [name, entry] : entries) {
+    if (entry.end > entry.begin) by_offset.emplace_back(&name, &entry);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const auto& [name, entry] = by_offset[i];
+    const auto& [previous_name, previous] = by_offset[i - 1];
+    if (entry->begin < previous->end) {
+      fail_header(path, "tensors " + shown_name(*previous_name) + " and " + shown_name(*name) +
+                            " overlap (data_offsets [" + std::to_string(previous->begin) + ", " +
+                            std::to_string(previous->end) + "] and [" + std::to_string(entry->begin) + ", " +
+                            std::to_string(entry->end) + "])");
+    }
+  }
 }
 
 struct Unmap {
@@ -240,9 +269,9 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
   const auto* header_begin = reinterpret_cast<const char*>(bytes + 8);
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(header_begin, header_begin + header_size);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail_header(path, "header is not valid JSON, parse error at byte " + std::to_string(e.byte));
+    header = parse_untrusted_json(std::string_view(header_begin, header_size));
+  } catch (const Error& e) {
+    fail_header(path, std::string("header: ") + e.what());
   }
   if (!header.is_object()) {
     fail_header(path, "header is not a JSON object");
@@ -265,6 +294,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     }
     entries_.emplace(name, parse_entry(path, name, spec, data_size));
   }
+  check_no_overlap(path, entries_);
 
   size_ = static_cast<size_t>(file_size);
   data_offset_ = data_offset;

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "core/untrusted_json.h"
 
 namespace vaecodec::io {
 namespace {
@@ -278,9 +279,9 @@ LatentMeta latent_meta_from_json(const nlohmann::json& json) {
 LatentMeta parse_latent_meta(std::string_view text) {
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(std::string("latent metadata is not valid JSON: ") + e.what());
+    json = core::parse_untrusted_json(text);
+  } catch (const Error& e) {
+    throw Error(std::string("latent metadata is ") + e.what());
   }
   return latent_meta_from_json(json);
 }

@@ -162,7 +162,7 @@ TEST_CASE("preset files: the format, and every error names the file and the key"
     CHECK_THROWS_WITH(core::load_preset_file(path), StartsWith(path.string()) && Contains(what));
   }
   write(path, "{not json");
-  CHECK_THROWS_WITH(core::load_preset_file(path), Contains("is not a preset: invalid JSON"));
+  CHECK_THROWS_WITH(core::load_preset_file(path), Contains("is not a preset: not valid JSON"));
   CHECK_THROWS_WITH(core::load_preset_file(dir / "none.json"), Contains("cannot open preset file"));
 }
 

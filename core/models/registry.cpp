@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/models/families.h"
 #include "core/state_dict_keys.h"
+#include "core/untrusted_json.h"
 
 namespace vaecodec::core {
 
@@ -67,10 +68,15 @@ constexpr const char* kConfigMetadataKey = "vaecodec_config";
 nlohmann::json file_config(const Checkpoint& checkpoint) {
   const auto it = checkpoint.metadata.find(kConfigMetadataKey);
   if (it == checkpoint.metadata.end()) return nullptr;
-  nlohmann::json config = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json config;
+  try {
+    config = parse_untrusted_json(it->second);
+  } catch (const Error& e) {
+    throw Error(checkpoint.path.string() + ": __metadata__[\"" + kConfigMetadataKey + "\"]: " + e.what());
+  }
   if (!config.is_object())
     throw Error(checkpoint.path.string() + ": __metadata__[\"" + kConfigMetadataKey +
-                "\"] is not a JSON object: " + it->second);
+                "\"] is not a JSON object: " + json_excerpt(config));
   return config;
 }
 

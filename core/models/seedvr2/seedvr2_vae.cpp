@@ -150,6 +150,7 @@ std::optional<SeedVR2Config> SeedVR2Vae::detect(const StateDict& tensors) {
     const std::string block = "encoder.down_blocks." + std::to_string(i);
     const auto* conv = find(block + ".resnets.0.conv1.weight");
     if (!conv) break;
+    if (conv->dim() < 1) return std::nullopt;
     c.block_out_channels.push_back(conv->size(0));
     const auto* down = find(block + ".downsamplers.0.conv.weight");
     if (down && down->dim() == 5 && down->size(2) > 1) ++c.temporal_scale_num;

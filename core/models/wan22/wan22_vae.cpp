@@ -255,7 +255,10 @@ std::optional<Wan22Config> Wan22Vae::detect(const StateDict& tensors) {
   const auto* post = find("conv2.weight");
   const auto* dec_norm = find("decoder.head.0.gamma");
   // Wan2.2 nests its stages (encoder.downsamples.N.downsamples.M); Wan2.1 lists its blocks flat.
-  if (!enc_in || !post || !dec_norm || enc_in->dim() != 5 || post->dim() != 5) return std::nullopt;
+  // Shapes come from the file: every size divided by or indexed is checked first.
+  if (!enc_in || !post || !dec_norm || enc_in->dim() != 5 || post->dim() != 5 || dec_norm->dim() < 1 ||
+      enc_in->size(0) < 1)
+    return std::nullopt;
   Wan22Config c;
   c.dim = enc_in->size(0);
   c.z_dim = post->size(0);
@@ -264,7 +267,7 @@ std::optional<Wan22Config> Wan22Vae::detect(const StateDict& tensors) {
   // A stage's width is its first residual block's output; its depth, the blocks before the resampler.
   c.dim_mult.clear();
   while (const auto* w = find(stage_key("encoder", c.dim_mult.size(), 0, "residual.2.weight"))) {
-    if (w->size(0) % c.dim != 0) return std::nullopt;
+    if (w->dim() < 1 || w->size(0) < 1 || w->size(0) % c.dim != 0) return std::nullopt;
     c.dim_mult.push_back(w->size(0) / c.dim);
   }
   if (c.dim_mult.empty()) return std::nullopt;
