@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
-#include <unordered_set>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <caffe2/serialize/inline_container.h>

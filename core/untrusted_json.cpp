@@ -47,6 +47,9 @@ nlohmann::json parse_untrusted_json(std::string_view text) {
     return nlohmann::json::parse(text.begin(), text.end(), check);
   } catch (const nlohmann::json::parse_error& e) {
     throw Error("not valid JSON (parse error at byte " + std::to_string(e.byte) + ")");
+  } catch (const nlohmann::json::out_of_range&) {
+    // A number beyond double's range (1e999): the parser throws out_of_range, not parse_error.
+    throw Error("not valid JSON (a number out of range)");
   }
 }
 

@@ -12,7 +12,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nlohmann::json shapes;
   try {
-    shapes = vaecodec::core::parse_untrusted_json(std::string_view(reinterpret_cast<const char*>(data), size));
+    shapes =
+        vaecodec::core::parse_untrusted_json(std::string_view(reinterpret_cast<const char*>(data), size));
   } catch (const vaecodec::Error&) {
     return 0;
   }

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     // A .latent's raw latents are normalized with the model's per-channel statistics.
-    vaecodec::io::LatentNormalization normalization{std::vector<double>(16, 0.5), std::vector<double>(16, 2.0)};
+    vaecodec::io::LatentNormalization normalization{std::vector<double>(16, 0.5),
+                                                    std::vector<double>(16, 2.0)};
     vaecodec::io::read_latents(file.path(), normalization);
   } catch (const vaecodec::Error&) {
   }

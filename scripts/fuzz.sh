@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ (clang, ASan+UBSan, build-fuzz/) and runs each for SECONDS (default 60):
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      TARGET: safetensors pth latent detect (default: all, one by one)
+#   scripts/fuzz.sh --build-only
 # Corpora grow in build-fuzz/corpus/TARGET (seeds from tests/data in build-fuzz/seeds/TARGET); crashes, leaks
 # and timeouts are written to build-fuzz/artifacts/ and make the script fail; each run's log and final
 # statistics go to build-fuzz/logs/TARGET.log. docs/reliability.md records the runs.
@@ -24,13 +25,14 @@ python=${PYTHON:-.venv/bin/python}
 [[ -x "$python" ]] || python=$(grep -Po '^Python3_EXECUTABLE:\w+=\K.*' "$MAIN_BUILD/CMakeCache.txt" || echo python3)
 
 # The uninstrumented rest of the program comes from the main build's static libraries.
-ninja -C "$MAIN_BUILD" vaecodec_core
+ninja -C "$MAIN_BUILD" vaecodec_core vaecodec_io vaecodec
 if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
   torch_dir=$(grep -Po '^Torch_DIR:\w+=\K.*' "$MAIN_BUILD/CMakeCache.txt")
   cmake -S fuzz -B "$BUILD_DIR" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DTorch_DIR="$torch_dir" \
     -DVAECODEC_MAIN_BUILD="$PWD/$MAIN_BUILD" -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >/dev/null
 fi
 ninja -C "$BUILD_DIR"
+[[ $seconds != --build-only ]] || exit 0
 rm -rf "$BUILD_DIR/seeds"
 "$python" fuzz/make_seeds.py "$BUILD_DIR/seeds" 2>/dev/null
 
@@ -40,7 +42,7 @@ for target in "${targets[@]}"; do
   mkdir -p "$BUILD_DIR/corpus/$target"
   echo "[fuzz] $target for ${seconds}s"
   # detect_leaks: LibTorch's own start-up allocations are reachable, so any leak reported is ours.
-  if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  if ! LSAN_OPTIONS=suppressions=fuzz/lsan.supp ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     nice "$BUILD_DIR/fuzz_$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$BUILD_DIR/artifacts/$target-" \
     "$BUILD_DIR/corpus/$target" "$BUILD_DIR/seeds/$target" >"$BUILD_DIR/logs/$target.log" 2>&1; then

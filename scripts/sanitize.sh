@@ -5,8 +5,19 @@
 #   scripts/sanitize.sh                     # every CPU test
 #   scripts/sanitize.sh -R 'weights|hostile|latent'
 # Any sanitizer report fails the test that triggered it. docs/reliability.md records the runs.
+#   scripts/sanitize.sh --parsers           # only the parser tests (weights, hostile files, latents, presets),
+#                                           # built with the fuzz targets in build-fuzz/ (minutes, not an hour)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+if [[ ${1:-} == --parsers ]]; then
+  shift
+  FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
+  scripts/fuzz.sh --build-only
+  ninja -C "$FUZZ_BUILD_DIR" parser_tests
+  ASAN_OPTIONS=detect_leaks=1:protect_shadow_gap=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$FUZZ_BUILD_DIR/parser_tests" "$@"
+  exit
+fi
 BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
 MAIN_BUILD=${MAIN_BUILD_DIR:-build}
 

@@ -2,6 +2,8 @@
 // on the CPU with the tiny golden models, latent files that record their model and refuse another one, and
 // SeedVR2's latent scale. Outputs are probed with libavformat.
 
+// LibTorch before Catch: c10 defines a CHECK macro of its own, and Catch's must be the one left.
+#include <torch/torch.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -1,6 +1,8 @@
 // The roundtrip, encode and decode commands end to end: the real binary on clips made at test time, with the
 // tiny Wan2.1 weights, outputs probed with libavformat.
 
+// LibTorch before Catch: c10 defines a CHECK macro of its own, and Catch's must be the one left.
+#include <torch/torch.h>
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>

@@ -300,8 +300,16 @@ TEST_CASE("safetensors with duplicate names or overlapping tensors are refused",
   CHECK(load_checkpoint(path).tensors.size() == 3);
 }
 
-TEST_CASE("JSON nested 200 000 deep is refused, not a stack overflow", "[hostile]") {
+TEST_CASE("JSON nested 200 000 deep or with numbers out of range is refused, not a crash", "[hostile]") {
   TempDir dir;
+  // Found by fuzzing: nlohmann's parser throws out_of_range, not parse_error, for a number beyond double.
+  const auto huge = dir / "huge.safetensors";
+  write_bytes(
+      huge,
+      raw_safetensors(R"({"a": {"dtype": "F32", "shape": [555555555555E555], "data_offsets": [0, 0]}})", ""));
+  REQUIRE_THROWS_WITH(load_checkpoint(huge),
+                      Contains(huge.string()) && Contains("not valid JSON (a number out of range)"));
+
   const std::string deep = std::string(200000, '[') + std::string(200000, ']');
 
   const auto weights = dir / "w.safetensors";

@@ -1,5 +1,7 @@
 // The SeedVR2 model: the released architecture's tensors, the config read off a checkpoint, chunk invariance
 // and the older attention names. Its golden cases run in test_golden.cpp.
+// LibTorch before Catch: c10 defines a CHECK macro of its own, and Catch's must be the one left.
+#include <torch/torch.h>
 #include <catch2/catch.hpp>
 
 #include "core/engine.h"

@@ -1,6 +1,8 @@
 // The FFmpeg layer and the pipeline in-process: reader, writer, colour conversion both ways, and round trips
 // through a pass-through model, so that what is measured is the I/O path alone.
 
+// LibTorch before Catch: c10 defines a CHECK macro of its own, and Catch's must be the one left.
+#include <torch/torch.h>
 #include <catch2/catch.hpp>
 
 #include <chrono>
