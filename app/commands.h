@@ -13,9 +13,9 @@ int run_cli(int argc, char** argv);
 // reports failure by throwing vaecodec::Error; main prints it as one line and exits non-zero.
 void add_info_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
-void add_roundtrip_command(CLI::App& app);
-void add_encode_command(CLI::App& app);
-void add_decode_command(CLI::App& app);
+void add_roundtrip_command(CLI::App& app);  // app/cmd_run.cpp
+void add_encode_command(CLI::App& app);     // app/cmd_run.cpp
+void add_decode_command(CLI::App& app);     // app/cmd_run.cpp
 void add_bench_command(CLI::App& app);
 void add_plan_command(CLI::App& app);     // app/cmd_plan.cpp
 void add_presets_command(CLI::App& app);  // app/cmd_plan.cpp

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <filesystem>
+#include <vector>
+
+#include "app/run_options.h"
+
+namespace vaecodec::app {
+
+// Note [Batches]
+// A run takes one input file and writes one output file, or takes several inputs and writes into a folder:
+// when there is more than one input, an input is a folder, or the output is a folder (existing, or named with
+// a trailing '/'). Folders contribute their files (not their subfolders; for decode only .safetensors and
+// .latent files), in name order, and every input writes <output folder>/<its name without extension><ext>,
+// with ext
+// --ext or the command's default (.safetensors for encode, .mp4 otherwise). The model is loaded once and
+// cuDNN's plans carry over, so a folder of short clips pays the start-up once instead of per clip, and a
+// clip's writer finishes (x264's delayed frames, ~1.2 s at 720p) while the next clip runs on the GPU
+// (io::FinishingRun; docs/benchmarks.md, "End to end"). Outcomes are reported in input order. A file that
+// fails gets its one error line and the batch goes on; at the end a summary line says how many failed and the
+// exit status is 1. Two inputs that would write the same output are refused before anything runs.
+struct BatchItem {
+  std::filesystem::path input;
+  std::filesystem::path output;
+};
+struct Batch {
+  bool into_folder = false;  // a batch (Note [Batches]); false: one input, one output file
+  std::vector<BatchItem> items;
+};
+// The runs `options` asks for (Note [Batches]). Throws for what can be told before loading a model: missing
+// inputs, an output folder that is a file, two inputs writing one output, folders holding nothing to run.
+Batch plan_batch(RunCommand command, const RunOptions& options);
+
+// Loads the model and runs `command` with SIGINT/SIGTERM handled (Note [Interrupts]): an interrupted run
+// removes its temporary output and exits with 130.
+void run_command(RunCommand command, const RunOptions& options);
+
+}  // namespace vaecodec::app
