@@ -1,12 +1,15 @@
 #include "app/batch.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <map>
 #include <optional>
 
+#include "app/record.h"
+#include "app/usage_error.h"
 #include "core/error.h"
 #include "core/models/registry.h"
 #include "io/ffmpeg_common.h"
@@ -58,11 +61,6 @@ std::string error_message(const std::exception_ptr& error) {
   }
 }
 
-// The JSON line of a batch input that failed.
-nlohmann::json failure_json(const BatchItem& item, const std::string& message) {
-  return {{"input", item.input.string()}, {"output", item.output.string()}, {"error", message}};
-}
-
 // One input's run, started: encode runs to its end (`done`); roundtrip and decode return once the model's
 // work is done (`finishing`), their writer still draining.
 struct Started {
@@ -94,8 +92,13 @@ Started start_one(RunCommand command, const RunOptions& options, core::VaeModel&
 
 }  // namespace
 
-Batch plan_batch(RunCommand command, const RunOptions& options) {
+Batch plan_batch(RunCommand command, const RunOptions& options, const Environment& env) {
   std::error_code error;
+  std::optional<Shard> shard;
+  if (!options.shard.empty()) shard = parse_shard(options.shard, options.shard_count, env);
+  if (options.shard.empty() && options.shard_count != 0)
+    throw UsageError(
+        "--shard-count goes with --shard auto (a Kubernetes Indexed Job's JOB_COMPLETION_INDEX)");
   for (const std::string& input : options.inputs)
     if (!fs::exists(input, error)) throw Error("cannot open input " + input + ": No such file or directory");
   const fs::path output = options.output;
@@ -106,8 +109,15 @@ Batch plan_batch(RunCommand command, const RunOptions& options) {
   if (!into_folder) {
     if (!options.extension.empty())
       throw Error("--ext names a batch's output extension; give a folder as -o");
+    if (shard)
+      throw UsageError("--shard splits a batch: give several inputs or a folder, and a folder as -o");
+    if (options.skip_existing && fs::exists(output, error))
+      throw UsageError(
+          "--skip-existing skips a batch's finished outputs, but " + output.string() +
+          " is this run's only output and exists: remove it to run again, or drop --skip-existing "
+          "to replace it");
     io::check_output_path(output, {options.inputs[0]});
-    return {false, {{options.inputs[0], output}}};
+    return {false, {{options.inputs[0], output}}, std::nullopt, 1};
   }
   if (fs::exists(output, error) && !fs::is_directory(output, error))
     throw Error("output " + output.string() + " is a file; a batch of inputs writes into a folder");
@@ -117,7 +127,7 @@ Batch plan_batch(RunCommand command, const RunOptions& options) {
   if (ext.empty()) ext = command == RunCommand::kEncode ? ".safetensors" : ".mp4";
   if (ext.front() != '.') ext = "." + ext;
 
-  Batch batch{true, {}};
+  Batch batch{true, {}, shard, 0};
   std::vector<BatchItem>& items = batch.items;
   std::map<fs::path, fs::path> writer_of;  // output -> the input that writes it
   for (const std::string& input : options.inputs) {
@@ -135,42 +145,89 @@ Batch plan_batch(RunCommand command, const RunOptions& options) {
   }
   if (items.empty())
     throw Error("no inputs: the folders given hold no files to " + std::string(command_name(command)));
+  batch.all_items = items.size();
+  if (shard) {  // Note [Shards]: every task sorts the same list
+    std::stable_sort(items.begin(), items.end(),
+                     [](const BatchItem& a, const BatchItem& b) { return a.input < b.input; });
+    std::vector<BatchItem> mine;
+    for (size_t i = static_cast<size_t>(shard->index); i < items.size();
+         i += static_cast<size_t>(shard->count))
+      mine.push_back(items[i]);
+    items = std::move(mine);
+  }
   return batch;
 }
 
 void run_command(RunCommand command, const RunOptions& options) {
+  using Clock = std::chrono::steady_clock;
   io::set_ffmpeg_log_level(AV_LOG_QUIET);
   io::InterruptHandler interrupts;
-  const BatchItem* current = nullptr;
+  fs::path current_output = options.output;  // what an interrupt leaves unwritten
   try {
     const io::PipelineOptions pipeline = pipeline_options(options);
     // Cheap checks first: loading a released model takes seconds.
     const Batch plan = plan_batch(command, options);
-    const std::vector<BatchItem>& items = plan.items;
     const bool batch = plan.into_folder;
     if (!options.model.empty()) core::find_model_family(options.model);  // throws, naming the known families
+    // A shard of an array with more tasks than inputs may hold none.
+    if (plan.items.empty()) {
+      std::cerr << "vaecodec: shard " << plan.shard->text() << " holds none of the " << plan.all_items
+                << " inputs; nothing to do" << std::endl;
+      return;
+    }
+    RecordLog log({options.json, options.manifest, command_name(command),
+                   plan.shard ? plan.shard->text() : "", command_line()});
+    using Status = InputRecord::Status;
+    // Finished outputs (Note [Shards]) are reported first, before a model is loaded for the rest.
+    std::vector<BatchItem> items;
+    for (const BatchItem& item : plan.items) {
+      std::error_code error;
+      if (options.skip_existing && fs::is_regular_file(item.output, error)) {
+        std::cerr << "vaecodec: skipped " << item.input.string() << ": " << item.output.string() << " exists"
+                  << std::endl;
+        log.write({item.input, item.output, Status::kSkipped, 0, 0, "", ""});
+      } else {
+        items.push_back(item);
+      }
+    }
+    if (items.empty()) return;
+
     LoadSeconds load;
-    const std::shared_ptr<core::VaeModel> model = load_model(options, &load);
+    std::shared_ptr<core::VaeModel> model;
+    try {
+      model = load_model(options, &load);
+    } catch (const std::exception&) {  // no input can run: each gets its line, the error goes to main()
+      const std::string message = error_message(std::current_exception());
+      for (const BatchItem& item : items)
+        log.write({item.input, item.output, Status::kFailed, 0, 0, "", message});
+      throw;
+    }
+    const std::string device = model->device().str();
     if (batch) {  // made once the model loaded: a run that fails before leaves nothing behind
       std::error_code error;
       fs::create_directories(options.output, error);
       if (error) throw Error("cannot create output folder " + options.output + ": " + error.message());
     }
+    auto seconds_since = [](Clock::time_point start) {
+      return std::chrono::duration<double>(Clock::now() - start).count();
+    };
     // Each input's outcome, in input order: a clip's writer finishes while the next clip runs on the GPU.
     int failed = 0;
-    auto report = [&](const BatchItem& item, const std::exception_ptr& error) {
-      if (!batch) std::rethrow_exception(error);  // one input: main() reports it
+    auto report = [&](const BatchItem& item, const std::exception_ptr& error, Clock::time_point start) {
       const std::string message = error_message(error);
+      log.write({item.input, item.output, Status::kFailed, seconds_since(start), 0, device, message});
+      if (!batch) std::rethrow_exception(error);  // one input: main() reports it
       const bool named = message.find(item.input.string()) != std::string::npos;
       std::cerr << "vaecodec: error: " << (named ? "" : item.input.string() + ": ") << message << std::endl;
-      if (options.json) std::cout << failure_json(item, message).dump() << std::endl;
       ++failed;
     };
     auto print = [&](const BatchItem& item, io::RunSummary summary) {
       summary.input = item.input;  // decode --latent-scale ran on a scaled copy
-      if (options.json) std::cout << summary_json(summary, options, *model, load).dump() << std::endl;
+      log.write({item.input, item.output, Status::kOk, summary.seconds, summary.frames, device, ""},
+                options.json ? summary_json(summary, options, *model, load) : nlohmann::json(nullptr));
     };
     const BatchItem* finishing_item = nullptr;
+    Clock::time_point finishing_start;
     std::optional<io::FinishingRun> finishing;
     auto finish_previous = [&] {
       if (!finishing) return;
@@ -179,12 +236,13 @@ void run_command(RunCommand command, const RunOptions& options) {
       } catch (const io::Interrupted&) {
         throw;
       } catch (const std::exception&) {
-        report(*finishing_item, std::current_exception());
+        report(*finishing_item, std::current_exception(), finishing_start);
       }
       finishing.reset();
     };
     for (const BatchItem& item : items) {
-      current = &item;
+      current_output = item.output;
+      const Clock::time_point start = Clock::now();
       Started started;
       std::exception_ptr error;
       try {
@@ -197,11 +255,12 @@ void run_command(RunCommand command, const RunOptions& options) {
       }
       finish_previous();
       if (error) {
-        report(item, error);
+        report(item, error, start);
       } else if (started.done) {
         print(item, std::move(*started.done));
       } else {
         finishing_item = &item;
+        finishing_start = start;
         finishing = std::move(started.finishing);
       }
     }
@@ -210,8 +269,8 @@ void run_command(RunCommand command, const RunOptions& options) {
       throw Error(std::to_string(failed) + " of " + std::to_string(items.size()) +
                   " inputs failed; the others were written to " + options.output);
   } catch (const io::Interrupted&) {
-    std::cerr << "vaecodec: " << command_name(command) << " interrupted; "
-              << (current ? current->output.string() : options.output) << " was not written" << std::endl;
+    std::cerr << "vaecodec: " << command_name(command) << " interrupted; " << current_output.string()
+              << " was not written" << std::endl;
     std::exit(io::kInterruptedExitCode);
   }
 }

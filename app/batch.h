@@ -1,9 +1,11 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "app/run_options.h"
+#include "app/shard.h"
 
 namespace vaecodec::app {
 
@@ -19,17 +21,24 @@ namespace vaecodec::app {
 // (io::FinishingRun; docs/benchmarks.md, "End to end"). Outcomes are reported in input order. A file that
 // fails gets its one error line and the batch goes on; at the end a summary line says how many failed and the
 // exit status is 1. Two inputs that would write the same output are refused before anything runs.
+// With --shard a task runs its part of the inputs, and with --skip-existing the inputs whose output exists
+// are reported as skipped before the model loads (none is loaded when nothing is left); Note [Shards] in
+// app/shard.h.
 struct BatchItem {
   std::filesystem::path input;
   std::filesystem::path output;
 };
 struct Batch {
-  bool into_folder = false;  // a batch (Note [Batches]); false: one input, one output file
-  std::vector<BatchItem> items;
+  bool into_folder = false;      // a batch (Note [Batches]); false: one input, one output file
+  std::vector<BatchItem> items;  // with --shard, this shard's: sorted by input, every N-th from K
+  std::optional<Shard> shard;    // --shard (Note [Shards])
+  size_t all_items = 0;          // the inputs of every shard together
 };
-// The runs `options` asks for (Note [Batches]). Throws for what can be told before loading a model: missing
-// inputs, an output folder that is a file, two inputs writing one output, folders holding nothing to run.
-Batch plan_batch(RunCommand command, const RunOptions& options);
+// The runs `options` asks for (Note [Batches], Note [Shards]). Throws for what can be told before loading a
+// model: missing inputs, an output folder that is a file, two inputs writing one output, folders holding
+// nothing to run; UsageError for a --shard that cannot be, and for --skip-existing on a single output that
+// exists. `env` gives --shard auto its variables.
+Batch plan_batch(RunCommand command, const RunOptions& options, const Environment& env = process_environment);
 
 // Loads the model and runs `command` with SIGINT/SIGTERM handled (Note [Interrupts]): an interrupted run
 // removes its temporary output and exits with 130.

@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 
 #include "app/commands.h"
+#include "app/record.h"
+#include "app/usage_error.h"
 #include "core/error.h"
 
 namespace vaecodec::app {
@@ -20,6 +22,7 @@ int run_cli(int argc, char** argv) {
   CLI::App app{"vaecodec: run videos through causal video VAEs (encode, decode, round trip) on the GPU"};
   app.set_version_flag("--version", std::string("vaecodec ") + VAECODEC_VERSION);
   app.require_subcommand(1);
+  set_command_line({argv, argv + argc});  // the manifest records it (app/record.h)
 
   add_info_command(app);
   add_inspect_command(app);
@@ -36,6 +39,9 @@ int run_cli(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // One line, as for every other error; usage errors exit with 2.
     std::cerr << "vaecodec: error: " << e.what() << " (vaecodec --help lists the commands and options)\n";
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "vaecodec: error: " << e.what() << "\n";
     return 2;
   } catch (const Error& e) {
     std::cerr << "vaecodec: error: " << e.what() << "\n";

@@ -83,6 +83,16 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
          "some models), off: take its heuristics' choice")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  sub.add_option("--shard", options.shard,
+                 "run part K of N of a batch (K/N: the inputs sorted by path, every N-th from K; auto: from "
+                 "SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX)");
+  sub.add_option("--shard-count", options.shard_count,
+                 "the number of shards for --shard auto from JOB_COMPLETION_INDEX (a Kubernetes Indexed Job)")
+      ->check(CLI::PositiveNumber);
+  sub.add_flag("--skip-existing", options.skip_existing,
+               "skip the inputs whose output exists (outputs appear complete or not at all)");
+  sub.add_option("--manifest", options.manifest,
+                 "append one JSON line per input (ok, failed or skipped) to this file; tasks may share it");
   add_memory_options(sub, options.memory, options.device, options.dtype, options.chunk);
 }
 

@@ -43,7 +43,12 @@ struct RunOptions {
   // encode: write latents times the model's latent scale; decode: the input's are so scaled (--latent-scale,
   // Note [latent scale] in io/latent_file.h).
   bool latent_scale = false;
-  MemoryOptions memory;  // --preset, --preset-file, --vram, --tile (app/memory_options.h)
+  // A job array's part of a batch and its record (Note [Shards] in app/shard.h).
+  std::string shard;           // --shard K/N or auto; empty: the whole batch
+  int64_t shard_count = 0;     // --shard-count N, with --shard auto from JOB_COMPLETION_INDEX
+  bool skip_existing = false;  // --skip-existing
+  std::string manifest;        // --manifest FILE.jsonl
+  MemoryOptions memory;        // --preset, --preset-file, --vram, --tile (app/memory_options.h)
 };
 
 // Adds the options of `command` to its subcommand.

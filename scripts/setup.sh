@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets vaecodec up on a fresh Debian 12 machine and builds it in Release:
 #   1. Debian packages: compilers, CMake, Ninja, FFmpeg 5.1 libraries and CLI, CLI11, Catch2, nlohmann-json,
-#      clang-format;
+#      clang-format, Slurm and munge (for the job-array test);
 #   2. LibTorch 2.11.0 from PyPI's torch==2.11.0 wheel, in the project's virtual environment .venv/;
 #   3. checks that LibTorch's CUDA version matches the CUDA toolkit's (nvcc);
 #   4. configures and builds build/ (CMake + Ninja), then runs a short demo unless --no-demo is given.
@@ -26,7 +26,8 @@ trap 'die "step failed at line $LINENO (see the output above)"' ERR
 # 1. Debian packages.
 packages=(build-essential cmake ninja-build pkg-config git xz-utils
           libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev ffmpeg
-          libcli11-dev catch2 nlohmann-json3-dev clang-format)
+          libcli11-dev catch2 nlohmann-json3-dev clang-format
+          slurm-wlm munge)  # Slurm and munge: the job-array test starts its own (tests/test_slurm_array.sh)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ! python3 -m venv --help >/dev/null 2>&1; then missing+=(python3 python3-venv python3-pip); fi
