@@ -16,6 +16,9 @@ void add_memory_options(CLI::App& sub, MemoryOptions& memory, std::string& devic
       "GPU tier: budget, dtype and engine options (vaecodec presets lists them), e.g. rtx4090-24g");
   sub.add_option("--preset-file", memory.preset_file, "a preset in a JSON file (format: see presets/*.json)");
   sub.add_option("--vram", memory.vram, "peak GPU memory budget, e.g. 8G, 7.5GiB, 512M (over the preset's)");
+  sub.add_flag("--vram-force", memory.force,
+               "plan for --vram (or the preset's budget) even when the GPU has less free: by default such a "
+               "budget is refused, and without one the budget is the memory free when the run starts");
   sub.add_option(
       "--vram-margin", memory.margin,
       "share of the budget kept free for the allocator's fragmentation (default 0.15, or the preset's)");
@@ -62,6 +65,7 @@ void resolve_memory_options(MemoryOptions& memory, std::string& device, std::str
                   std::to_string(memory.margin));
     planner.margin = memory.margin;
   }
+  planner.budget_forced = memory.force;
   memory.planner = planner;
 }
 

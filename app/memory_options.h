@@ -20,6 +20,7 @@ struct MemoryOptions {
   std::string vram;         // --vram 8G: the budget, over the preset's
   std::string tile;         // --tile 64 or 80x48: fixed tiles in latent pixels
   double margin = -1;  // --vram-margin 0.1: the share of the budget kept for fragmentation; -1: not given
+  bool force = false;  // --vram-force: plan for the budget even where the device has less free
   // Resolved after parsing.
   std::optional<core::Preset> chosen;  // the preset, if one was named
   core::PlannerOptions planner;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/device/memory_faults.h"
 #include "core/error.h"
 #include "core/tiling.h"
 
@@ -45,6 +46,7 @@ torch::Tensor EncodeRun::run_chunk(const torch::Tensor& frames) {
   if (tiles_) return tiles_->run(frames);
   auto x = frames.to(device_.torch_device(), model_.dtype(), /*non_blocking=*/frames.is_pinned())
                .contiguous(model_.memory_format());
+  before_model_call();
   return model_.encode(x, cache_);
 }
 
@@ -97,6 +99,7 @@ torch::Tensor DecodeRun::run_chunk(const torch::Tensor& latents) {
   if (tiles_) return tiles_->run(latents);
   auto z = latents.to(device_.torch_device(), /*non_blocking=*/latents.is_pinned())
                .contiguous(model_.memory_format());
+  before_model_call();
   return model_.decode(z, cache_);
 }
 

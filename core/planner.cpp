@@ -187,7 +187,10 @@ double plan_cost(const PlanRequest& request, double flops, int64_t chunk, const 
 // pay, and a plan with few wide tiles and offloaded caches competes fairly with one of many small tiles whose
 // caches all stay on the device. Temporal chunks never cut the causal cache, so none of this changes the
 // result except the spatial tiles' blend (Note [Tile blending]).
-Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
+namespace {
+
+// Every plan the options allow (Note [Planner]), with its estimate and cost, fitting the budget or not.
+std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptions& options) {
   if (request.width <= 0 || request.height <= 0 || request.width % request.spatial_factor ||
       request.height % request.spatial_factor)
     throw Error("cannot plan for a " + std::to_string(request.width) + "x" + std::to_string(request.height) +
@@ -200,10 +203,6 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
                             : options.budget_bytes > 0 ? std::max<int64_t>(options.max_chunk, 1)
                                                        : 1;
   const int64_t min_chunk = options.chunk > 0 ? options.chunk : 1;
-  const int64_t budget = options.budget_bytes;
-  // The allocator caps reserved memory, which exceeds the allocated peak the model estimates by the
-  // fragmentation of its cached blocks: plan to the budget less the margin.
-  const auto usable = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - options.margin));
 
   std::vector<TileGrid> grids;
   if (options.tile) {
@@ -233,8 +232,7 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
     return plan_cost(request, flops, 1, whole,
                      estimate_memory(request, 1, whole, false, options.reserved_bytes));
   }();
-  std::vector<Plan> fits;
-  std::optional<Plan> smallest;
+  std::vector<Plan> plans;
   for (bool offload : {false, true}) {
     if (offload && !options.offload) break;
     for (const TileGrid& g : grids) {
@@ -245,13 +243,29 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
         p.chunk = n;
         p.tiles = g;
         p.offload = offload;
-        p.budget_bytes = budget;
+        p.budget_bytes = options.budget_bytes;
+        p.budget_note = options.budget_note;
         p.estimate = estimate_memory(request, n, g, offload, options.reserved_bytes);
         p.cost = plan_cost(request, flops, n, g, p.estimate) / untiled_cost;
-        if (budget <= 0 || p.estimate.total() <= usable) fits.push_back(p);
-        if (!smallest || p.estimate.total() < smallest->estimate.total()) smallest = p;
+        plans.push_back(p);
       }
     }
+  }
+  return plans;
+}
+
+}  // namespace
+
+Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
+  const int64_t budget = options.budget_bytes;
+  // The allocator caps reserved memory, which exceeds the allocated peak the model estimates by the
+  // fragmentation of its cached blocks: plan to the budget less the margin.
+  const auto usable = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - options.margin));
+  std::vector<Plan> fits;
+  std::optional<Plan> smallest;
+  for (const Plan& p : candidate_plans(request, options)) {
+    if (budget <= 0 || p.estimate.total() <= usable) fits.push_back(p);
+    if (!smallest || p.estimate.total() < smallest->estimate.total()) smallest = p;
   }
   if (!fits.empty()) {
     double cheapest = fits.front().cost;
@@ -266,7 +280,7 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
   }
   std::ostringstream s;
   s << op_name(request.op) << " of " << request.width << "x" << request.height << " does not fit in "
-    << format_size(budget);
+    << format_size(budget) << (options.budget_note.empty() ? "" : " (" + options.budget_note + ")");
   if (smallest)
     s << ": the smallest plan (chunk " << smallest->chunk << ", "
       << (smallest->tiles.tiled() ? std::to_string(smallest->tiles.count()) + " tiles" : "untiled")
@@ -275,6 +289,13 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
       << std::ceil(smallest->estimate.total() / (1.0 - options.margin) / kGiB * 10) / 10 << "G or more";
   if (!options.tiling && !options.tile) s << ", or allow tiling";
   throw Error(s.str());
+}
+
+int64_t smallest_budget(const PlanRequest& request, const PlannerOptions& options) {
+  int64_t smallest = 0;
+  for (const Plan& p : candidate_plans(request, options))
+    if (smallest == 0 || p.estimate.total() < smallest) smallest = p.estimate.total();
+  return static_cast<int64_t>(std::ceil(static_cast<double>(smallest) / (1.0 - options.margin)));
 }
 
 std::string Plan::summary() const {
@@ -286,7 +307,9 @@ std::string Plan::summary() const {
   else
     s << "untiled " << tiles.latent_width << "x" << tiles.latent_height << " latent px";
   s << "; estimated peak " << format_size(estimate.total());
-  if (budget_bytes > 0) s << " of " << format_size(budget_bytes) << " budget";
+  if (budget_bytes > 0)
+    s << " of " << format_size(budget_bytes) << " budget"
+      << (budget_note.empty() ? "" : " (" + budget_note + ")");
   if (cost > 1.005) s << ", about " << std::fixed << std::setprecision(1) << cost << "x the untiled time";
   return s.str();
 }
@@ -305,6 +328,7 @@ nlohmann::json Plan::to_json() const {
           {"tiles", tile_json},
           {"offload", offload},
           {"budget_bytes", budget_bytes},
+          {"budget_note", budget_note},
           {"estimate_bytes", estimate.total()},
           {"relative_time", cost},
           {"estimate",

@@ -26,6 +26,10 @@ struct PlannerOptions {
   int64_t reserved_bytes = 0;    // device memory held outside the run, e.g. bench's resident clip
   // The share of the budget kept free for the allocator's fragmentation: plans are made for the rest.
   double margin = 0.15;
+  // Where the budget comes from when it was not given (e.g. "free of 79.2 GiB"), for the plan line.
+  std::string budget_note;
+  // A budget larger than the device's free memory is planned for anyway (--vram-force), not refused.
+  bool budget_forced = false;
 };
 
 // The run a plan is for.
@@ -60,6 +64,7 @@ struct Plan {
   TileGrid tiles;
   bool offload = false;  // tile caches live in host memory between visits
   int64_t budget_bytes = 0;
+  std::string budget_note;  // PlannerOptions::budget_note
   MemoryEstimate estimate;
   double cost = 1;              // estimated time against the untiled plan's (Note [Plan cost])
   std::string calibration;      // where the coefficients come from
@@ -74,5 +79,7 @@ MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const 
 // Picks the fastest plan whose estimate stays under the budget less the margin (Note [Planner]); throws
 // Error with the smallest budget that would do when none does.
 Plan plan_run(const PlanRequest& request, const PlannerOptions& options);
+// The smallest budget any plan the options allow fits in (its estimate plus the margin).
+int64_t smallest_budget(const PlanRequest& request, const PlannerOptions& options);
 
 }  // namespace vaecodec::core

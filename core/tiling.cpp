@@ -5,6 +5,7 @@
 
 #include <c10/cuda/CUDAGuard.h>
 
+#include "core/device/memory_faults.h"
 #include "core/error.h"
 
 namespace vaecodec::core {
@@ -165,6 +166,7 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
     const bool pinned = input.device().is_cpu() && input.is_pinned();
     auto on_device = (encode ? input.to(device, dtype, /*non_blocking=*/pinned) : input.to(device, pinned))
                          .contiguous(model_.memory_format());
+    before_model_call();
     return encode ? model_.encode(on_device, cache) : model_.decode(on_device, cache);
   };
   const int64_t f = model_.info().spatial_factor;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <limits>
 
+#include "core/device/memory_faults.h"
 #include "core/error.h"
 #include "core/presets.h"
 #include "core/tiling.h"
@@ -112,6 +113,31 @@ AVRational rational(LatentMeta::Rational q) {
   return {q.num, q.den};
 }
 
+// The budget of a run: without one given, what the device has free now; one given that is more than that is
+// refused before any work (unless forced), since the allocator would fail part way through.
+core::PlannerOptions settle_budget(const core::VaeModel& model, core::PlannerOptions planner) {
+  const core::Device& device = core::Device::of(model.device());
+  const std::optional<int64_t> available = device.available_bytes();
+  if (!available) return planner;
+  const std::string where = device.torch_device().str();
+  if (planner.budget_bytes == 0) {
+    const int64_t total = device.memory_info().total;
+    planner.budget_bytes = *available;
+    if (planner.budget_note.empty())
+      planner.budget_note = "free" + (total > 0 ? " of " + core::format_size(total) : "") + " on " + where;
+  } else if (planner.budget_bytes > *available && !planner.budget_forced) {
+    throw Error("the memory budget of " + core::format_size(planner.budget_bytes) + " is more than the " +
+                core::format_size(*available) + " free on " + where +
+                " now (other programs hold the rest): give --vram " + core::format_size(*available) +
+                " or less, or --vram-force to plan for it anyway");
+  }
+  return planner;
+}
+
+// The last request planned on this thread, for the message of a run that keeps running out of memory
+// (with_replans): the failed attempt's state is gone by then.
+thread_local std::optional<core::PlanRequest> last_plan_request;
+
 // The chunk and tiles of a run (core/planner.h): planned when the options ask, else options.chunks untiled.
 // Planning happens here because the frame size is known only once the input is open.
 core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geometry,
@@ -124,11 +150,25 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
     plan.tiles = core::TileGrid::whole(geometry.padded_height / f, geometry.padded_width / f);
     return plan;
   }
-  const core::Plan plan =
-      core::plan_run(core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
-                                           geometry.padded_height, model.dtype()),
-                     *options.memory);
-  core::Device::of(model.device()).cap_memory(options.memory->budget_bytes);
+  const core::PlannerOptions planner = settle_budget(model, *options.memory);
+  last_plan_request = core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
+                                            geometry.padded_height, model.dtype());
+  core::Plan plan = core::plan_run(*last_plan_request, planner);
+  if (options.memory->budget_bytes == 0 && planner.budget_bytes > 0) {
+    // The budget is only what happens to be free: where the plan of a run without a budget fits in it, that
+    // plan runs (one latent frame per call, untiled), so a GPU with room runs as it always has; only less
+    // room than that makes the planner trade speed for memory.
+    core::PlannerOptions unbudgeted = planner;
+    unbudgeted.budget_bytes = 0;
+    core::Plan as_without = core::plan_run(*last_plan_request, unbudgeted);
+    if (static_cast<double>(as_without.estimate.total()) <=
+        static_cast<double>(planner.budget_bytes) * (1.0 - planner.margin)) {
+      as_without.budget_bytes = planner.budget_bytes;
+      as_without.budget_note = planner.budget_note;
+      plan = as_without;
+    }
+  }
+  core::Device::of(model.device()).cap_memory(planner.budget_bytes);
   if (!options.quiet) std::cerr << "vaecodec: " << plan.summary() << std::endl;
   return plan;
 }
@@ -194,6 +234,10 @@ FinishingRun::FinishingRun(FinishingRun&&) noexcept = default;
 FinishingRun& FinishingRun::operator=(FinishingRun&&) noexcept = default;
 FinishingRun::~FinishingRun() = default;
 
+void FinishingRun::add_replans(std::vector<RunSummary::Replan> replans) {
+  state_->summary.replans = std::move(replans);
+}
+
 RunSummary FinishingRun::finish() {
   State& s = *state_;
   s.writing->finish();
@@ -224,8 +268,8 @@ RunSummary decode(core::VaeModel& model, const fs::path& input, const fs::path& 
   return start_decode(model, input, output, options).finish();
 }
 
-FinishingRun start_roundtrip(core::VaeModel& model, const fs::path& input, const fs::path& output,
-                             const PipelineOptions& options) {
+static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                                         const PipelineOptions& options) {
   const Clock::time_point start = Clock::now();
   check_output_path(output, {input});
   if (!options.metrics.empty()) check_output_path(options.metrics, {input, output});
@@ -284,8 +328,8 @@ FinishingRun start_roundtrip(core::VaeModel& model, const fs::path& input, const
   return FinishingRun(std::move(state));
 }
 
-RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& output,
-                  const PipelineOptions& options) {
+static RunSummary encode_once(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                              const PipelineOptions& options) {
   const Clock::time_point start = Clock::now();
   check_output_path(output, {input});
   check_latent_extension(output);
@@ -426,8 +470,8 @@ DecodePlan plan_decode(const LatentFile& file, const core::ModelInfo& info, cons
 
 }  // namespace
 
-FinishingRun start_decode(core::VaeModel& model, const fs::path& input, const fs::path& output,
-                          const PipelineOptions& options) {
+static FinishingRun start_decode_once(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                                      const PipelineOptions& options) {
   const Clock::time_point start = Clock::now();
   check_output_path(output, {input});
   output_container(output);
@@ -473,6 +517,83 @@ FinishingRun start_decode(core::VaeModel& model, const fs::path& input, const fs
   summary.height = plan.format.height;
   summary.latent_shape = file.latents.sizes().vec();
   return FinishingRun(std::move(state));
+}
+
+namespace {
+
+constexpr int kMaxReplans = 2;
+
+void add_replans(RunSummary& summary, std::vector<RunSummary::Replan> replans) {
+  summary.replans = std::move(replans);
+}
+void add_replans(FinishingRun& run, std::vector<RunSummary::Replan> replans) {
+  run.add_replans(std::move(replans));
+}
+
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
+// Runs `run(options)`; when the device runs out of memory part way through, plans again for the memory free
+// now and runs the whole input again, at most kMaxReplans times (Note [Running out of memory] in
+// core/device/memory_faults.h). The failed attempt's output was never renamed into place: its temporary file
+// went with it.
+template <typename Run>
+auto with_replans(core::VaeModel& model, const fs::path& input, const PipelineOptions& options, Run&& run)
+    -> decltype(run(options)) {
+  PipelineOptions attempt = options;
+  std::vector<RunSummary::Replan> replans;
+  while (true) {
+    try {
+      auto result = run(attempt);
+      add_replans(result, std::move(replans));
+      return result;
+    } catch (const std::exception& e) {
+      if (!core::is_out_of_memory(e) || !attempt.memory) throw;
+      core::Device& device = core::Device::of(model.device());
+      device.release_cached();
+      const std::optional<int64_t> available = device.available_bytes();
+      const std::string where = device.torch_device().str();
+      if (!available || static_cast<int>(replans.size()) == kMaxReplans) {
+        const int64_t free_now = available.value_or(device.memory_info().free);
+        std::string needed;
+        if (last_plan_request)
+          needed = "; the smallest plan needs a budget of " +
+                   core::format_size(core::smallest_budget(*last_plan_request, *attempt.memory));
+        throw Error(input.string() + ": ran out of memory on " + where + " " +
+                    std::to_string(replans.size() + 1) + " time" + (replans.empty() ? "" : "s") + " (" +
+                    first_line(e.what()) + "); " + core::format_size(free_now) + " is free there now" +
+                    needed + ": close what else uses the GPU, or run on another one");
+      }
+      replans.push_back({first_line(e.what()), *available});
+      attempt.memory->budget_bytes = *available;
+      attempt.memory->budget_note = "free on " + where + " after running out of memory";
+      attempt.memory->budget_forced = true;
+      warn(input.string() + ": out of memory (" + first_line(e.what()) + "); planning again for the " +
+           core::format_size(*available) + " free on " + where + " and starting over");
+    }
+  }
+}
+
+}  // namespace
+
+FinishingRun start_roundtrip(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                             const PipelineOptions& options) {
+  return with_replans(model, input, options, [&](const PipelineOptions& o) {
+    return start_roundtrip_once(model, input, output, o);
+  });
+}
+
+RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                  const PipelineOptions& options) {
+  return with_replans(model, input, options,
+                      [&](const PipelineOptions& o) { return encode_once(model, input, output, o); });
+}
+
+FinishingRun start_decode(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                          const PipelineOptions& options) {
+  return with_replans(model, input, options,
+                      [&](const PipelineOptions& o) { return start_decode_once(model, input, output, o); });
 }
 
 }  // namespace vaecodec::io

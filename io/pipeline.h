@@ -57,6 +57,13 @@ struct RunSummary {
   DecodeDamage damage;                    // what the input lost (roundtrip, encode)
   std::optional<QualitySummary> quality;  // with PipelineOptions::metrics
   std::optional<core::Plan> plan;         // with PipelineOptions::memory
+  // The times the run ran out of device memory and started over with a new plan (Note [Running out of
+  // memory] in core/device/memory_faults.h): why, and the budget of the new plan.
+  struct Replan {
+    std::string reason;
+    int64_t budget_bytes = 0;
+  };
+  std::vector<Replan> replans;
   // Seconds by stage (Note [Pipeline]): "read" and "write" are the reader's and writer's threads at work,
   // "model_waits_for_*" the model's thread blocked on them, "write_tail" the writer finishing after the last
   // frame was handed to it (frames queued or held back by the encoder), "model" the rest of the run; the
@@ -74,7 +81,8 @@ class FinishingRun {
   FinishingRun(FinishingRun&&) noexcept;
   FinishingRun& operator=(FinishingRun&&) noexcept;
   ~FinishingRun();
-  RunSummary finish();  // once
+  RunSummary finish();                                        // once
+  void add_replans(std::vector<RunSummary::Replan> replans);  // what the run went through before it succeeded
 
  private:
   std::unique_ptr<State> state_;

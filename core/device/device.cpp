@@ -13,6 +13,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/cuda.h>
 
+#include "core/device/memory_faults.h"
 #include "core/error.h"
 
 namespace vaecodec::core {
@@ -145,6 +146,18 @@ Device::MemoryInfo Device::memory_info() const {
   if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
     throw Error("cannot read the free memory of CUDA device " + std::to_string(index()));
   return {static_cast<int64_t>(free_bytes), static_cast<int64_t>(total_bytes)};
+}
+
+std::optional<int64_t> Device::available_bytes() const {
+  if (const auto injected = injected_free_bytes()) return injected;
+  if (!is_cuda()) return std::nullopt;
+  const int64_t held =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(index()).reserved_bytes[kAggregate].current;
+  return memory_info().free + held;
+}
+
+void Device::release_cached() {
+  if (is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
 }
 
 void Device::synchronize() const {

@@ -80,6 +80,13 @@ class Device {
     int64_t free = 0, total = 0;
   };
   MemoryInfo memory_info() const;
+  // What this process may plan a run for now: the memory the driver reports free plus what this process's
+  // caching allocator holds (its cached blocks are reused by the run); nullopt on the CPU (no limit is
+  // known). The test hook of Note [Running out of memory] replaces it after its failure.
+  std::optional<int64_t> available_bytes() const;
+  // Returns the caching allocator's unused blocks to the driver (after running out of memory, before planning
+  // again).
+  void release_cached();
   // Waits for all work queued on the device.
   void synchronize() const;
 
