@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <vector>
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 #include <c10/util/Exception.h>
 
@@ -40,7 +40,8 @@ Hook& hook() {
       } else if (key == "free" && !value.empty()) {
         parsed->free_bytes = parse_size(value);
       } else {
-        throw Error("VAECODEC_TEST_OOM='" + spec + "': expected call=N[,call=M...][,free=SIZE], e.g. call=3,free=2G");
+        throw Error("VAECODEC_TEST_OOM='" + spec +
+                    "': expected call=N[,call=M...][,free=SIZE], e.g. call=3,free=2G");
       }
       start = comma + 1;
     }
