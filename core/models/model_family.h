@@ -70,4 +70,19 @@ struct ModelFamily {
   std::vector<MemoryCalibration> calibration;
 };
 
+// Fills a record's detect, describe and build from a model class with `static std::optional<Config>
+// detect(const StateDict&)` and `static ModelInfo describe(const Config&)`, constructed from its Config, and
+// a Config with to_json and from_json (what the built-in families have).
+template <typename Vae, typename Config>
+void set_model_functions(ModelFamily& family) {
+  family.detect = [](const StateDict& tensors) -> std::optional<nlohmann::json> {
+    if (auto config = Vae::detect(tensors)) return config->to_json();
+    return std::nullopt;
+  };
+  family.describe = [](const nlohmann::json& config) { return Vae::describe(Config::from_json(config)); };
+  family.build = [](const nlohmann::json& config) -> std::shared_ptr<VaeModel> {
+    return std::make_shared<Vae>(Config::from_json(config));
+  };
+}
+
 }  // namespace vaecodec::core

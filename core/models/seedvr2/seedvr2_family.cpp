@@ -10,16 +10,7 @@ ModelFamily seedvr2_family() {
   f.name = "seedvr2-vae";
   f.description = "SeedVR2's VAE (the SeedVR and SeedVR2 upscalers)";
   f.released_config = SeedVR2Config{}.to_json();
-  f.detect = [](const StateDict& tensors) -> std::optional<nlohmann::json> {
-    if (auto config = SeedVR2Vae::detect(tensors)) return config->to_json();
-    return std::nullopt;
-  };
-  f.describe = [](const nlohmann::json& config) {
-    return SeedVR2Vae::describe(SeedVR2Config::from_json(config));
-  };
-  f.build = [](const nlohmann::json& config) -> std::shared_ptr<VaeModel> {
-    return std::make_shared<SeedVR2Vae>(SeedVR2Config::from_json(config));
-  };
+  set_model_functions<SeedVR2Vae, SeedVR2Config>(f);
   f.layouts = {seedvr2_legacy_attention_layout()};
   // cache_elements: CausalCache::bytes() of the released architecture on the CPU per pixel (the test "the
   // cache coefficients match the released models' caches" recomputes them). Peaks: `scripts/gpu_check.sh` on

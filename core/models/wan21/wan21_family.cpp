@@ -10,16 +10,7 @@ ModelFamily wan21_family() {
   f.name = "wan2.1-vae";
   f.description = "The Wan2.1 VAE (Wan2.1, Wan2.2-14B and their fine-tunes)";
   f.released_config = Wan21Config{}.to_json();
-  f.detect = [](const StateDict& tensors) -> std::optional<nlohmann::json> {
-    if (auto config = Wan21Vae::detect(tensors)) return config->to_json();
-    return std::nullopt;
-  };
-  f.describe = [](const nlohmann::json& config) {
-    return Wan21Vae::describe(Wan21Config::from_json(config));
-  };
-  f.build = [](const nlohmann::json& config) -> std::shared_ptr<VaeModel> {
-    return std::make_shared<Wan21Vae>(Wan21Config::from_json(config));
-  };
+  set_model_functions<Wan21Vae, Wan21Config>(f);
   f.layouts = {wan_diffusers_layout()};
   // cache_elements: CausalCache::bytes() of the released architecture on the CPU per pixel (the test "the
   // cache coefficients match the released models' caches" recomputes them). Peaks: `scripts/gpu_check.sh` on

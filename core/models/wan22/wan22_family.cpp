@@ -10,16 +10,7 @@ ModelFamily wan22_family() {
   f.name = "wan2.2-vae";
   f.description = "Wan2.2's 48-channel VAE (Wan2.2-TI2V-5B)";
   f.released_config = Wan22Config{}.to_json();
-  f.detect = [](const StateDict& tensors) -> std::optional<nlohmann::json> {
-    if (auto config = Wan22Vae::detect(tensors)) return config->to_json();
-    return std::nullopt;
-  };
-  f.describe = [](const nlohmann::json& config) {
-    return Wan22Vae::describe(Wan22Config::from_json(config));
-  };
-  f.build = [](const nlohmann::json& config) -> std::shared_ptr<VaeModel> {
-    return std::make_shared<Wan22Vae>(Wan22Config::from_json(config));
-  };
+  set_model_functions<Wan22Vae, Wan22Config>(f);
   f.layouts = {wan_diffusers_layout()};
   // cache_elements: CausalCache::bytes() of the released architecture on the CPU per pixel (the test "the
   // cache coefficients match the released models' caches" recomputes them). Peaks: `scripts/gpu_check.sh` on
