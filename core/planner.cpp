@@ -261,6 +261,17 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
   // The allocator caps reserved memory, which exceeds the allocated peak the model estimates by the
   // fragmentation of its cached blocks: plan to the budget less the margin.
   const auto usable = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - options.margin));
+  if (options.budget_is_ceiling && budget > 0) {
+    PlannerOptions unbudgeted = options;
+    unbudgeted.budget_bytes = 0;
+    unbudgeted.budget_is_ceiling = false;
+    Plan as_without = plan_run(request, unbudgeted);
+    if (as_without.estimate.total() <= usable) {
+      as_without.budget_bytes = budget;
+      as_without.budget_note = options.budget_note;
+      return as_without;
+    }
+  }
   std::vector<Plan> fits;
   std::optional<Plan> smallest;
   for (const Plan& p : candidate_plans(request, options)) {

@@ -30,6 +30,10 @@ struct PlannerOptions {
   std::string budget_note;
   // A budget larger than the device's free memory is planned for anyway (--vram-force), not refused.
   bool budget_forced = false;
+  // The budget is only what happens to be free (none was given): where the plan of a run without a budget
+  // fits in it, that plan is taken, so a GPU with room runs as it always has; only less room makes the
+  // planner trade speed for memory.
+  bool budget_is_ceiling = false;
 };
 
 // The run a plan is for.

@@ -123,6 +123,7 @@ core::PlannerOptions settle_budget(const core::VaeModel& model, core::PlannerOpt
   if (planner.budget_bytes == 0) {
     const int64_t total = device.memory_info().total;
     planner.budget_bytes = *available;
+    planner.budget_is_ceiling = true;
     if (planner.budget_note.empty())
       planner.budget_note = "free" + (total > 0 ? " of " + core::format_size(total) : "") + " on " + where;
   } else if (planner.budget_bytes > *available && !planner.budget_forced) {
@@ -153,21 +154,7 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
   const core::PlannerOptions planner = settle_budget(model, *options.memory);
   last_plan_request = core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
                                             geometry.padded_height, model.dtype());
-  core::Plan plan = core::plan_run(*last_plan_request, planner);
-  if (options.memory->budget_bytes == 0 && planner.budget_bytes > 0) {
-    // The budget is only what happens to be free: where the plan of a run without a budget fits in it, that
-    // plan runs (one latent frame per call, untiled), so a GPU with room runs as it always has; only less
-    // room than that makes the planner trade speed for memory.
-    core::PlannerOptions unbudgeted = planner;
-    unbudgeted.budget_bytes = 0;
-    core::Plan as_without = core::plan_run(*last_plan_request, unbudgeted);
-    if (static_cast<double>(as_without.estimate.total()) <=
-        static_cast<double>(planner.budget_bytes) * (1.0 - planner.margin)) {
-      as_without.budget_bytes = planner.budget_bytes;
-      as_without.budget_note = planner.budget_note;
-      plan = as_without;
-    }
-  }
+  const core::Plan plan = core::plan_run(*last_plan_request, planner);
   core::Device::of(model.device()).cap_memory(planner.budget_bytes);
   if (!options.quiet) std::cerr << "vaecodec: " << plan.summary() << std::endl;
   return plan;

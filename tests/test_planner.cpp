@@ -262,3 +262,29 @@ TEST_CASE("the allocator cap is a no-op off CUDA", "[planner]") {
 }
 
 }  // namespace vaecodec::test
+
+namespace vaecodec::test {
+
+TEST_CASE("a budget that is only what is free keeps the unbudgeted plan where it fits", "[planner]") {
+  const auto request = wan21(core::Op::kDecode, 1280, 720);
+  core::PlannerOptions free_memory = budget(40 * kGiB, /*max_chunk=*/8);
+  free_memory.budget_is_ceiling = true;
+  free_memory.budget_note = "free of 79.2 GiB on cuda:0";
+  const core::Plan roomy = core::plan_run(request, free_memory);
+  CHECK(roomy.chunk == 1);
+  CHECK_FALSE(roomy.tiles.tiled());
+  CHECK(roomy.budget_bytes == 40 * kGiB);
+  CHECK_THAT(roomy.summary(), Catch::Contains("of 40 GiB budget (free of 79.2 GiB on cuda:0)"));
+  // It is the plan of a run without a budget.
+  const core::Plan unbudgeted = core::plan_run(request, {});
+  CHECK(roomy.estimate.total() == unbudgeted.estimate.total());
+  // Too little free for the unbudgeted plan: the planner trades, as for any budget.
+  free_memory.budget_bytes = 6 * kGiB;
+  const core::Plan tight = core::plan_run(request, free_memory);
+  const core::Plan given = core::plan_run(request, budget(6 * kGiB, 8));
+  CHECK(tight.tiles.tiled() == given.tiles.tiled());
+  CHECK(tight.chunk == given.chunk);
+  CHECK(tight.estimate.total() <= 6 * kGiB);
+}
+
+}  // namespace vaecodec::test
