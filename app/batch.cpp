@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 
+#include "app/errors.h"
 #include "app/record.h"
 #include "app/usage_error.h"
 #include "core/error.h"
@@ -50,17 +51,6 @@ std::vector<fs::path> folder_inputs(const fs::path& folder, RunCommand command) 
   return files;
 }
 
-// The one-line message of an error, as main() prints it.
-std::string error_message(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-}
-
 // One input's run, started: encode runs to its end (`done`); roundtrip and decode return once the model's
 // work is done (`finishing`), their writer still draining.
 struct Started {
@@ -90,6 +80,13 @@ Started start_one(RunCommand command, const RunOptions& options, core::VaeModel&
   return started;
 }
 
+// The weights file, when one is named already (the run fails later otherwise): no output may replace it.
+std::vector<fs::path> named_weights(const RunOptions& options) {
+  if (!options.weights.empty()) return {options.weights};
+  if (const char* env = std::getenv("VAECODEC_WEIGHTS"); env && *env) return {env};
+  return {};
+}
+
 }  // namespace
 
 Batch plan_batch(RunCommand command, const RunOptions& options, const Environment& env) {
@@ -117,6 +114,11 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
           " is this run's only output and exists: remove it to run again, or drop --skip-existing "
           "to replace it");
     io::check_output_path(output, {options.inputs[0]});
+    io::check_output_path(output, named_weights(options), "weights file");
+    if (!options.metrics.empty()) {
+      io::check_output_path(options.metrics, {options.inputs[0], output});
+      io::check_output_path(options.metrics, named_weights(options), "weights file");
+    }
     return {false, {{options.inputs[0], output}}, std::nullopt, 1};
   }
   if (fs::exists(output, error) && !fs::is_directory(output, error))
@@ -145,6 +147,12 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
   }
   if (items.empty())
     throw Error("no inputs: the folders given hold no files to " + std::string(command_name(command)));
+  std::vector<fs::path> inputs;
+  for (const BatchItem& item : items) inputs.push_back(item.input);
+  for (const BatchItem& item : items) {
+    io::check_output_path(item.output, inputs);
+    io::check_output_path(item.output, named_weights(options), "weights file");
+  }
   batch.all_items = items.size();
   if (shard) {  // Note [Shards]: every task sorts the same list
     std::stable_sort(items.begin(), items.end(),
@@ -197,7 +205,7 @@ void run_command(RunCommand command, const RunOptions& options) {
     try {
       model = load_model(options, &load);
     } catch (const std::exception&) {  // no input can run: each gets its line, the error goes to main()
-      const std::string message = error_message(std::current_exception());
+      const std::string message = error_line(std::current_exception());
       for (const BatchItem& item : items)
         log.write({item.input, item.output, Status::kFailed, 0, 0, "", message});
       throw;
@@ -214,9 +222,12 @@ void run_command(RunCommand command, const RunOptions& options) {
     // Each input's outcome, in input order: a clip's writer finishes while the next clip runs on the GPU.
     int failed = 0;
     auto report = [&](const BatchItem& item, const std::exception_ptr& error, Clock::time_point start) {
-      const std::string message = error_message(error);
+      const std::string message = error_line(error);
       log.write({item.input, item.output, Status::kFailed, seconds_since(start), 0, device, message});
-      if (!batch) std::rethrow_exception(error);  // one input: main() reports it
+      if (!batch) {  // one input: main() reports it (Note [One-line errors])
+        if (from_libtorch(error)) throw Error(item.input.string() + ": " + message);
+        std::rethrow_exception(error);
+      }
       const bool named = message.find(item.input.string()) != std::string::npos;
       std::cerr << "vaecodec: error: " << (named ? "" : item.input.string() + ": ") << message << std::endl;
       ++failed;
@@ -246,7 +257,10 @@ void run_command(RunCommand command, const RunOptions& options) {
       Started started;
       std::exception_ptr error;
       try {
-        if (batch) io::check_output_path(item.output, {item.input});
+        if (batch) {
+          io::check_output_path(item.output, {item.input});
+          io::check_output_path(item.output, named_weights(options), "weights file");
+        }
         started = start_one(command, options, *model, pipeline, item);
       } catch (const io::Interrupted&) {
         throw;
@@ -271,7 +285,7 @@ void run_command(RunCommand command, const RunOptions& options) {
   } catch (const io::Interrupted&) {
     std::cerr << "vaecodec: " << command_name(command) << " interrupted; " << current_output.string()
               << " was not written" << std::endl;
-    std::exit(io::kInterruptedExitCode);
+    std::exit(io::interrupted_exit_code());
   }
 }
 

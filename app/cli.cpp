@@ -3,10 +3,10 @@
 #include <exception>
 #include <iostream>
 
-#include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
 
 #include "app/commands.h"
+#include "app/errors.h"
 #include "app/record.h"
 #include "app/usage_error.h"
 #include "core/error.h"
@@ -43,14 +43,9 @@ int run_cli(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "vaecodec: error: " << e.what() << "\n";
     return 2;
-  } catch (const Error& e) {
-    std::cerr << "vaecodec: error: " << e.what() << "\n";
-    return 1;
-  } catch (const c10::Error& e) {
-    std::cerr << "vaecodec: error: " << e.what_without_backtrace() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "vaecodec: error: " << e.what() << "\n";
+  } catch (...) {
+    // Note [One-line errors]
+    std::cerr << "vaecodec: error: " << error_line(std::current_exception()) << "\n";
     return 1;
   }
   return 0;

@@ -25,6 +25,7 @@
 #include "core/planner.h"
 #include "core/stage_timer.h"
 #include "core/vae_model.h"
+#include "core/json_text.h"
 
 namespace vaecodec::app {
 namespace {
@@ -249,7 +250,7 @@ void bench(const BenchOptions& o) {
     if (op != core::Op::kEncode) j["tiled_vs_untiled_psnr_db"] = psnr(got, reference);
   }
   if (o.json) {
-    std::cout << j.dump() << "\n";
+    std::cout << core::json_text(j) << "\n";
     return;
   }
   std::cout << std::fixed << std::setprecision(3) << info.family << " " << o.op << " " << o.size << " x"
@@ -304,13 +305,19 @@ void add_bench_command(CLI::App& app) {
                   "Model family: " + core::model_family_names() + " (default with --random: " +
                       core::default_model_family().name + "; with --weights: detected)");
   cmd->add_option("--size", o->size, "WIDTHxHEIGHT")->capture_default_str();
-  cmd->add_option("--frames", o->frames, "Frames (1 + 4k)")->capture_default_str();
+  cmd->add_option("--frames", o->frames, "Frames (1 + 4k)")
+      ->check(CLI::Range(int64_t{1}, 4 * core::kMaxChunk + 1))
+      ->capture_default_str();
   cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "fp32, bf16 or fp16")->capture_default_str();
-  cmd->add_option("--chunk", o->chunk, "Latent frames per chunk")->capture_default_str();
-  cmd->add_option("--runs", o->runs, "Timed runs (the median is reported)")->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "Untimed runs first")->capture_default_str();
+  cmd->add_option("--chunk", o->chunk, "Latent frames per chunk")
+      ->check(CLI::Range(int64_t{1}, core::kMaxChunk))
+      ->capture_default_str();
+  cmd->add_option("--runs", o->runs, "Timed runs (the median is reported)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "Untimed runs first")->check(CLI::Range(0, 100000))->capture_default_str();
   cmd->add_flag("--accuracy", o->accuracy, "Also run in fp32 and report the difference");
   cmd->add_flag("!--no-autotune", o->autotune, "Do not let cuDNN time its algorithms");
   cmd->add_flag("--json", o->json, "Print one JSON object");

@@ -24,6 +24,7 @@ extern "C" {
 #include "core/models/registry.h"
 #include "core/presets.h"
 #include "core/vae_model.h"
+#include "core/json_text.h"
 
 namespace vaecodec::app {
 namespace {
@@ -141,7 +142,7 @@ void add_info_command(CLI::App& app) {
   cmd->callback([json] {
     const auto j = collect_info();
     if (*json)
-      std::cout << j.dump() << "\n";
+      std::cout << core::json_text(j) << "\n";
     else
       print_info(j);
   });
@@ -157,7 +158,7 @@ void add_inspect_command(CLI::App& app) {
   cmd->callback([path, json] {
     const auto j = inspect(*path);
     if (*json) {
-      std::cout << j.dump() << "\n";
+      std::cout << core::json_text(j) << "\n";
       return;
     }
     std::string dtypes;
@@ -168,7 +169,7 @@ void add_inspect_command(CLI::App& app) {
               << " layout)\n"
               << "model       " << j["model"].get<std::string>() << ": "
               << j["description"].get<std::string>() << "\n"
-              << "config      " << j["config"].dump() << "\n"
+              << "config      " << core::json_text(j["config"]) << "\n"
               << "latent      " << j["latent_channels"] << " channels, " << j["spatial_factor"] << "x space, "
               << j["temporal_factor"] << "x time\n"
               << "tensors     " << j["tensors"] << " (" << dtypes << ")\n"

@@ -10,6 +10,7 @@
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/models/registry.h"
+#include "core/json_text.h"
 
 namespace vaecodec::app {
 namespace {
@@ -60,7 +61,7 @@ void plan(const PlanOptions& o) {
         {"dtype", c10::toString(dtype)},
         {"preset", o.memory.chosen ? nlohmann::json(o.memory.chosen->name) : nlohmann::json()},
         {"plan", p.to_json()}};
-    std::cout << j.dump() << "\n";
+    std::cout << core::json_text(j) << "\n";
     return;
   }
   const core::MemoryEstimate& e = p.estimate;
@@ -89,7 +90,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "fp32, bf16 or fp16")->capture_default_str();
-  cmd->add_option("--chunk", o->chunk, "Fixed latent frames per chunk (default: the planner's)");
+  cmd->add_option("--chunk", o->chunk, "Fixed latent frames per chunk (default: the planner's)")
+      ->check(CLI::Range(int64_t{1}, core::kMaxChunk));
   cmd->add_flag("--json", o->json, "Print one JSON object");
   add_memory_options(*cmd, o->memory, o->device, o->dtype, o->chunk);
   cmd->callback([o] { plan(*o); });

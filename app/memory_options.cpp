@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_text.h"
 
 namespace vaecodec::app {
 
@@ -84,7 +85,7 @@ std::string describe_presets(bool json) {
                      {"tiling", p.planner.tiling},
                      {"tile_overlap", p.planner.tile_overlap},
                      {"margin", p.planner.margin}});
-    return out.dump() + "\n";
+    return core::json_text(out) + "\n";
   }
   std::ostringstream s;
   s << std::left << std::setw(15) << "name" << std::setw(11) << "budget" << std::setw(6) << "dtype"

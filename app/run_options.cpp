@@ -14,6 +14,7 @@ extern "C" {
 #include "core/device/device.h"
 #include "core/error.h"
 #include "core/models/registry.h"
+#include "core/planner.h"
 #include "io/ffmpeg_common.h"
 
 namespace vaecodec::app {
@@ -62,7 +63,7 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
       ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16"}));
   sub.add_option("--chunk", options.chunk,
                  "latent frames per chunk (memory vs speed; the result is the same)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, core::kMaxChunk));
   if (video_out) {
     sub.add_option("--codec", options.codec, "video encoder, e.g. libx264 (default), libx265, ffv1");
     sub.add_option("--crf", options.crf, "quality for x264/x265/VP9/AV1 (lower is better; default 17)")
@@ -111,6 +112,9 @@ std::pair<int64_t, int64_t> parse_frame_size(const std::string& text) {
   if (std::sscanf(text.c_str(), "%lld%c%lld%c", &width, &x, &height, &extra) != 3 || x != 'x' || width <= 0 ||
       height <= 0)
     throw Error("--size: expected WIDTHxHEIGHT, got '" + text + "'");
+  if (width > core::kMaxFrameSide || height > core::kMaxFrameSide)
+    throw Error("--size " + text + ": each side may be at most " + std::to_string(core::kMaxFrameSide) +
+                " pixels");
   return {width, height};
 }
 

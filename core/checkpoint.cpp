@@ -17,6 +17,7 @@
 #include <torch/csrc/jit/serialization/storage_context.h>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/safetensors.h"
 #include "core/torch_pickle.h"
 
@@ -38,19 +39,17 @@ struct FileHead {
 };
 
 FileHead read_head(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  const int fd = open_for_reading(path, st);  // Note [Regular inputs]
   if (fd < 0) {
     fail(path, std::string("cannot open checkpoint (") + std::strerror(errno) + ")");
   }
   FileHead head;
-  struct stat st {};
   std::string error;
-  if (::fstat(fd, &st) != 0) {
-    error = std::string("cannot stat checkpoint (") + std::strerror(errno) + ")";
-  } else if (S_ISDIR(st.st_mode)) {
+  if (S_ISDIR(st.st_mode)) {
     error = "is a directory, not a checkpoint";
   } else if (!S_ISREG(st.st_mode)) {
-    error = "not a regular file";
+    error = "is " + file_type_name(st.st_mode) + ", not a regular file";
   } else {
     head.size = static_cast<uint64_t>(st.st_size);
     while (head.count < head.bytes.size()) {

@@ -195,6 +195,20 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
       request.height % request.spatial_factor)
     throw Error("cannot plan for a " + std::to_string(request.width) + "x" + std::to_string(request.height) +
                 " frame: the size must be a positive multiple of " + std::to_string(request.spatial_factor));
+  if (request.width > kMaxFrameSide || request.height > kMaxFrameSide)
+    throw Error("cannot plan for a " + std::to_string(request.width) + "x" + std::to_string(request.height) +
+                " frame: each side may be at most " + std::to_string(kMaxFrameSide) + " pixels");
+  for (const auto& [name, value] : {std::pair{"chunk", options.chunk}, {"max_chunk", options.max_chunk}})
+    if (value < 0 || value > kMaxChunk)
+      throw Error(std::string("cannot plan with ") + name + " " + std::to_string(value) +
+                  " latent frames per call: at most " + std::to_string(kMaxChunk));
+  if (options.tile_overlap < 0 || options.tile_overlap > kMaxFrameSide)
+    throw Error("cannot plan with a tile overlap of " + std::to_string(options.tile_overlap) +
+                " latent pixels: at most " + std::to_string(kMaxFrameSide));
+  if (options.tile && (options.tile->width > kMaxFrameSide || options.tile->height > kMaxFrameSide))
+    throw Error("cannot plan with tiles of " + std::to_string(options.tile->width) + "x" +
+                std::to_string(options.tile->height) + " latent pixels: each side at most " +
+                std::to_string(kMaxFrameSide));
   if (!(options.margin >= 0 && options.margin < 1))
     throw Error("the memory margin must be at least 0 and below 1, got " + std::to_string(options.margin));
   const int64_t lh = request.height / request.spatial_factor, lw = request.width / request.spatial_factor;

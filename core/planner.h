@@ -13,6 +13,15 @@
 
 namespace vaecodec::core {
 
+// Note [Limits]
+// Sizes and counts from the command line, presets and files are checked against these before any memory is
+// planned or allocated, so that an absurd request is refused in one line instead of overflowing the
+// planner's arithmetic, looping over millions of tile grids or exhausting memory: a frame side of 16384
+// pixels (16K video; FFmpeg's encoders stop there or earlier) and 1024 latent frames per model call (4093
+// video frames, far past where longer chunks stop paying).
+constexpr int64_t kMaxFrameSide = 16384;
+constexpr int64_t kMaxChunk = 1024;
+
 // What the planner may choose from. Presets and the command line fill it; the defaults plan for no budget.
 struct PlannerOptions {
   int64_t budget_bytes = 0;      // peak device memory the run must stay under; 0: no budget

@@ -13,12 +13,13 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/json_text.h"
 #include "core/untrusted_json.h"
 
 namespace vaecodec::core {
@@ -234,16 +235,13 @@ class FdGuard {
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
-  FdGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  FdGuard fd(open_for_reading(path, st));  // Note [Regular inputs]
   if (fd.get() < 0) {
     fail(path, "cannot open safetensors file (" + errno_text() + ")");
   }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    fail(path, "cannot stat safetensors file (" + errno_text() + ")");
-  }
   if (!S_ISREG(st.st_mode)) {
-    fail(path, "not a regular file");
+    fail(path, "is " + file_type_name(st.st_mode) + ", not a regular file");
   }
   const auto file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < 8) {
@@ -324,25 +322,6 @@ torch::Tensor SafetensorsFile::load(const std::string& name) const {
 
 namespace {
 
-// Removes a half-written file unless it was committed (renamed into place).
-class TempFile {
- public:
-  explicit TempFile(std::filesystem::path path) : path_(std::move(path)) {}
-  ~TempFile() {
-    if (!committed_) {
-      ::unlink(path_.c_str());
-    }
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  void commit() { committed_ = true; }
-
- private:
-  std::filesystem::path path_;
-  bool committed_ = false;
-};
-
 void write_all(int fd, const void* data, size_t size, const std::filesystem::path& path) {
   const auto* p = static_cast<const char*>(data);
   while (size > 0) {
@@ -358,32 +337,11 @@ void write_all(int fd, const void* data, size_t size, const std::filesystem::pat
   }
 }
 
-// Opens `path` + ".tmp-XXXXXX" exclusively, with a fresh random suffix until one is free. The mode 0666 lets
-// the umask decide the final permissions, as for any file the user writes.
-int create_temp(const std::filesystem::path& path, std::filesystem::path& temp_path) {
-  std::random_device seed;
-  std::mt19937_64 rng((static_cast<uint64_t>(seed()) << 32) ^ seed() ^ static_cast<uint64_t>(::getpid()));
-  constexpr std::string_view kChars = "abcdefghijklmnopqrstuvwxyz0123456789";
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    std::string suffix = ".tmp-";
-    for (int i = 0; i < 6; ++i) {
-      suffix += kChars[rng() % kChars.size()];
-    }
-    temp_path = path;
-    temp_path += suffix;
-    const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0 || errno != EEXIST) {
-      return fd;
-    }
-  }
-  errno = EEXIST;
-  return -1;
-}
-
 }  // namespace
 
-void write_safetensors(const std::filesystem::path& path, const std::map<std::string, torch::Tensor>& tensors,
+void write_safetensors(AtomicFile& file, const std::map<std::string, torch::Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
+  const std::filesystem::path& path = file.final_path();
   // Everything is checked and laid out before the first byte is written.
   std::vector<torch::Tensor> contiguous;
   contiguous.reserve(tensors.size());
@@ -415,17 +373,14 @@ void write_safetensors(const std::filesystem::path& path, const std::map<std::st
   }
 
   // The format recommends padding the header with spaces so that the data section starts 8-byte aligned.
-  std::string header_text = header.dump();
+  std::string header_text = json_text(header);
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
   const uint64_t header_size = header_text.size();
 
-  std::filesystem::path temp_path;
-  const int raw_fd = create_temp(path, temp_path);
-  if (raw_fd < 0) {
-    fail(path, "cannot create temporary file " + shown_name(temp_path.string()) + " (" + errno_text() + ")");
+  FdGuard fd(::open(file.path().c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+  if (fd.get() < 0) {
+    fail(path, "cannot write safetensors file (" + errno_text() + ")");
   }
-  TempFile temp(temp_path);
-  FdGuard fd(raw_fd);
   write_all(fd.get(), &header_size, sizeof(header_size), path);
   write_all(fd.get(), header_text.data(), header_text.size(), path);
   for (const auto& t : contiguous) {
@@ -439,10 +394,13 @@ void write_safetensors(const std::filesystem::path& path, const std::map<std::st
   if (!fd.close()) {
     fail(path, "cannot write safetensors file (close: " + errno_text() + ")");
   }
-  if (::rename(temp.path().c_str(), path.c_str()) != 0) {
-    fail(path, "cannot rename " + shown_name(temp.path().string()) + " into place (" + errno_text() + ")");
-  }
-  temp.commit();
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::map<std::string, torch::Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  AtomicFile file(path);
+  write_safetensors(file, tensors, metadata);
+  file.commit();
 }
 
 }  // namespace vaecodec::core

@@ -8,6 +8,8 @@
 
 #include <torch/torch.h>
 
+#include "core/atomic_file.h"
+
 namespace vaecodec::core {
 
 // Note [safetensors]
@@ -44,8 +46,11 @@ class SafetensorsFile {
 };
 
 // Writes tensors (any device; F32, F16, BF16, F64, I64, I32, U8) and string metadata as a .safetensors file.
-// Writes to a temporary name beside `path` and renames it on success.
+// Writes to a temporary name beside `path` and renames it on success (Note [Atomic outputs]).
 void write_safetensors(const std::filesystem::path& path, const std::map<std::string, torch::Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+// The same into `file`'s temporary file; the caller commits it.
+void write_safetensors(AtomicFile& file, const std::map<std::string, torch::Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace vaecodec::core

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "core/safetensors.h"
 #include "core/untrusted_json.h"
 
@@ -293,6 +294,14 @@ bool is_latent_path(const std::filesystem::path& path) {
 
 void write_latents(const std::filesystem::path& path, const torch::Tensor& latents, const LatentMeta& meta,
                    const LatentNormalization& normalization) {
+  core::AtomicFile file(path);
+  write_latents(file, latents, meta, normalization);
+  file.commit();
+}
+
+void write_latents(core::AtomicFile& file, const torch::Tensor& latents, const LatentMeta& meta,
+                   const LatentNormalization& normalization) {
+  const std::filesystem::path& path = file.final_path();
   const std::string where = path.string();
   const std::string ext = lower_extension(path);
   if (!is_latent_path(path)) {
@@ -336,7 +345,7 @@ void write_latents(const std::filesystem::path& path, const torch::Tensor& laten
     tensors[kComfyLatentName] = (values * scale).to(torch::kFloat).contiguous();
     tensors[kComfyVersionMarker] = torch::empty({0}, torch::kFloat);
   }
-  core::write_safetensors(path, tensors, {{kMetaKey, to_json(record).dump()}});
+  core::write_safetensors(file, tensors, {{kMetaKey, core::json_text(to_json(record))}});
 }
 
 LatentFile read_latents(const std::filesystem::path& path, const LatentNormalization& normalization) {
@@ -426,17 +435,8 @@ ScaledLatentInput::ScaledLatentInput(const std::filesystem::path& path, double s
   const int fd = ::mkstemps(pattern.data(), static_cast<int>(extension.size()));
   if (fd < 0) throw Error(where + ": cannot make a temporary copy: " + std::strerror(errno));
   ::close(fd);
-  try {
-    core::write_safetensors(pattern, tensors, {{kMetaKey, to_json(meta).dump()}});
-  } catch (...) {
-    ::unlink(pattern.c_str());
-    throw;
-  }
-  copy_ = pattern;
-}
-
-ScaledLatentInput::~ScaledLatentInput() {
-  if (!copy_.empty()) ::unlink(copy_.c_str());
+  copy_.emplace(pattern);
+  core::write_safetensors(pattern, tensors, {{kMetaKey, core::json_text(to_json(meta))}});
 }
 
 void check_latents_match(const LatentMeta& meta, const std::string& family, int64_t latent_channels,

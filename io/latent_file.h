@@ -10,6 +10,8 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
+
 namespace vaecodec::io {
 
 // Note [latent files]
@@ -123,6 +125,10 @@ struct LatentFile {
 // normalization that does not fit, or a record that contradicts itself (pts count vs frames, scale <= 0).
 void write_latents(const std::filesystem::path& path, const torch::Tensor& latents, const LatentMeta& meta,
                    const LatentNormalization& normalization = {});
+// The same into `file`'s temporary file (the extension checked is that of its final name); the caller
+// commits it.
+void write_latents(core::AtomicFile& file, const torch::Tensor& latents, const LatentMeta& meta,
+                   const LatentNormalization& normalization = {});
 
 // Whether `path` names a latent file by its extension: .safetensors or .latent, in any case.
 bool is_latent_path(const std::filesystem::path& path);
@@ -145,15 +151,14 @@ void apply_latent_scale(const std::filesystem::path& path);
 class ScaledLatentInput {
  public:
   ScaledLatentInput(const std::filesystem::path& path, double scale);
-  ~ScaledLatentInput();
   ScaledLatentInput(const ScaledLatentInput&) = delete;
   ScaledLatentInput& operator=(const ScaledLatentInput&) = delete;
   // The file to read: the original, or the recorded copy.
-  const std::filesystem::path& path() const { return copy_.empty() ? path_ : copy_; }
+  const std::filesystem::path& path() const { return copy_ ? copy_->path() : path_; }
 
  private:
   std::filesystem::path path_;
-  std::filesystem::path copy_;  // empty: none made
+  std::optional<core::TemporaryFile> copy_;  // none made: empty; removed with this object
 };
 
 // Throws vaecodec::Error when latents do not fit a model: made by another family (when the record knows it)

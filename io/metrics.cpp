@@ -1,22 +1,19 @@
 #include "io/metrics.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_text.h"
 
 namespace vaecodec::io {
 namespace {
@@ -124,32 +121,6 @@ nlohmann::json number_json(double value) {
   return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
 }
 
-// Writes `text` to a temporary file beside `path`, then renames it over `path`. POSIX calls rather than
-// std::filesystem::rename / remove: the PyPI libtorch.so exports its own std::filesystem operations, which
-// can take the place of libstdc++'s and crash (Note [std::filesystem and libtorch] in
-// tests/test_weights.cpp).
-void write_atomically(const std::filesystem::path& path, const std::string& text) {
-  static std::atomic<int> counter{0};
-  std::filesystem::path temporary = path;
-  temporary += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw Error(path.string() + ": cannot create " + temporary.string() + ": " + std::strerror(errno));
-    out << text;
-    out.close();
-    if (!out) {
-      ::unlink(temporary.c_str());
-      throw Error(path.string() + ": writing " + temporary.string() + " failed");
-    }
-  }
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(temporary.c_str());
-    throw Error(path.string() + ": cannot rename " + temporary.string() + " to it: " + reason);
-  }
-}
-
 }  // namespace
 
 double psnr_from_mse(double mse) {
@@ -245,7 +216,7 @@ void QualityMeter::write(const std::filesystem::path& path) const {
                                    {"ssim", number_json(s.ssim)},
                                    {"min_ssim", number_json(s.min_ssim)},
                                    {"mse", number_json(s.mse)}};
-    text = nlohmann::json{{"frames", frames}, {"summary", summary_json}}.dump(2) + "\n";
+    text = core::json_text(nlohmann::json{{"frames", frames}, {"summary", summary_json}}, 2) + "\n";
   } else if (ext == ".csv") {
     text = "frame,psnr,ssim\n";
     for (const FrameQuality& frame : frames_) {
@@ -256,7 +227,7 @@ void QualityMeter::write(const std::filesystem::path& path) const {
     throw Error(path.string() + ": unknown metrics file extension '" + path.extension().string() +
                 "' (expected .json or .csv)");
   }
-  write_atomically(path, text);
+  core::write_file_atomically(path, text);
 }
 
 }  // namespace vaecodec::io

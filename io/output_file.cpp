@@ -1,63 +1,24 @@
 #include "io/output_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
-#include <cstring>
-#include <system_error>
+#include <sys/stat.h>
 
 #include "core/error.h"
 
 namespace vaecodec::io {
 namespace fs = std::filesystem;
 
-namespace {
-std::atomic<int> g_counter{0};
-}
-
-TempOutput::TempOutput(const fs::path& final_path) : final_(final_path) {
-  const fs::path dir = final_.has_parent_path() ? final_.parent_path() : fs::path(".");
-  // The extension stays last: libavformat and the latent writer look at it.
-  const std::string name = "." + final_.stem().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                           std::to_string(g_counter++) + final_.extension().string();
-  temp_ = dir / name;
-  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw Error("cannot write output " + final_.string() + ": " + std::strerror(errno) + " (in " +
-                dir.string() + ")");
-  ::close(fd);
-}
-
-TempOutput::~TempOutput() {
-  if (committed_) return;
-  std::error_code ignored;
-  fs::remove(temp_, ignored);
-}
-
-void TempOutput::commit() {
-  std::error_code error;
-  fs::rename(temp_, final_, error);
-  if (error)
-    throw Error("cannot rename " + temp_.string() + " to " + final_.string() + ": " + error.message());
-  committed_ = true;
-}
-
-void check_output_path(const fs::path& output, const std::vector<fs::path>& inputs) {
+void check_output_path(const fs::path& output, const std::vector<fs::path>& inputs, const std::string& what) {
   if (output.empty() || !output.has_filename())
     throw Error("output path '" + output.string() + "' names no file");
-  std::error_code error;
-  if (fs::is_directory(output, error))
-    throw Error("output " + output.string() + " is a directory; give a file name");
+  // stat follows links, so a symbolic link to an input, a hard link to it and the same name spelt another
+  // way all come out as the same device and inode. An output that does not exist yet is no input.
+  struct stat out {};
+  if (::stat(output.c_str(), &out) != 0) return;
+  if (S_ISDIR(out.st_mode)) throw Error("output " + output.string() + " is a directory; give a file name");
   for (const fs::path& input : inputs) {
-    std::error_code out_error, in_error, same_error;
-    const fs::path out_canonical = fs::weakly_canonical(output, out_error);
-    const fs::path in_canonical = fs::weakly_canonical(input, in_error);
-    const bool same_name = !out_error && !in_error && out_canonical == in_canonical;
-    const bool same_file = fs::exists(output, error) && fs::equivalent(output, input, same_error);
-    if (same_name || (same_file && !same_error))
-      throw Error("output " + output.string() + " is the input file " + input.string() +
+    struct stat in {};
+    if (::stat(input.c_str(), &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+      throw Error("output " + output.string() + " is the " + what + " " + input.string() +
                   "; write to another file");
   }
 }

@@ -3,8 +3,10 @@
 #include <chrono>
 #include <limits>
 
+#include "core/atomic_file.h"
 #include "core/device/memory_faults.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/presets.h"
 #include "core/tiling.h"
 #include "io/chunking.h"
@@ -155,6 +157,10 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
   last_plan_request = core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
                                             geometry.padded_height, model.dtype());
   const core::Plan plan = core::plan_run(*last_plan_request, planner);
+  if (model.device().is_cpu())
+    core::check_host_memory(plan.estimate.total(), core::op_name(op) + " of " +
+                                                       std::to_string(geometry.padded_width) + "x" +
+                                                       std::to_string(geometry.padded_height));
   core::Device::of(model.device()).cap_memory(planner.budget_bytes);
   if (!options.quiet) std::cerr << "vaecodec: " << plan.summary() << std::endl;
   return plan;
@@ -193,7 +199,7 @@ struct FinishingRun::State {
   Clock::time_point start;
   std::optional<StageTimes> reader_times;  // roundtrip: the reader's, final once it reached the end
   RunSummary summary;                      // all but what the writer decides
-  std::optional<TempOutput> temp;
+  std::optional<core::AtomicFile> temp;
   std::optional<VideoWriter> writer;
   std::optional<QualityMeter> meter;
   std::optional<Progress> progress;
@@ -329,7 +335,7 @@ static RunSummary encode_once(core::VaeModel& model, const fs::path& input, cons
   const core::Plan memory_plan = plan_memory(model, core::Op::kEncode, geometry, options);
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
 
-  TempOutput temp(output);
+  core::AtomicFile temp(output);
   Progress progress("encode", reader.frame_count_hint(), quiet_if(options.quiet));
   apply_autotune(model, options.autotune);
   EncodeFeeder feeder(model, chunking, geometry, device);
@@ -375,7 +381,7 @@ static RunSummary encode_once(core::VaeModel& model, const fs::path& input, cons
   meta.pixel_format = pixel_format_name(format.pixel_format);
   meta.has_audio = !reader.audio_streams().empty();
   meta.source = input.filename().string();
-  write_latents(temp.path(), latents, meta, latent_normalization(info));
+  write_latents(temp, latents, meta, latent_normalization(info));
   temp.commit();
   progress.finish();
   report_damage(reader, feeder.frames());
@@ -406,6 +412,13 @@ struct DecodePlan {
   std::vector<int64_t> durations;
 };
 
+// The record's values go to the video encoder and muxer; one that contradicts itself would fail there, and
+// the message would blame the encoder. It is refused here, as the latent file's fault.
+[[noreturn]] void bad_record(const fs::path& input, const std::string& what) {
+  throw Error(input.string() + ": the latent file's record is inconsistent: " + what +
+              " (make the latent file again with vaecodec encode)");
+}
+
 DecodePlan plan_decode(const LatentFile& file, const core::ModelInfo& info, const fs::path& input,
                        const PipelineOptions& options) {
   const LatentMeta& meta = file.meta;
@@ -428,7 +441,20 @@ DecodePlan plan_decode(const LatentFile& file, const core::ModelInfo& info, cons
                 std::to_string(padded_w) + "x" + std::to_string(padded_h) + ", at most " +
                 std::to_string(padded_frames) + " frames)");
 
+  if (meta.time_base && meta.time_base->num <= 0)
+    bad_record(input, "time base " + std::to_string(meta.time_base->num) + "/" +
+                          std::to_string(meta.time_base->den) + " is not positive");
+  if (meta.frame_rate && meta.frame_rate->num <= 0)
+    bad_record(input, "frame rate " + std::to_string(meta.frame_rate->num) + "/" +
+                          std::to_string(meta.frame_rate->den) + " is not positive");
   if (meta.time_base && meta.pts.size() == static_cast<size_t>(plan.frames)) {
+    for (size_t i = 1; i < meta.pts.size(); ++i) {
+      int64_t step = 0;
+      if (meta.pts[i] <= meta.pts[i - 1] || __builtin_sub_overflow(meta.pts[i], meta.pts[i - 1], &step))
+        bad_record(input, "the pts of frame " + std::to_string(i) + " (" + std::to_string(meta.pts[i]) +
+                              ") does not follow that of frame " + std::to_string(i - 1) + " (" +
+                              std::to_string(meta.pts[i - 1]) + ")");
+    }
     f.time_base = rational(*meta.time_base);
     plan.pts = meta.pts;
   }

@@ -1,6 +1,11 @@
 #include "io/video_reader.h"
 
+extern "C" {
+#include <libavutil/avstring.h>
+}
+
 #include "core/error.h"
+#include "core/input_file.h"
 #include "io/ffmpeg_compat.h"
 #include "io/interrupt.h"
 
@@ -13,15 +18,92 @@ bool valid(AVRational q) {
 
 }  // namespace
 
+// Note [One input file]
+// A video input is one self-contained local file. libavformat follows what a file names: an HLS or DASH
+// playlist, a concat list or an IMF package opens further files, and a URL in one the network. Any file
+// that only claims to be a video (an .mp4 that is really a playlist) could so make vaecodec read another
+// file the user may read and write it, encoded, into the output. So:
+// - the only protocol allowed is "file", and the input is given as a file: URL (a name with a colon in it
+//   is not taken for a protocol);
+// - the demuxer is probed first and one whose job is to open other files (kListDemuxers) is refused before
+//   it reads anything; the one probed is then the one opened;
+// - every other open than of the input itself is refused through AVFormatContext::io_open (an image
+//   sequence's pattern, a subtitle's companion file; nested demuxers, which do not carry our opaque pointer,
+//   are refused everything), and the input is reported as referring to other files.
+int VideoReader::open_only_the_input(AVFormatContext* s, AVIOContext** pb, const char* url, int flags,
+                                     AVDictionary** options) {
+  auto* guard = static_cast<OpenGuard*>(s->opaque);
+  if (guard && url && guard->url == url && !(flags & AVIO_FLAG_WRITE))
+    return guard->open_default(s, pb, url, flags, options);
+  if (guard && guard->refused.empty()) {
+    guard->refused = url ? url : "";
+    guard->demuxer = s->iformat ? s->iformat->name : "";
+  }
+  return AVERROR(EPERM);
+}
+
+namespace {
+
+// Demuxers that read lists of other files or URLs (Note [One input file]), and those that run scripts.
+constexpr const char* kListDemuxers[] = {"hls", "applehttp", "dash", "concat", "imf", "avisynth", "vapoursynth"};
+
+AVDictionary* file_protocol_only() {
+  AVDictionary* options = nullptr;
+  av_dict_set(&options, "protocol_whitelist", "file", 0);
+  return options;
+}
+
+// The demuxer libavformat would choose for `url`, found from its first bytes (and name) as
+// avformat_open_input does; refused if it is one of kListDemuxers.
+const AVInputFormat* probe_demuxer(const std::string& url, const std::filesystem::path& path) {
+  AVDictionary* options = file_protocol_only();
+  AVIOContext* pb = nullptr;
+  const AVIOInterruptCB interrupt{ffmpeg_interrupt_callback, nullptr};
+  const int opened = avio_open2(&pb, url.c_str(), AVIO_FLAG_READ, &interrupt, &options);
+  av_dict_free(&options);
+  check_av(opened, "cannot open input", path);
+  const AVInputFormat* format = nullptr;
+  const int probed = av_probe_input_buffer2(pb, &format, url.c_str(), nullptr, 0, 0);
+  avio_closep(&pb);
+  check_av(probed, "cannot open input", path);
+  for (const char* name : kListDemuxers)
+    if (av_match_name(name, format->name))
+      throw Error("cannot open input " + path.string() + ": it is a " + name +
+                  " file, which names other files to read; vaecodec reads one self-contained video file, "
+                  "not playlists or lists of files");
+  return format;
+}
+
+}  // namespace
+
 VideoReader::VideoReader(const std::filesystem::path& path, ReaderOptions options)
     : path_(path), options_(options), packet_(make_packet()), frame_(make_frame()) {
+  core::check_regular_file(path, "input video");  // Note [Regular inputs]
+  open_guard_.url = "file:" + path.string();  // Note [One input file]
+  const AVInputFormat* demuxer = probe_demuxer(open_guard_.url, path);
   AVFormatContext* raw = avformat_alloc_context();
   if (!raw) throw Error("cannot allocate a demuxer for " + path.string() + ": out of memory");
   raw->interrupt_callback = {ffmpeg_interrupt_callback, nullptr};
+  open_guard_.open_default = raw->io_open;
+  raw->opaque = &open_guard_;
+  raw->io_open = open_only_the_input;
+  AVDictionary* open_options = file_protocol_only();
   // On failure avformat_open_input frees the context itself.
-  check_av(avformat_open_input(&raw, path.c_str(), nullptr, nullptr), "cannot open input", path);
+  const int opened = avformat_open_input(&raw, open_guard_.url.c_str(), demuxer, &open_options);
+  av_dict_free(&open_options);
+  auto refuse_references = [&] {
+    if (open_guard_.refused.empty()) return;
+    throw Error("cannot open input " + path.string() + ": it is " +
+                (open_guard_.demuxer.empty() ? std::string("a file") : "a " + open_guard_.demuxer + " file") +
+                " that refers to another file (" + open_guard_.refused +
+                "); vaecodec reads one self-contained video file, not playlists or lists of files");
+  };
+  if (opened < 0) refuse_references();
+  check_av(opened, "cannot open input", path);
   format_ctx_.reset(raw);
-  check_av(avformat_find_stream_info(raw, nullptr), "cannot read the streams of", path);
+  const int found = avformat_find_stream_info(raw, nullptr);
+  refuse_references();
+  check_av(found, "cannot read the streams of", path);
 
   const int index = av_find_best_stream(raw, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
   if (index < 0 || (raw->streams[index]->disposition & AV_DISPOSITION_ATTACHED_PIC))

@@ -33,7 +33,7 @@ struct WriterOptions {
 // encoder is opened and the header written with the first frame.
 class VideoWriter {
  public:
-  // `path` is where the bytes go (a TempOutput's temporary file); `name` is the file the user asked for,
+  // `path` is where the bytes go (an AtomicFile's temporary file); `name` is the file the user asked for,
   // which picks the container and appears in messages.
   VideoWriter(const std::filesystem::path& path, const std::filesystem::path& name, VideoFormat format,
               WriterOptions options, const std::vector<AudioStream>& audio = {});
