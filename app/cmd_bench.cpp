@@ -21,11 +21,11 @@
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/flops.h"
+#include "core/json_text.h"
 #include "core/models/registry.h"
 #include "core/planner.h"
 #include "core/stage_timer.h"
 #include "core/vae_model.h"
-#include "core/json_text.h"
 
 namespace vaecodec::app {
 namespace {
@@ -317,7 +317,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--runs", o->runs, "Timed runs (the median is reported)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "Untimed runs first")->check(CLI::Range(0, 100000))->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "Untimed runs first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   cmd->add_flag("--accuracy", o->accuracy, "Also run in fp32 and report the difference");
   cmd->add_flag("!--no-autotune", o->autotune, "Do not let cuDNN time its algorithms");
   cmd->add_flag("--json", o->json, "Print one JSON object");

@@ -21,10 +21,10 @@ extern "C" {
 #include "core/checkpoint.h"
 #include "core/device/device.h"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "core/models/registry.h"
 #include "core/presets.h"
 #include "core/vae_model.h"
-#include "core/json_text.h"
 
 namespace vaecodec::app {
 namespace {

@@ -9,8 +9,8 @@
 #include "app/run_options.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
-#include "core/models/registry.h"
 #include "core/json_text.h"
+#include "core/models/registry.h"
 
 namespace vaecodec::app {
 namespace {

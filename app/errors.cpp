@@ -30,13 +30,15 @@ std::string libtorch_line(const c10::Error& e) {
   const std::string& text = e.msg();
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e))
     return "out of memory (" + first_line(text) +
-           "); give a smaller budget (--vram or a --preset) or --chunk, or free memory held by other programs";
+           "); give a smaller budget (--vram or a --preset) or --chunk, or free memory held by other "
+           "programs";
   static const std::string kAssert = "INTERNAL ASSERT FAILED";
   if (text.find(kAssert) != std::string::npos) {
     // "<condition> INTERNAL ASSERT FAILED at "<file>":<line>, please report a bug to PyTorch. <detail>"
     static const std::string kReport = "please report a bug to PyTorch.";
     const auto report = text.find(kReport);
-    const std::string detail = report == std::string::npos ? "" : first_line(text.substr(report + kReport.size()));
+    const std::string detail =
+        report == std::string::npos ? "" : first_line(text.substr(report + kReport.size()));
     return "LibTorch stopped on an internal check" + (detail.empty() ? std::string() : " (" + detail + ")") +
            "; the input or the weights may be malformed, or try the other --device";
   }

@@ -1,6 +1,7 @@
 #include "io/pipeline.h"
 
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "core/atomic_file.h"
@@ -448,6 +449,12 @@ DecodePlan plan_decode(const LatentFile& file, const core::ModelInfo& info, cons
     bad_record(input, "frame rate " + std::to_string(meta.frame_rate->num) + "/" +
                           std::to_string(meta.frame_rate->den) + " is not positive");
   if (meta.time_base && meta.pts.size() == static_cast<size_t>(plan.frames)) {
+    // A billion seconds (32 years) either side of zero: far beyond any video, short of the muxers' overflows.
+    const double tick = static_cast<double>(meta.time_base->num) / meta.time_base->den;
+    for (size_t i = 0; i < meta.pts.size(); ++i)
+      if (std::abs(static_cast<double>(meta.pts[i]) * tick) > 1e9)
+        bad_record(input, "the pts of frame " + std::to_string(i) + " (" + std::to_string(meta.pts[i]) +
+                              ") lies more than 1e9 seconds from zero");
     for (size_t i = 1; i < meta.pts.size(); ++i) {
       int64_t step = 0;
       if (meta.pts[i] <= meta.pts[i - 1] || __builtin_sub_overflow(meta.pts[i], meta.pts[i - 1], &step))

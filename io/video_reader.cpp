@@ -8,6 +8,7 @@ extern "C" {
 #include "core/input_file.h"
 #include "io/ffmpeg_compat.h"
 #include "io/interrupt.h"
+#include "io/log.h"
 
 namespace vaecodec::io {
 namespace {
@@ -45,7 +46,8 @@ int VideoReader::open_only_the_input(AVFormatContext* s, AVIOContext** pb, const
 namespace {
 
 // Demuxers that read lists of other files or URLs (Note [One input file]), and those that run scripts.
-constexpr const char* kListDemuxers[] = {"hls", "applehttp", "dash", "concat", "imf", "avisynth", "vapoursynth"};
+constexpr const char* kListDemuxers[] = {"hls", "applehttp", "dash",       "concat",
+                                         "imf", "avisynth",  "vapoursynth"};
 
 AVDictionary* file_protocol_only() {
   AVDictionary* options = nullptr;
@@ -74,12 +76,23 @@ const AVInputFormat* probe_demuxer(const std::string& url, const std::filesystem
   return format;
 }
 
+// Whether a decoder opens with an audio stream's parameters. Audio is copied, not decoded, but a stream whose
+// header is damaged (a channel configuration that does not exist) would be copied into an output that
+// players and ffprobe refuse; such a stream is left out instead (found by scripts/fuzz_video.sh).
+bool audio_is_readable(const AVCodecParameters* parameters) {
+  const AVCodec* codec = avcodec_find_decoder(parameters->codec_id);
+  if (!codec) return true;  // nothing to check it with: copied as it is
+  CodecContextPtr context(avcodec_alloc_context3(codec));
+  if (!context || avcodec_parameters_to_context(context.get(), parameters) < 0) return false;
+  return avcodec_open2(context.get(), codec, nullptr) >= 0;
+}
+
 }  // namespace
 
 VideoReader::VideoReader(const std::filesystem::path& path, ReaderOptions options)
     : path_(path), options_(options), packet_(make_packet()), frame_(make_frame()) {
   core::check_regular_file(path, "input video");  // Note [Regular inputs]
-  open_guard_.url = "file:" + path.string();  // Note [One input file]
+  open_guard_.url = "file:" + path.string();      // Note [One input file]
   const AVInputFormat* demuxer = probe_demuxer(open_guard_.url, path);
   AVFormatContext* raw = avformat_alloc_context();
   if (!raw) throw Error("cannot allocate a demuxer for " + path.string() + ": out of memory");
@@ -111,10 +124,16 @@ VideoReader::VideoReader(const std::filesystem::path& path, ReaderOptions option
   stream_ = raw->streams[index];
   for (unsigned i = 0; i < raw->nb_streams; ++i) {
     AVStream* st = raw->streams[i];
-    if (st->codecpar->codec_type == AVMEDIA_TYPE_AUDIO)
+    if (st->codecpar->codec_type == AVMEDIA_TYPE_AUDIO && audio_is_readable(st->codecpar)) {
       audio_.push_back({st->index, st->codecpar, st->time_base});
-    else if (st != stream_)
+    } else if (st != stream_) {
+      if (st->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
+        note_damage(AVERROR_INVALIDDATA, "audio stream with damaged parameters");
+        warn(path.string() + ": audio stream " + std::to_string(st->index) +
+             " left out: its parameters are damaged and no decoder opens it");
+      }
       st->discard = AVDISCARD_ALL;
+    }
   }
 
   const AVCodec* codec = avcodec_find_decoder(stream_->codecpar->codec_id);

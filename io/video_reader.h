@@ -96,9 +96,9 @@ class VideoReader {
   // Note [One input file] in video_reader.cpp: what the demuxer may open. Declared before format_ctx_,
   // which refers to it until closed.
   struct OpenGuard {
-    std::string url;       // the input as a file: URL, the one thing that may be opened
-    std::string refused;   // the first other URL a demuxer asked for
-    std::string demuxer;   // the demuxer that asked
+    std::string url;      // the input as a file: URL, the one thing that may be opened
+    std::string refused;  // the first other URL a demuxer asked for
+    std::string demuxer;  // the demuxer that asked
     int (*open_default)(AVFormatContext*, AVIOContext**, const char*, int, AVDictionary**) = nullptr;
   };
   static int open_only_the_input(AVFormatContext* s, AVIOContext** pb, const char* url, int flags,

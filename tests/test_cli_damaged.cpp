@@ -46,8 +46,8 @@ Outcome check_roundtrip(const ScratchDir& dir, const std::filesystem::path& inpu
   const auto out = dir / "out.mkv";
   Outcome o;
   // 124/137: the time limit ran out (a hang); above 128 otherwise: killed by a signal (a crash).
-  o.result = run_cli("roundtrip " + quote(input) + " -o " + quote(out) + " --weights " + quote(tiny_weights()) +
-                         " --quiet --device cpu --codec ffv1 " + extra,
+  o.result = run_cli("roundtrip " + quote(input) + " -o " + quote(out) + " --weights " +
+                         quote(tiny_weights()) + " --quiet --device cpu --codec ffv1 " + extra,
                      "timeout -s KILL 120");
   const CliResult& r = o.result;
   INFO("input " << input.filename() << " " << extra << ": status " << r.status << ", stderr: " << r.err);
@@ -85,8 +85,8 @@ TEST_CASE("cli: damaged mp4, mkv and avi files never crash or hang the run", "[c
   for (const Container& c : containers) {
     SECTION(c.name) {
       ScratchDir dir;
-      const auto clip = make_clip(dir / c.name, "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 13 " +
-                                                    std::string(c.args));
+      const auto clip = make_clip(
+          dir / c.name, "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 13 " + std::string(c.args));
       const std::string whole = file_bytes(clip);
       const std::string ext = clip.extension().string();
       SECTION("truncated") {
@@ -97,7 +97,8 @@ TEST_CASE("cli: damaged mp4, mkv and avi files never crash or hang the run", "[c
           const Outcome strict = check_roundtrip(dir, cut, "--strict");
           // What the lenient run reports as damage, --strict refuses.
           if (lenient.damaged_warning) CHECK(strict.result.status == 1);
-          if (strict.result.status == 1 && lenient.result.status == 0) CHECK_THAT(strict.result.err, Contains("--strict"));
+          if (strict.result.status == 1 && lenient.result.status == 0)
+            CHECK_THAT(strict.result.err, Contains("--strict"));
         }
       }
       SECTION("bytes flipped") {
@@ -110,6 +111,41 @@ TEST_CASE("cli: damaged mp4, mkv and avi files never crash or hang the run", "[c
       }
     }
   }
+}
+
+TEST_CASE("cli: an audio stream whose header is damaged is left out, so the output stays readable",
+          "[cli][damaged]") {
+  // Found by scripts/fuzz_video.sh: the stream was copied as it was, into a file ffprobe then refused.
+  ScratchDir dir;
+  const auto clip = make_clip(dir / "clip.mkv",
+                              "-f lavfi -i testsrc2=size=64x48:rate=24 -f lavfi -i sine=sample_rate=16000 "
+                              "-frames:v 5 -shortest -c:v libx264 -c:a aac -ac 1");
+  std::string bytes = file_bytes(clip);
+  // The second CodecPrivate element (ID 0x63A2, one size byte) is the AAC AudioSpecificConfig; its channel
+  // configuration (4 bits across the first two bytes) becomes 9, which does not exist.
+  const size_t video = bytes.find("\x63\xa2");
+  const size_t audio = bytes.find("\x63\xa2", video + 2);
+  REQUIRE(audio != std::string::npos);
+  bytes[audio + 4] = static_cast<char>((bytes[audio + 4] & 0x87) | (9 << 3));
+  write_bytes(dir / "bad.mkv", bytes);
+  REQUIRE(shell("ffprobe -v quiet " + quote(dir / "bad.mkv")) != 0);  // FFmpeg refuses the stream
+
+  const auto out = dir / "out.mkv";
+  const std::string args = "roundtrip " + quote(dir / "bad.mkv") + " -o " + quote(out) + " --weights " +
+                           quote(tiny_weights()) + " --quiet --device cpu";
+  const CliResult r = run_cli(args, "timeout -s KILL 120");
+  INFO("stderr: " << r.err);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.err, Contains("audio stream 1 left out"));
+  CHECK(shell("ffprobe -v quiet " + quote(out)) == 0);
+  const Probe p = probe(out);
+  CHECK(p.frames() == 5);
+  CHECK(p.audio_streams == 0);
+  std::filesystem::remove(out);
+  const CliResult strict = run_cli(args + " --strict", "timeout -s KILL 120");
+  CHECK(strict.status == 1);
+  CHECK_THAT(strict.err, StartsWith("vaecodec: error: ") && Contains("audio stream with damaged parameters"));
+  CHECK_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace vaecodec::test

@@ -30,7 +30,8 @@ TEST_CASE("errors: LibTorch's assertions and paragraphs reach the user as one li
   const std::string bare = line_of([] { TORCH_INTERNAL_ASSERT(1 + 1 == 3); });
   CHECK_THAT(bare, Catch::StartsWith("LibTorch stopped on an internal check;"));
 
-  const std::string paragraph = line_of([] { TORCH_CHECK(false, "what went wrong\n\nwhat the library thinks"); });
+  const std::string paragraph =
+      line_of([] { TORCH_CHECK(false, "what went wrong\n\nwhat the library thinks"); });
   CHECK(paragraph == "LibTorch: what went wrong");
 
   // A real operator's complaint.
