@@ -313,8 +313,7 @@ TEST_CASE("cli: a CPU run whose plan exceeds the host's memory is refused, namin
       "--weights " +
       quote(tiny_weights()));
   REQUIRE(planned.status == 0);
-  const int64_t needed =
-      nlohmann::json::parse(planned.out).at("plan").at("estimate").at("total").get<int64_t>();
+  const int64_t needed = nlohmann::json::parse(planned.out).at("plan").at("estimate_bytes").get<int64_t>();
   const int64_t host = core::host_memory_bytes();
   INFO("plan " << needed << " bytes, host " << host << " bytes");
   REQUIRE(needed > 0);
@@ -437,12 +436,12 @@ TEST_CASE("cli decode: an inconsistent latent record is reported as the file's, 
        [](io::LatentMeta& m) {
          m.pts = {0, 1, 2, 2, 1};
        },
-       "pts of frame 3 (2)"},
+       "the pts of frame 3 (2)"},
       {"pts far out of range",
        [](io::LatentMeta& m) {
          m.pts = {std::numeric_limits<int64_t>::min() + 1, 0, 1, 2, std::numeric_limits<int64_t>::max()};
        },
-       "pts of frame 0"},
+       "the pts of frame 0"},
   };
   REQUIRE(run_cli("decode " + quote([&] {
                     io::write_latents(dir / "good.safetensors", latents, good);
