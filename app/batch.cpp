@@ -10,7 +10,6 @@
 
 #include "app/errors.h"
 #include "app/record.h"
-#include "app/usage_error.h"
 #include "core/error.h"
 #include "core/models/registry.h"
 #include "io/ffmpeg_common.h"
@@ -58,8 +57,8 @@ struct Started {
   std::optional<io::FinishingRun> finishing;
 };
 
-Started start_one(RunCommand command, const RunOptions& options, core::VaeModel& model,
-                  const io::PipelineOptions& pipeline, const BatchItem& item) {
+Started start_one(RunCommand command, core::VaeModel& model, const io::PipelineOptions& pipeline,
+                  const BatchItem& item) {
   Started started;
   switch (command) {
     case RunCommand::kRoundtrip:
@@ -67,15 +66,10 @@ Started start_one(RunCommand command, const RunOptions& options, core::VaeModel&
       break;
     case RunCommand::kEncode:
       started.done = io::encode(model, item.input, item.output, pipeline);
-      if (options.latent_scale) io::apply_latent_scale(item.output);
       break;
-    case RunCommand::kDecode: {
-      std::optional<io::ScaledLatentInput> scaled;
-      if (options.latent_scale) scaled.emplace(item.input, model.info().latent_scale);
-      const fs::path latents = scaled ? scaled->path() : item.input;
-      started.finishing.emplace(io::start_decode(model, latents, item.output, pipeline));
+    case RunCommand::kDecode:
+      started.finishing.emplace(io::start_decode(model, item.input, item.output, pipeline));
       break;
-    }
   }
   return started;
 }
@@ -100,7 +94,8 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
     if (!fs::exists(input, error)) throw Error("cannot open input " + input + ": No such file or directory");
   const fs::path output = options.output;
   const bool folder_named = !options.output.empty() && options.output.back() == '/';
-  const bool into_folder = options.inputs.size() > 1 || folder_named || fs::is_directory(output, error) ||
+  const bool musubi = command == RunCommand::kEncode && options.format == "musubi";
+  const bool into_folder = musubi || options.inputs.size() > 1 || folder_named || fs::is_directory(output, error) ||
                            std::any_of(options.inputs.begin(), options.inputs.end(),
                                        [&](const std::string& in) { return fs::is_directory(in, error); });
   if (!into_folder) {
@@ -125,9 +120,12 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
     throw Error("output " + output.string() + " is a file; a batch of inputs writes into a folder");
   if (!options.metrics.empty())
     throw Error("--metrics writes one file for one input; run a batch without it");
+  if (musubi && !options.extension.empty())
+    throw UsageError("--ext: --format musubi names its files as musubi-tuner does");
   std::string ext = options.extension;
   if (ext.empty()) ext = command == RunCommand::kEncode ? ".safetensors" : ".mp4";
   if (ext.front() != '.') ext = "." + ext;
+  if (musubi) ext.clear();  // the output is the folder and the clip's stem (io::encode names the file)
 
   Batch batch{true, {}, shard, 0};
   std::vector<BatchItem>& items = batch.items;
@@ -221,10 +219,12 @@ void run_command(RunCommand command, const RunOptions& options) {
     };
     // Each input's outcome, in input order: a clip's writer finishes while the next clip runs on the GPU.
     int failed = 0;
+    // One input file (a musubi cache writes it into a folder all the same): main() reports its error.
+    const bool one_input = options.inputs.size() == 1 && !fs::is_directory(options.inputs[0]);
     auto report = [&](const BatchItem& item, const std::exception_ptr& error, Clock::time_point start) {
       const std::string message = error_line(error);
       log.write({item.input, item.output, Status::kFailed, seconds_since(start), 0, device, message});
-      if (!batch) {  // one input: main() reports it (Note [One-line errors])
+      if (!batch || one_input) {  // one input: main() reports it (Note [One-line errors])
         if (from_libtorch(error)) throw Error(item.input.string() + ": " + message);
         std::rethrow_exception(error);
       }
@@ -233,7 +233,6 @@ void run_command(RunCommand command, const RunOptions& options) {
       ++failed;
     };
     auto print = [&](const BatchItem& item, io::RunSummary summary) {
-      summary.input = item.input;  // decode --latent-scale ran on a scaled copy
       log.write({item.input, item.output, Status::kOk, summary.seconds, summary.frames, device, ""},
                 options.json ? summary_json(summary, options, *model, load) : nlohmann::json(nullptr));
     };
@@ -261,7 +260,7 @@ void run_command(RunCommand command, const RunOptions& options) {
           io::check_output_path(item.output, {item.input});
           io::check_output_path(item.output, named_weights(options), "weights file");
         }
-        started = start_one(command, options, *model, pipeline, item);
+        started = start_one(command, *model, pipeline, item);
       } catch (const io::Interrupted&) {
         throw;
       } catch (const std::exception&) {

@@ -11,8 +11,8 @@ namespace vaecodec::app {
 
 // Note [Batches]
 // A run takes one input file and writes one output file, or takes several inputs and writes into a folder:
-// when there is more than one input, an input is a folder, or the output is a folder (existing, or named with
-// a trailing '/'). Folders contribute their files (not their subfolders; for decode only .safetensors and
+// when there is more than one input, an input is a folder, the output is a folder (existing, or named with
+// a trailing '/'), or the output is a musubi-tuner cache (encode --format musubi, always a folder). Folders contribute their files (not their subfolders; for decode only .safetensors and
 // .latent files), in name order, and every input writes <output folder>/<its name without extension><ext>,
 // with ext
 // --ext or the command's default (.safetensors for encode, .mp4 otherwise). The model is loaded once and

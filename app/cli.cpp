@@ -2,13 +2,13 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
 #include "app/commands.h"
 #include "app/errors.h"
 #include "app/record.h"
-#include "app/usage_error.h"
 #include "core/error.h"
 
 namespace vaecodec::app {
@@ -33,6 +33,9 @@ int run_cli(int argc, char** argv) {
   add_plan_command(app);
   add_presets_command(app);
 
+  // ffmpeg's -ss, a two-letter option after one dash, which CLI11 would read as -s -s.
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "-ss") argv[i] = const_cast<char*>("--start");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

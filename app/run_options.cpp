@@ -30,6 +30,31 @@ AVRational parse_fps(const std::string& text) {
   return q;
 }
 
+// --start / --duration in ffmpeg's syntax, as microseconds.
+std::optional<int64_t> parse_time(const std::string& text, const char* option) {
+  if (text.empty()) return std::nullopt;
+  int64_t us = 0;
+  if (av_parse_time(&us, text.c_str(), /*duration=*/1) < 0)
+    throw UsageError(std::string(option) + " " + text +
+                     " is not a time (write seconds as 2.5, or [HH:]MM:SS[.ms] as 1:02.5)");
+  if (us < 0) throw UsageError(std::string(option) + " " + text + " is before the start of the input");
+  return us;
+}
+
+io::SourceOptions source_options(const RunOptions& options) {
+  io::SourceOptions source;
+  source.filter_graph = options.filter_graph;
+  source.start_us = parse_time(options.start, "--start");
+  source.duration_us = parse_time(options.duration, "--duration");
+  if (source.duration_us && *source.duration_us == 0)
+    throw UsageError("--duration " + options.duration + " takes no frames; give a positive duration");
+  if (options.frames == 0 || options.frames < -1)
+    throw UsageError("--frames " + std::to_string(options.frames) + ": the number of frames must be 1 or more");
+  if (options.frames > 0) source.max_frames = options.frames;
+  if (!source.filter_graph.empty()) io::check_filter_graph(source.filter_graph);
+  return source;
+}
+
 int64_t peak_host_rss_bytes() {
   struct rusage usage {};
   if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
@@ -75,6 +100,24 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
     sub.add_option("--fps", options.fps, "frame rate for latent files that do not record one, e.g. 16");
   if (command == RunCommand::kRoundtrip)
     sub.add_option("--metrics", options.metrics, "write per-frame PSNR/SSIM to a .json or .csv file");
+  if (command == RunCommand::kEncode) {
+    sub.add_option("--format", options.format,
+                   "auto: by the output's extension (.safetensors, .latent); musubi: musubi-tuner's Wan latent "
+                   "cache, one file per clip in the output folder")
+        ->check(CLI::IsMember({"auto", "musubi"}))
+        ->capture_default_str();
+    sub.add_option("--latent-dtype", options.latent_dtype, "--format musubi: the latents' dtype")
+        ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))
+        ->capture_default_str();
+  }
+  if (video_in) {
+    sub.add_option("--vf", options.filter_graph,
+                   "FFmpeg filter graph applied to the decoded frames before the model, e.g. scale=832:480,fps=16");
+    sub.add_option("--start", options.start,
+                   "start at this time of the input (seconds or [HH:]MM:SS[.ms], as ffmpeg's -ss; also -ss)");
+    sub.add_option("-t,--duration", options.duration, "take this much of the input from the start (as ffmpeg's -t)");
+    sub.add_option("--frames", options.frames, "take at most N frames (counted after --vf, as ffmpeg's -frames:v)");
+  }
   sub.add_flag("-q,--quiet", options.quiet, "no progress line");
   sub.add_flag("--json", options.json, "print a JSON summary on stdout");
   sub.add_flag("--strict", options.strict, "fail on damaged input instead of decoding what can be decoded");
@@ -177,6 +220,14 @@ io::PipelineOptions pipeline_options(const RunOptions& options) {
   p.quiet = options.quiet || options.json;
   p.metrics = options.metrics;
   p.fps = parse_fps(options.fps);
+  p.latent_scale = options.latent_scale;
+  p.source = source_options(options);
+  if (options.format == "musubi") {
+    p.latent_format = io::PipelineOptions::LatentFormat::kMusubi;
+    p.musubi_dtype = options.latent_dtype == "fp32"   ? torch::kFloat
+                     : options.latent_dtype == "fp16" ? torch::kHalf
+                                                      : torch::kBFloat16;
+  }
   return p;
 }
 

@@ -36,6 +36,15 @@ struct RunOptions {
   std::string pixel_format;    // empty: follow the input
   std::string fps;             // decode: "24" or "30000/1001", when the latent file has no frame rate
   std::string metrics;         // roundtrip: per-frame PSNR/SSIM (.json or .csv)
+  // roundtrip, encode: the source's filter graph and cut (Note [Cutting the input] in io/video_reader.h).
+  std::string filter_graph;  // --vf
+  std::string start;         // --start / -ss, ffmpeg's time syntax ("2.5", "1:02.5"); empty: none
+  std::string duration;      // --duration / -t; empty: none
+  int64_t frames = -1;       // --frames; -1: all
+  // encode: "auto" (the output's extension: .safetensors or .latent) or "musubi" (musubi-tuner's Wan cache in
+  // the output folder, Note [musubi-tuner's latent cache] in io/musubi_cache.h), and the latter's dtype.
+  std::string format = "auto";
+  std::string latent_dtype = "bf16";
   bool quiet = false;
   bool json = false;
   bool strict = false;

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <optional>
 
-#include "app/usage_error.h"
 #include "core/error.h"
 
 namespace vaecodec::app {

@@ -6,6 +6,7 @@
 
 extern "C" {
 #include <libavcodec/avcodec.h>
+#include <libavfilter/avfilter.h>
 #include <libavformat/avformat.h>
 #include <libavutil/avutil.h>
 #include <libavutil/pixdesc.h>
@@ -39,6 +40,12 @@ struct PacketDeleter {
 struct SwsDeleter {
   void operator()(SwsContext* ctx) const { sws_freeContext(ctx); }
 };
+struct FilterGraphDeleter {
+  void operator()(AVFilterGraph* graph) const { avfilter_graph_free(&graph); }
+};
+struct FilterInOutDeleter {
+  void operator()(AVFilterInOut* inout) const { avfilter_inout_free(&inout); }
+};
 }  // namespace detail
 
 using InputFormatPtr = std::unique_ptr<AVFormatContext, detail::InputFormatDeleter>;
@@ -47,6 +54,8 @@ using CodecContextPtr = std::unique_ptr<AVCodecContext, detail::CodecContextDele
 using FramePtr = std::unique_ptr<AVFrame, detail::FrameDeleter>;
 using PacketPtr = std::unique_ptr<AVPacket, detail::PacketDeleter>;
 using SwsContextPtr = std::unique_ptr<SwsContext, detail::SwsDeleter>;
+using FilterGraphPtr = std::unique_ptr<AVFilterGraph, detail::FilterGraphDeleter>;
+using FilterInOutPtr = std::unique_ptr<AVFilterInOut, detail::FilterInOutDeleter>;
 
 // Allocators that throw vaecodec::Error instead of returning nullptr.
 FramePtr make_frame();

@@ -1,10 +1,7 @@
 #include "io/latent_file.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -158,6 +155,10 @@ std::pair<std::string, std::string> find_latent_tensor(const core::SafetensorsFi
   const auto& entries = file.entries();
   if (entries.count(kLatentsName)) return {kLatentsName, "safetensors"};
   if (entries.count(kComfyLatentName)) return {kComfyLatentName, "latent"};
+  // musubi-tuner's cache (io/musubi_cache.h): "latents_FxHxW_dtype", [C, F, H, W].
+  for (const auto& [name, entry] : entries)
+    if (name.rfind("latents_", 0) == 0 && entry.shape.size() == 4 && name.find('x') != std::string::npos)
+      return {name, "musubi"};
   std::vector<std::string> five_d;
   std::string listing;
   for (const auto& [name, entry] : entries) {
@@ -204,6 +205,11 @@ nlohmann::json to_json(const LatentMeta& meta) {
       {"pixel_format", string_or_null(meta.pixel_format)},
       {"has_audio", or_null(meta.has_audio)},
       {"source", string_or_null(meta.source)},
+      {"preprocessing",
+       {{"vf", string_or_null(meta.filter_graph)},
+        {"start", or_null(meta.start_seconds)},
+        {"duration", or_null(meta.duration_seconds)},
+        {"frames", or_null(meta.max_frames)}}},
   };
 }
 
@@ -272,6 +278,17 @@ LatentMeta latent_meta_from_json(const nlohmann::json& json) {
     meta.has_audio = audio->get<bool>();
   }
   meta.source = optional_string(json, "source", "source");
+  if (const nlohmann::json* pre = optional_object(json, "preprocessing")) {
+    meta.filter_graph = optional_string(*pre, "vf", "preprocessing.vf");
+    for (const auto& [key, field] : {std::pair{"start", &meta.start_seconds}, {"duration", &meta.duration_seconds}}) {
+      if (const nlohmann::json* value = find_key(*pre, key)) {
+        if (!value->is_number() || value->get<double>() < 0)
+          bad_key(std::string("preprocessing.") + key, "a non-negative number of seconds", *value);
+        *field = value->get<double>();
+      }
+    }
+    meta.max_frames = optional_count(*pre, "frames", "preprocessing.frames");
+  }
 
   check_meta(meta);
   return meta;
@@ -348,7 +365,8 @@ void write_latents(core::AtomicFile& file, const torch::Tensor& latents, const L
   core::write_safetensors(file, tensors, {{kMetaKey, core::json_text(to_json(record))}});
 }
 
-LatentFile read_latents(const std::filesystem::path& path, const LatentNormalization& normalization) {
+LatentFile read_latents(const std::filesystem::path& path, const LatentNormalization& normalization,
+                        std::optional<double> stored_scale) {
   const std::string where = path.string();
   core::SafetensorsFile file(path);
 
@@ -365,11 +383,21 @@ LatentFile read_latents(const std::filesystem::path& path, const LatentNormaliza
     // Nothing is known about a file vaecodec did not write, not even which vaecodec it was.
     result.meta.vaecodec_version.clear();
   }
+  if (stored_scale) {
+    if (!(*stored_scale > 0)) throw Error(where + ": a latent scale must be positive");
+    if (result.has_meta && !result.meta.scale_applied)
+      throw Error(where + ": its record says the latents are stored unscaled; decode it without --latent-scale");
+    if (!result.has_meta) {
+      result.meta.scale = *stored_scale;
+      result.meta.scale_applied = true;
+    }
+  }
 
   const auto [name, format] = find_latent_tensor(file, where);
   result.format = format;
   const core::SafetensorsFile::Entry& entry = file.entries().at(name);
-  if (entry.shape.size() != 5) {
+  const bool musubi = format == "musubi";  // [C, F, H, W]: one clip without its batch axis
+  if (entry.shape.size() != (musubi ? 4u : 5u)) {
     throw Error(where + ": tensor '" + name + "' has shape " + shape_string(entry.shape) +
                 ", but latents are [B, C, T, h, w]");
   }
@@ -379,6 +407,7 @@ LatentFile read_latents(const std::filesystem::path& path, const LatentNormaliza
   }
 
   torch::Tensor values = file.load(name);
+  if (musubi) values = values.unsqueeze(0);
   check_finite(values, where);
   values = values.to(torch::kDouble);
   if (format == "latent") {
@@ -392,51 +421,8 @@ LatentFile read_latents(const std::filesystem::path& path, const LatentNormaliza
     values = values / result.meta.scale;
   }
   result.latents = values.to(torch::kFloat);
-  result.meta.latent_channels = entry.shape[1];
+  result.meta.latent_channels = entry.shape[musubi ? 0 : 1];
   return result;
-}
-
-void apply_latent_scale(const std::filesystem::path& path) {
-  // No normalization either way: a .latent's raw latents come back raw and go out raw (Note [latent files]).
-  LatentFile file = read_latents(path);
-  if (!file.has_meta)
-    throw Error(path.string() + ": no vaecodec record, so no latent scale to apply to its latents");
-  if (file.meta.scale_applied) return;
-  file.meta.scale_applied = true;
-  write_latents(path, file.latents, file.meta);
-}
-
-ScaledLatentInput::ScaledLatentInput(const std::filesystem::path& path, double scale) : path_(path) {
-  const std::string where = path.string();
-  const core::SafetensorsFile file(path);
-  if (const auto it = file.metadata().find(kMetaKey); it != file.metadata().end()) {
-    LatentMeta meta;
-    try {
-      meta = parse_latent_meta(it->second);
-    } catch (const Error& e) {
-      throw Error(where + ": " + e.what());
-    }
-    if (!meta.scale_applied)
-      throw Error(where +
-                  ": its record says the latents are stored unscaled; decode it without --latent-scale");
-    return;
-  }
-  if (scale == 1.0) return;
-
-  LatentMeta meta;
-  meta.vaecodec_version.clear();  // vaecodec did not make these latents
-  meta.scale = scale;
-  meta.scale_applied = true;
-  std::map<std::string, torch::Tensor> tensors;
-  for (const auto& [name, entry] : file.entries()) tensors[name] = file.load(name);
-  std::string pattern = (std::filesystem::temp_directory_path() / "vaecodec-latents-XXXXXX").string();
-  const std::string extension = path.extension().string();
-  pattern += extension;
-  const int fd = ::mkstemps(pattern.data(), static_cast<int>(extension.size()));
-  if (fd < 0) throw Error(where + ": cannot make a temporary copy: " + std::strerror(errno));
-  ::close(fd);
-  copy_.emplace(pattern);
-  core::write_safetensors(pattern, tensors, {{kMetaKey, core::json_text(to_json(meta))}});
 }
 
 void check_latents_match(const LatentMeta& meta, const std::string& family, int64_t latent_channels,

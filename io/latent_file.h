@@ -27,8 +27,9 @@ namespace vaecodec::io {
 //                 diffusion model, so a .latent holds raw = z * std + mean per channel (LatentNormalization)
 //                 and reading normalizes back. The LatentMeta record goes into __metadata__["vaecodec"] here
 //                 too, so vaecodec's own .latent files keep their timing; ComfyUI ignores it.
-// Reading looks at the tensors, not the extension: "latents" (vaecodec), "latent_tensor" (ComfyUI), else the
-// file's only 5-D tensor: a bare file from a diffusion pipeline, taken as it is (vaecodec's convention) with
+// Reading looks at the tensors, not the extension: "latents" (vaecodec), "latent_tensor" (ComfyUI), a 4-D
+// "latents_FxHxW_dtype" (musubi-tuner's cache, Note [musubi-tuner's latent cache]), else the file's only 5-D
+// tensor: a bare file from a diffusion pipeline, taken as it is (vaecodec's convention) with
 // a LatentMeta that knows nothing but the channel count.
 
 // Everything vaecodec knows about how latents were made: enough to decode them back into the same video.
@@ -58,8 +59,9 @@ struct LatentMeta {
   // raw latents by default and records the factor with scale_applied = false; with scale_applied = true,
   // write_latents stores latents * scale. read_latents divides by the scale when the file says it was
   // applied, so callers always hand over and get back the model's own latents. Wan: scale 1.
-  // On the command line `encode --latent-scale` writes scaled latents (apply_latent_scale) and
-  // `decode --latent-scale` says the input's latents are scaled (ScaledLatentInput).
+  // On the command line `encode --latent-scale` writes scaled latents (PipelineOptions::latent_scale sets
+  // scale_applied) and `decode --latent-scale` says the input's latents are scaled (read_latents'
+  // `stored_scale`).
   double scale = 1.0;
   bool scale_applied = false;
 
@@ -89,12 +91,21 @@ struct LatentMeta {
   std::optional<bool> has_audio;  // whether the source had an audio stream
   std::string source;             // file name of the source video
 
+  // What was done to the source before the model (Note [Cutting the input] in io/video_reader.h): --vf's
+  // graph, --start and --duration in seconds, --frames. Empty or unset: nothing. The size, frames, timing
+  // and colour above are those of the video after it, which is what decode gives back.
+  std::string filter_graph;
+  std::optional<double> start_seconds;
+  std::optional<double> duration_seconds;
+  std::optional<int64_t> max_frames;
+
   bool operator==(const LatentMeta&) const = default;
 };
 
 // The record as JSON; unknown values are written as null. Keys are the field names, except for a few groups:
 // "model": {"family", "config"}, "latent_scale": {"factor", "applied"}, "frame_rate" and "time_base":
-// {"num", "den"}, "colour": {"primaries", "transfer", "matrix", "range"}.
+// {"num", "den"}, "colour": {"primaries", "transfer", "matrix", "range"}, "preprocessing": {"vf", "start",
+// "duration", "frames"}.
 nlohmann::json to_json(const LatentMeta& meta);
 // Reads a record written by to_json; missing or null keys stay unknown. Throws vaecodec::Error naming the key
 // for a value of the wrong type or range, and for a format_version newer than LatentMeta::kFormatVersion.
@@ -115,7 +126,7 @@ struct LatentFile {
   torch::Tensor latents;  // [B, C, T, h, w] float32 on the CPU: the model's latents (Note [latent scale])
   LatentMeta meta;
   bool has_meta = false;  // whether the file held vaecodec's record (false: a bare or ComfyUI-made file)
-  std::string format;     // "safetensors" (vaecodec's), "latent" (ComfyUI's) or "bare"
+  std::string format;     // "safetensors" (vaecodec's), "latent" (ComfyUI's), "musubi" or "bare"
 };
 
 // Writes latents [B, C, T, h, w] (any device; float32, float16 or bfloat16) and their record in the format
@@ -136,30 +147,12 @@ bool is_latent_path(const std::filesystem::path& path);
 // Reads latents written by write_latents, by ComfyUI's Save Latent, or a bare safetensors file holding one
 // 5-D tensor. A .latent's raw latents are normalized with `normalization` (empty: taken as they are). Throws
 // vaecodec::Error for a file without a 5-D latent tensor, NaN/Inf values, or a record that does not parse.
-LatentFile read_latents(const std::filesystem::path& path, const LatentNormalization& normalization = {});
-
-// Rewrites a latent file vaecodec wrote, in place and atomically, so that it stores its latents times the
-// scale its record gives (`vaecodec encode --latent-scale`, Note [latent scale]). Reading it back still gives
-// the model's own latents. Throws vaecodec::Error for a file without vaecodec's record.
-void apply_latent_scale(const std::filesystem::path& path);
-
-// A latent file whose latents the caller says are stored times `scale` (`vaecodec decode --latent-scale`,
-// Note [latent scale]), made readable as such. A file whose record says so is used as it is; one whose
-// record says the latents are stored unscaled is an error; a file without a record (latents a diffusion
-// pipeline saved scaled) is copied bit for bit, with a record that says they are scaled, into a temporary
-// file that lives as long as this object.
-class ScaledLatentInput {
- public:
-  ScaledLatentInput(const std::filesystem::path& path, double scale);
-  ScaledLatentInput(const ScaledLatentInput&) = delete;
-  ScaledLatentInput& operator=(const ScaledLatentInput&) = delete;
-  // The file to read: the original, or the recorded copy.
-  const std::filesystem::path& path() const { return copy_ ? copy_->path() : path_; }
-
- private:
-  std::filesystem::path path_;
-  std::optional<core::TemporaryFile> copy_;  // none made: empty; removed with this object
-};
+// `stored_scale`, when given, is the caller's word that the latents are stored times that factor (`vaecodec
+// decode --latent-scale`, Note [latent scale]): a file whose record says so is read as usual, one whose
+// record says they are stored unscaled is an error, and a file without a record is divided by it (and its
+// meta then says so).
+LatentFile read_latents(const std::filesystem::path& path, const LatentNormalization& normalization = {},
+                        std::optional<double> stored_scale = std::nullopt);
 
 // Throws vaecodec::Error when latents do not fit a model: made by another family (when the record knows it)
 // or with another channel count (when known). `path` names the latent file in the message.

@@ -13,6 +13,7 @@
 #include "io/chunking.h"
 #include "io/interrupt.h"
 #include "io/log.h"
+#include "io/musubi_cache.h"
 #include "io/output_file.h"
 #include "io/progress.h"
 #include "io/stages.h"
@@ -98,6 +99,15 @@ std::map<std::string, double> stage_seconds(const StageTimes* reader, const Stag
   }
   t["model"] = total - waited;  // the model thread's own time: queueing GPU work, transfers, set-up
   return t;
+}
+
+// What --vf and the cut did, for the latents' record.
+void record_source_options(const SourceOptions& source, LatentMeta& meta) {
+  auto seconds = [](int64_t us) { return static_cast<double>(us) / AV_TIME_BASE; };
+  meta.filter_graph = source.filter_graph;
+  if (source.start_us) meta.start_seconds = seconds(*source.start_us);
+  if (source.duration_us) meta.duration_seconds = seconds(*source.duration_us);
+  meta.max_frames = source.max_frames;
 }
 
 void check_latent_extension(const fs::path& path) {
@@ -271,7 +281,7 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
-  VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/true});
+  VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/true, options.source});
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kRoundtrip, geometry, options);
@@ -325,18 +335,25 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
 static RunSummary encode_once(core::VaeModel& model, const fs::path& input, const fs::path& output,
                               const PipelineOptions& options) {
   const Clock::time_point start = Clock::now();
+  const bool musubi = options.latent_format == PipelineOptions::LatentFormat::kMusubi;
   check_output_path(output, {input});
-  check_latent_extension(output);
+  if (musubi)
+    check_musubi_model(model.info());
+  else
+    check_latent_extension(output);
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
-  VideoReader reader(input, {device.wants_pinned(), options.strict});
+  VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/false, options.source});
   const VideoFormat format = reader.format();
+  if (musubi) check_musubi_size(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kEncode, geometry, options);
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
 
-  core::AtomicFile temp(output);
+  // A musubi cache file is named by what was read; it is made once that is known.
+  std::optional<core::AtomicFile> temp;
+  if (!musubi) temp.emplace(output);
   Progress progress("encode", reader.frame_count_hint(), quiet_if(options.quiet));
   apply_autotune(model, options.autotune);
   EncodeFeeder feeder(model, chunking, geometry, device);
@@ -358,18 +375,29 @@ static RunSummary encode_once(core::VaeModel& model, const fs::path& input, cons
     chunk.wait();
     parts.push_back(chunk.tensor);
   }
-  const torch::Tensor latents = torch::cat(parts, /*dim=*/2);
+  torch::Tensor latents = torch::cat(parts, /*dim=*/2);
+  int64_t frames = feeder.frames();
+  if (musubi && musubi_frame_count(frames) < frames) {
+    // Note [musubi-tuner's latent cache]: the causal encoder's first latents are those of the frames kept.
+    const int64_t kept = musubi_frame_count(frames);
+    warn(input.string() + ": took the first " + std::to_string(kept) + " of its " + std::to_string(frames) +
+         " frames (musubi-tuner trains on 1 + 4k frames)");
+    latents = latents.narrow(2, 0, 1 + (kept - 1) / info.temporal_factor);
+    pts.resize(static_cast<size_t>(kept));
+    frames = kept;
+  }
 
   LatentMeta meta;
   meta.family = info.family;
   meta.model_config = info.config;
   meta.scale = info.latent_scale;
+  meta.scale_applied = options.latent_scale;
   meta.width = format.width;
   meta.height = format.height;
   meta.padded_width = geometry.padded_width;
   meta.padded_height = geometry.padded_height;
-  meta.frames = feeder.frames();
-  meta.padded_frames = padded_frame_count(feeder.frames(), info.temporal_factor);
+  meta.frames = frames;
+  meta.padded_frames = padded_frame_count(frames, info.temporal_factor);
   if (valid(format.frame_rate)) meta.frame_rate = rational(format.frame_rate);
   meta.time_base = rational(format.time_base);
   meta.pts = std::move(pts);
@@ -382,16 +410,31 @@ static RunSummary encode_once(core::VaeModel& model, const fs::path& input, cons
   meta.pixel_format = pixel_format_name(format.pixel_format);
   meta.has_audio = !reader.audio_streams().empty();
   meta.source = input.filename().string();
-  write_latents(temp, latents, meta, latent_normalization(info));
-  temp.commit();
+  record_source_options(options.source, meta);
+  fs::path written = output;
+  if (musubi) {
+    MusubiItem item;
+    item.stem = output.filename().string();
+    if (options.source.start_us && valid(format.frame_rate))
+      item.start_frame = av_rescale_q(*options.source.start_us, AV_TIME_BASE_Q, av_inv_q(format.frame_rate));
+    item.frames = frames;
+    item.width = format.width;
+    item.height = format.height;
+    written = output.parent_path() / musubi_file_name(item);
+    temp.emplace(written);
+    write_musubi_cache(*temp, latents, item, meta, options.musubi_dtype);
+  } else {
+    write_latents(*temp, latents, meta, latent_normalization(info));
+  }
+  temp->commit();
   progress.finish();
   report_damage(reader, feeder.frames());
 
   RunSummary summary;
   summary.command = "encode";
   summary.input = input;
-  summary.output = output;
-  summary.frames = feeder.frames();
+  summary.output = written;
+  summary.frames = frames;
   summary.width = format.width;
   summary.height = format.height;
   summary.latent_shape = latents.sizes().vec();
@@ -497,7 +540,9 @@ static FinishingRun start_decode_once(core::VaeModel& model, const fs::path& inp
   output_container(output);
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
-  const LatentFile file = read_latents(input, latent_normalization(info));
+  const LatentFile file =
+      read_latents(input, latent_normalization(info),
+                   options.latent_scale ? std::optional<double>(info.latent_scale) : std::nullopt);
   check_latents_match(file.meta, info.family, info.latent_channels, input.string());
   if (file.latents.size(1) != info.latent_channels)
     throw Error(input.string() + " holds " + std::to_string(file.latents.size(1)) + "-channel latents; the " +

@@ -35,11 +35,21 @@ struct PipelineOptions {
   std::optional<core::PlannerOptions> memory;
   WriterOptions writer;           // output codec, crf, pixel format
   bool strict = false;            // damaged input is an error, not a warning (Note [Damaged input])
+  SourceOptions source;           // roundtrip, encode: --vf and the cut (Note [Cutting the input])
   bool quiet = false;             // no progress line
   std::filesystem::path metrics;  // roundtrip: per-frame PSNR/SSIM to .json or .csv; empty: none
   // decode: the frame rate when the latent file has no timing (a bare file); 0/1: none given.
   AVRational fps{0, 1};
   bool autotune = false;  // on CUDA: let cuDNN time its algorithms (Note [Autotuning])
+  // encode: store latents times the model's latent scale; decode: the input's latents are stored so scaled
+  // (Note [latent scale] in io/latent_file.h).
+  bool latent_scale = false;
+  // encode: the file written. kVaecodec: the output's extension picks .safetensors or .latent (Note [latent
+  // files]); kMusubi: musubi-tuner's Wan cache, the output naming the folder and the clip's stem (Note
+  // [musubi-tuner's latent cache]), its latents stored as musubi_dtype.
+  enum class LatentFormat { kVaecodec, kMusubi };
+  LatentFormat latent_format = LatentFormat::kVaecodec;
+  torch::ScalarType musubi_dtype = torch::kBFloat16;
 };
 
 // What a run did, for the summary line and --json.
@@ -97,7 +107,8 @@ FinishingRun start_roundtrip(core::VaeModel& model, const std::filesystem::path&
                              const std::filesystem::path& output, const PipelineOptions& options = {});
 
 // Decodes `input` and writes its latents with everything decode() needs to rebuild the video (LatentMeta):
-// .safetensors or ComfyUI's .latent, by extension.
+// .safetensors or ComfyUI's .latent, by extension; or, with LatentFormat::kMusubi, musubi-tuner's cache file
+// output.parent_path() / musubi_file_name(...) (RunSummary::output names it).
 RunSummary encode(core::VaeModel& model, const std::filesystem::path& input,
                   const std::filesystem::path& output, const PipelineOptions& options = {});
 

@@ -1,5 +1,10 @@
 #include "io/video_reader.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
 extern "C" {
 #include <libavutil/avstring.h>
 }
@@ -15,6 +20,17 @@ namespace {
 
 bool valid(AVRational q) {
   return q.num > 0 && q.den > 0;
+}
+
+std::string seconds_string(int64_t microseconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", static_cast<double>(microseconds) / AV_TIME_BASE);
+  return text;
+}
+
+// A packet's time: its pts, else its dts (AV_NOPTS_VALUE when it has neither).
+int64_t packet_time(const AVPacket* packet) {
+  return packet->pts != AV_NOPTS_VALUE ? packet->pts : packet->dts;
 }
 
 }  // namespace
@@ -90,7 +106,7 @@ bool audio_is_readable(const AVCodecParameters* parameters) {
 }  // namespace
 
 VideoReader::VideoReader(const std::filesystem::path& path, ReaderOptions options)
-    : path_(path), options_(options), packet_(make_packet()), frame_(make_frame()) {
+    : path_(path), options_(options), packet_(make_packet()), frame_(make_frame()), decoded_(make_frame()) {
   core::check_regular_file(path, "input video");  // Note [Regular inputs]
   open_guard_.url = "file:" + path.string();      // Note [One input file]
   const AVInputFormat* demuxer = probe_demuxer(open_guard_.url, path);
@@ -155,8 +171,20 @@ VideoReader::VideoReader(const std::filesystem::path& path, ReaderOptions option
   else if (valid(stream_->r_frame_rate))
     format_.frame_rate = stream_->r_frame_rate;
   damage_.expected_frames = stream_->nb_frames;
+  stream_rate_ = format_.frame_rate;
 
-  if (!decode_next(frame_.get())) {
+  const SourceOptions& source = options_.source;
+  if (source.start_us) seek_to_start();
+  if (source.duration_us) end_ = av_rescale_q(*source.duration_us, AV_TIME_BASE_Q, stream_->time_base);
+  if (!produce(frame_.get())) {
+    if (source.start_us && !kept_input_) {
+      std::string lasts;
+      if (raw->duration > 0) lasts = " (it lasts " + seconds_string(raw->duration) + " s)";
+      throw UsageError("--start " + seconds_string(*source.start_us) + " is past the end of " + path.string() +
+                       lasts);
+    }
+    if (filter_)
+      throw UsageError("--vf '" + source.filter_graph + "' let no frame of " + path.string() + " through");
     std::string why = damage_.first_error.empty() ? "" : " (" + damage_.first_error + ")";
     throw Error("no frames could be decoded from " + path.string() + why);
   }
@@ -168,7 +196,26 @@ VideoReader::VideoReader(const std::filesystem::path& path, ReaderOptions option
   format_.chroma_location = frame_->chroma_location;
   format_.sample_aspect_ratio =
       av_guess_sample_aspect_ratio(raw, const_cast<AVStream*>(stream_), frame_.get());
+  if (filter_) {
+    format_.time_base = filter_->time_base();
+    if (valid(filter_->frame_rate())) format_.frame_rate = filter_->frame_rate();
+    format_.sample_aspect_ratio = filter_->sample_aspect_ratio();
+    if (!takes_pixel_format(format_.pixel_format))
+      throw UsageError("--vf '" + source.filter_graph + "' gives " + pixel_format_name(format_.pixel_format) +
+                       " frames, which the model cannot take; end the graph in a YUV or RGB format (e.g. "
+                       "format=yuv420p)");
+  }
   converter_.emplace(format_.width, format_.height);
+}
+
+// Note [Cutting the input]: ffmpeg's -ss, without -copyts.
+void VideoReader::seek_to_start() {
+  int64_t target = *options_.source.start_us;
+  if (format_ctx_->start_time != AV_NOPTS_VALUE) target += format_ctx_->start_time;
+  // The keyframe at or before the target; frames before it are dropped after decoding. A file that cannot
+  // seek is decoded from its beginning, which gives the same frames.
+  avformat_seek_file(format_ctx_.get(), -1, std::numeric_limits<int64_t>::min(), target, target, 0);
+  offset_ = av_rescale_q(target, AV_TIME_BASE_Q, stream_->time_base);
 }
 
 void VideoReader::set_audio_sink(AudioSink sink) {
@@ -179,23 +226,188 @@ void VideoReader::set_audio_sink(AudioSink sink) {
 }
 
 int64_t VideoReader::frame_count_hint() const {
-  if (stream_->nb_frames > 0) return stream_->nb_frames;
-  if (stream_->duration > 0 && valid(format_.frame_rate))
-    return av_rescale_q(stream_->duration, stream_->time_base, av_inv_q(format_.frame_rate));
-  if (format_ctx_->duration > 0 && valid(format_.frame_rate))
-    return av_rescale_q(format_ctx_->duration, AV_TIME_BASE_Q, av_inv_q(format_.frame_rate));
-  return 0;
+  int64_t hint = 0;
+  if (stream_->nb_frames > 0)
+    hint = stream_->nb_frames;
+  else if (stream_->duration > 0 && valid(format_.frame_rate))
+    hint = av_rescale_q(stream_->duration, stream_->time_base, av_inv_q(format_.frame_rate));
+  else if (format_ctx_->duration > 0 && valid(format_.frame_rate))
+    hint = av_rescale_q(format_ctx_->duration, AV_TIME_BASE_Q, av_inv_q(format_.frame_rate));
+  const SourceOptions& source = options_.source;
+  const AVRational per_frame = valid(format_.frame_rate) ? av_inv_q(format_.frame_rate) : AVRational{0, 1};
+  if (source.start_us && hint > 0 && per_frame.num > 0)
+    hint = std::max<int64_t>(hint - av_rescale_q(*source.start_us, AV_TIME_BASE_Q, per_frame), 0);
+  if (source.duration_us && per_frame.num > 0) {
+    const int64_t span = av_rescale_q(*source.duration_us, AV_TIME_BASE_Q, per_frame);
+    hint = hint > 0 ? std::min(hint, span) : span;
+  }
+  if (source.max_frames) hint = hint > 0 ? std::min(hint, *source.max_frames) : *source.max_frames;
+  return hint;
 }
 
 bool VideoReader::next(VideoFrame& out) {
+  if (finished_) return false;
+  const std::optional<int64_t>& limit = options_.source.max_frames;
+  if (limit && frames_taken_ >= *limit) {
+    finish(/*limited=*/true);
+    return false;
+  }
   if (first_pending_) {
     first_pending_ = false;
-  } else if (!decode_next(frame_.get())) {
+  } else if (!produce(frame_.get())) {
+    finish(/*limited=*/false);
     return false;
   }
   fill(frame_.get(), out);
   av_frame_unref(frame_.get());
+  ++frames_taken_;
+  video_end_seconds_ = static_cast<double>(out.pts + out.duration) * av_q2d(format_.time_base);
+  release_audio(video_end_seconds_);
   return true;
+}
+
+int64_t VideoReader::PtsGuard::next(int64_t pts, int64_t duration, int64_t* fixed) {
+  if (pts == AV_NOPTS_VALUE) {
+    pts = has_last ? last + std::max<int64_t>(last_duration, 1) : 0;
+    if (has_last && fixed) ++*fixed;
+  } else if (has_last && pts <= last) {
+    pts = last + 1;
+    if (fixed) ++*fixed;
+  }
+  has_last = true;
+  last = pts;
+  last_duration = duration;
+  return pts;
+}
+
+// The next frame for next(): decoded, its pts repaired and shifted (Note [Timestamps], Note [Cutting the
+// input]), inside the cut, through the filter graph. False at the end.
+bool VideoReader::produce(AVFrame* out) {
+  const SourceOptions& source = options_.source;
+  while (true) {
+    if (filter_ && filter_->pull(out)) {
+      out->pts = output_pts_.next(out->pts, compat::frame_duration(out), nullptr);
+      return true;
+    }
+    if (input_done_) {
+      if (!filter_ || filter_flushed_) return false;
+      filter_flushed_ = true;
+      filter_->push(nullptr);
+      continue;
+    }
+    AVFrame* frame = decoded_.get();
+    if (!decode_next(frame)) {
+      input_done_ = true;
+      continue;
+    }
+    int64_t duration = compat::frame_duration(frame);
+    if (duration <= 0 && valid(stream_rate_))
+      duration = av_rescale_q(1, av_inv_q(stream_rate_), stream_->time_base);
+    const int64_t pts =
+        decoded_pts_.next(frame->best_effort_timestamp, duration, &damage_.fixed_timestamps) - offset_;
+    if (pts < 0) {  // before the start
+      av_frame_unref(frame);
+      continue;
+    }
+    if (end_ && pts >= *end_) {  // the cut's end: the decoder is not fed again
+      av_frame_unref(frame);
+      input_done_ = true;
+      continue;
+    }
+    kept_input_ = true;
+    frame->pts = pts;
+    compat::set_frame_duration(frame, std::max<int64_t>(duration, 0));
+    if (source.filter_graph.empty()) {
+      av_frame_move_ref(out, frame);
+      return true;
+    }
+    if (!filter_) {
+      FilterInput input;
+      input.width = frame->width;
+      input.height = frame->height;
+      input.pixel_format = static_cast<AVPixelFormat>(frame->format);
+      input.time_base = stream_->time_base;
+      input.frame_rate = stream_rate_;
+      input.sample_aspect_ratio =
+          av_guess_sample_aspect_ratio(format_ctx_.get(), const_cast<AVStream*>(stream_), frame);
+      filter_.emplace(source.filter_graph, input);
+    }
+    filter_->push(frame);
+    av_frame_unref(frame);
+  }
+}
+
+// Note [Cutting the input]: the audio of the span taken. `limited`: --frames stopped the video.
+void VideoReader::finish(bool limited) {
+  finished_ = true;
+  const SourceOptions& source = options_.source;
+  if (!source.cuts()) return;
+  double end = std::numeric_limits<double>::infinity();
+  if (limited)
+    end = video_end_seconds_;
+  else if (source.duration_us)
+    end = static_cast<double>(*source.duration_us) / AV_TIME_BASE;
+  release_audio(end);
+  gated_audio_.clear();
+  if (!options_.keep_audio || audio_.empty()) return;
+  // Audio stored after the last video packet taken: read on until every audio stream has passed the end.
+  std::set<int> passed;
+  while (passed.size() < audio_.size()) {
+    throw_if_interrupted();
+    if (av_read_frame(format_ctx_.get(), packet_.get()) < 0) break;  // the end (or damage past the cut)
+    const AVStream* stream = format_ctx_->streams[packet_->stream_index];
+    if (stream->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
+      PacketPtr copy = make_packet();
+      av_packet_move_ref(copy.get(), packet_.get());
+      if (!shift_audio(copy.get())) continue;
+      if (static_cast<double>(packet_time(copy.get())) * av_q2d(stream->time_base) >= end)
+        passed.insert(copy->stream_index);
+      else
+        deliver_audio(std::move(copy));
+    }
+    av_packet_unref(packet_.get());
+  }
+}
+
+// Shifts an audio packet as the video (Note [Cutting the input]); false for one that begins before the start.
+bool VideoReader::shift_audio(AVPacket* packet) const {
+  const AVRational time_base = format_ctx_->streams[packet->stream_index]->time_base;
+  const int64_t shift = av_rescale_q(offset_, stream_->time_base, time_base);
+  if (packet->pts != AV_NOPTS_VALUE) packet->pts -= shift;
+  if (packet->dts != AV_NOPTS_VALUE) packet->dts -= shift;
+  const int64_t time = packet_time(packet);
+  return time == AV_NOPTS_VALUE || time >= 0;
+}
+
+void VideoReader::route_audio(PacketPtr packet) {
+  if (!options_.source.cuts()) {
+    deliver_audio(std::move(packet));
+    return;
+  }
+  if (shift_audio(packet.get())) gated_audio_.push_back(std::move(packet));
+}
+
+void VideoReader::deliver_audio(PacketPtr packet) {
+  if (audio_sink_)
+    audio_sink_(std::move(packet));
+  else
+    held_audio_.push_back(std::move(packet));
+}
+
+// Hands over the gated audio packets that begin before `until` (seconds, after the shift), in file order.
+void VideoReader::release_audio(double until) {
+  if (gated_audio_.empty()) return;
+  std::vector<PacketPtr> waiting;
+  for (PacketPtr& packet : gated_audio_) {
+    const int64_t time = packet_time(packet.get());
+    const double seconds =
+        time == AV_NOPTS_VALUE ? 0.0 : time * av_q2d(format_ctx_->streams[packet->stream_index]->time_base);
+    if (seconds < until)
+      deliver_audio(std::move(packet));
+    else
+      waiting.push_back(std::move(packet));
+  }
+  gated_audio_ = std::move(waiting);
 }
 
 void VideoReader::note_damage(int code, const char* what) {
@@ -269,10 +481,7 @@ bool VideoReader::feed_decoder() {
         format_ctx_->streams[packet_->stream_index]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
       PacketPtr copy = make_packet();
       av_packet_move_ref(copy.get(), packet_.get());
-      if (audio_sink_)
-        audio_sink_(std::move(copy));
-      else
-        held_audio_.push_back(std::move(copy));
+      route_audio(std::move(copy));
     }
     av_packet_unref(packet_.get());
   }
@@ -285,22 +494,10 @@ bool VideoReader::feed_decoder() {
 // not increase (broken files; encoders and muxers refuse those) becomes the previous one plus one tick.
 // Padding frames (Note [Padding]) never get a pts: they are cut before the writer.
 void VideoReader::fill(const AVFrame* frame, VideoFrame& out) {
-  int64_t pts = frame->best_effort_timestamp;
   int64_t duration = compat::frame_duration(frame);
   if (duration <= 0 && valid(format_.frame_rate))
     duration = av_rescale_q(1, av_inv_q(format_.frame_rate), format_.time_base);
-  if (pts == AV_NOPTS_VALUE) {
-    pts = has_last_pts_ ? last_pts_ + std::max<int64_t>(last_duration_, 1) : 0;
-    if (has_last_pts_) ++damage_.fixed_timestamps;
-  } else if (has_last_pts_ && pts <= last_pts_) {
-    pts = last_pts_ + 1;
-    ++damage_.fixed_timestamps;
-  }
-  has_last_pts_ = true;
-  last_pts_ = pts;
-  last_duration_ = duration;
-
-  out.pts = pts;
+  out.pts = frame->pts;
   out.duration = std::max<int64_t>(duration, 0);
   out.rgb = torch::empty({3, format_.height, format_.width},
                          torch::TensorOptions().dtype(torch::kFloat).pinned_memory(options_.pinned));

@@ -11,6 +11,7 @@
 
 #include "io/colour.h"
 #include "io/ffmpeg_common.h"
+#include "io/video_filter.h"
 
 namespace vaecodec::io {
 
@@ -41,10 +42,31 @@ struct AudioStream {
   AVRational time_base{1, 1};
 };
 
+// Note [Cutting the input]
+// --start (-ss), --duration (-t) and --frames cut the input as ffmpeg's input options -ss and -t and its
+// output option -frames:v do: seek to the last keyframe at or before the start, decode from there and drop
+// the frames before the start; take the frames that start before start + duration; run them through the
+// filter graph (Note [Filter graph]); keep the first N frames that come out. With a start, timestamps are
+// shifted as ffmpeg shifts them: by the file's start time plus the start, so the output begins at 0 (without
+// one they are kept as the file has them). Audio packets get the same shift and are kept from the start to
+// the end of the video taken: the end of the duration, or of the last frame taken when --frames or the
+// input's end stopped it first; a packet is kept when it begins inside that span. The reader goes on
+// demuxing audio after the video stopped, until every audio stream has passed the end, so that audio stored
+// after the last video frame in the file is not lost.
+struct SourceOptions {
+  std::string filter_graph;            // --vf; empty: none
+  std::optional<int64_t> start_us;     // --start, in microseconds (AV_TIME_BASE)
+  std::optional<int64_t> duration_us;  // --duration, in microseconds
+  std::optional<int64_t> max_frames;   // --frames, counted after the filter graph
+  bool cuts() const { return start_us || duration_us || max_frames; }
+  bool any() const { return cuts() || !filter_graph.empty(); }
+};
+
 struct ReaderOptions {
   bool pinned = false;      // host tensors in pinned memory (for asynchronous copies to a CUDA device)
   bool strict = false;      // the first undecodable packet or damaged frame is an error instead of a warning
   bool keep_audio = false;  // keep the audio packets for set_audio_sink; otherwise they are dropped
+  SourceOptions source;     // filter graph and cut (Note [Cutting the input])
 };
 
 // What the reader could not decode (Note [Damaged input]).
@@ -64,8 +86,9 @@ struct DecodeDamage {
 // much was lost (with the container's frame count for comparison); the pipeline prints it as one warning.
 // With ReaderOptions::strict the first such event throws instead.
 
-// Demuxes and decodes the best video stream of a file into RGB tensors. Opening decodes the first frame, so a
-// file that opens is known to hold at least one frame. With ReaderOptions::keep_audio, audio packets go to
+// Demuxes and decodes the best video stream of a file into RGB tensors, through the filter graph and cut of
+// ReaderOptions::source when given. Opening decodes the first frame, so a file that opens is known to hold at
+// least one frame (a start past its end is a UsageError). With ReaderOptions::keep_audio, audio packets go to
 // the sink set by set_audio_sink (timestamps in the input stream's time base); those read before it was set
 // (while opening, say) are held and handed over when it is.
 class VideoReader {
@@ -84,12 +107,27 @@ class VideoReader {
   using AudioSink = std::function<void(PacketPtr packet)>;
   void set_audio_sink(AudioSink sink);
 
-  // The next frame; false at the end of the stream.
+  // The next frame; false at the end of the stream (or of the cut).
   bool next(VideoFrame& out);
 
  private:
+  // A pts that increases (Note [Timestamps]); `fixed` counts the repairs.
+  struct PtsGuard {
+    bool has_last = false;
+    int64_t last = 0;
+    int64_t last_duration = 0;
+    int64_t next(int64_t pts, int64_t duration, int64_t* fixed);
+  };
+
+  void seek_to_start();
+  bool produce(AVFrame* out);
   bool decode_next(AVFrame* frame);
   bool feed_decoder();
+  void finish(bool limited);
+  bool shift_audio(AVPacket* packet) const;
+  void route_audio(PacketPtr packet);
+  void deliver_audio(PacketPtr packet);
+  void release_audio(double until_seconds);
   void note_damage(int code, const char* what);
   void fill(const AVFrame* frame, VideoFrame& out);
 
@@ -116,11 +154,22 @@ class VideoReader {
   std::vector<PacketPtr> held_audio_;  // read before there was a sink
   PacketPtr packet_;
   FramePtr frame_;
+  FramePtr decoded_;            // the decoder's frame, before the filter graph
   bool first_pending_ = false;  // frame_ holds the first frame, decoded while opening
   bool draining_ = false;
-  bool has_last_pts_ = false;
-  int64_t last_pts_ = 0;
-  int64_t last_duration_ = 0;
+  bool input_done_ = false;  // the decoder is drained, or the cut's end was reached
+  bool finished_ = false;    // next() has returned false
+  bool kept_input_ = false;  // a decoded frame was inside the cut
+  AVRational stream_rate_{0, 1};  // the stream's own frame rate (format_ has the filter graph's)
+  PtsGuard decoded_pts_;     // on the decoder's frames (counted as fixed timestamps)
+  PtsGuard output_pts_;      // on what the filter graph gives
+  std::optional<VideoFilter> filter_;
+  bool filter_flushed_ = false;
+  int64_t offset_ = 0;                 // subtracted from every pts (stream time base; Note [Cutting the input])
+  std::optional<int64_t> end_;         // the cut's end, after the shift (stream time base)
+  int64_t frames_taken_ = 0;           // frames next() has given
+  double video_end_seconds_ = 0;       // end of the last frame given, after the shift
+  std::vector<PacketPtr> gated_audio_;  // audio waiting for the video to reach it (cuts only)
   std::optional<FrameToTensor> converter_;  // made once the size is known
   DecodeDamage damage_;
 };

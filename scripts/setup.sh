@@ -2,7 +2,8 @@
 # Sets vaecodec up on a fresh Debian 12 machine and builds it in Release:
 #   1. Debian packages: compilers, CMake, Ninja, FFmpeg 5.1 libraries and CLI, CLI11, Catch2, nlohmann-json,
 #      clang-format, Slurm and munge (for the job-array test);
-#   2. LibTorch 2.11.0 from PyPI's torch==2.11.0 wheel, in the project's virtual environment .venv/;
+#   2. LibTorch 2.11.0 from PyPI's torch==2.11.0 wheel, in the project's virtual environment .venv/ (with
+#      the safetensors package, which the tests use);
 #   3. checks that LibTorch's CUDA version matches the CUDA toolkit's (nvcc);
 #   4. configures and builds build/ (CMake + Ninja), then runs a short demo unless --no-demo is given.
 # Idempotent: what is already there is kept. Any failure stops it with the reason.
@@ -25,7 +26,7 @@ trap 'die "step failed at line $LINENO (see the output above)"' ERR
 
 # 1. Debian packages.
 packages=(build-essential cmake ninja-build pkg-config git xz-utils
-          libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev ffmpeg
+          libavformat-dev libavcodec-dev libavfilter-dev libavutil-dev libswscale-dev libswresample-dev ffmpeg
           libcli11-dev catch2 nlohmann-json3-dev clang-format
           slurm-wlm munge)  # Slurm and munge: the job-array test starts its own (tests/test_slurm_array.sh)
 missing=()
@@ -61,6 +62,11 @@ if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+
   say "installing torch==2.11.0 from PyPI into .venv (a few GB, once)"
   .venv/bin/python -m pip install --quiet --progress-bar off --upgrade pip
   .venv/bin/python -m pip install --quiet --progress-bar off torch==2.11.0
+fi
+# The tests read musubi-tuner caches back with the safetensors package, as the trainer does.
+if ! .venv/bin/python -c 'import safetensors' 2>/dev/null; then
+  say "installing safetensors from PyPI into .venv (for the tests)"
+  .venv/bin/python -m pip install --quiet --progress-bar off safetensors
 fi
 torch_cuda=$(.venv/bin/python -c 'import torch; print(torch.version.cuda or "none")')
 torch_version=$(.venv/bin/python -c 'import torch; print(torch.__version__)')

@@ -208,7 +208,7 @@ TEST_CASE("cli decode refuses latents of another model with one line", "[cli][mo
 TEST_CASE("cli SeedVR2 latents are unscaled unless --latent-scale asks", "[cli][models]") {
   ScratchDir weights, dir;
   const auto in = make_input(dir);
-  // Temporary files (the recorded copy of a bare file) go to the scratch directory, to be seen there.
+  // Temporary files go to the scratch directory, to be seen there: --latent-scale makes none.
   const std::string env = "TMPDIR=" + quote(dir.path());
   const auto run = [&](const std::string& args) {
     return run_cli(args + weights_arg(kSeedVR2, weights), env);
@@ -255,16 +255,19 @@ TEST_CASE("cli SeedVR2 latents are unscaled unless --latent-scale asks", "[cli][
   SECTION("scaled latents without a record: --latent-scale divides") {
     core::write_safetensors(dir / "bare-raw.safetensors", {{"samples", raw}});
     core::write_safetensors(dir / "bare-scaled.safetensors", {{"samples", stored}});
+    const std::string before = read_text(dir / "bare-scaled.safetensors");
     REQUIRE(decode("bare-raw.safetensors", "bare-raw.mkv", " --fps 24"));
     REQUIRE(decode("bare-scaled.safetensors", "out.mkv", " --fps 24 --latent-scale"));
     CHECK(luma_psnr(dir / "bare-raw.mkv", dir / "out.mkv") > 50);
+    CHECK(read_text(dir / "bare-scaled.safetensors") == before);  // the input is read, never rewritten
     // Taken as raw, the same file decodes to another video.
     REQUIRE(decode("bare-scaled.safetensors", "out.mkv", " --fps 24"));
     CHECK(luma_psnr(dir / "bare-raw.mkv", dir / "out.mkv") < 45);  // ~38 dB
   }
   const auto files = list_dir(dir.path());
-  CHECK(std::none_of(files.begin(), files.end(),
-                     [](const std::string& name) { return name.rfind("vaecodec-latents-", 0) == 0; }));
+  CHECK(std::all_of(files.begin(), files.end(), [](const std::string& name) {
+    return name.ends_with(".safetensors") || name.ends_with(".mkv") || name.ends_with(".mp4");
+  }));
 }
 
 TEST_CASE("cli --model names the family; weights of another family are refused before any work",

@@ -80,6 +80,10 @@ LatentMeta full_meta() {
   meta.pixel_format = "yuv420p";
   meta.has_audio = true;
   meta.source = "clip one.mp4";
+  meta.filter_graph = "scale=832:480,fps=16";
+  meta.start_seconds = 1.5;
+  meta.duration_seconds = 2.25;
+  meta.max_frames = 7;
   return meta;
 }
 

@@ -1,0 +1,86 @@
+#include "io/musubi_cache.h"
+
+#include <cstdio>
+#include <map>
+
+#include "core/error.h"
+#include "core/json_text.h"
+#include "core/safetensors.h"
+
+namespace vaecodec::io {
+namespace {
+
+// Note [musubi-tuner's latent cache]: the trainer's names and values.
+constexpr const char* kArchitecture = "wan";
+constexpr const char* kFormatVersion = "1.0.1";
+constexpr const char* kFamily = "wan2.1-vae";
+constexpr int64_t kBucketStep = 16;
+
+// torch's name of a dtype, as str(torch.bfloat16) ends: the suffix of the tensor's key.
+std::string torch_dtype_name(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kBFloat16:
+      return "bfloat16";
+    case torch::kHalf:
+      return "float16";
+    case torch::kFloat:
+      return "float32";
+    default:
+      throw Error(std::string("musubi-tuner's cache holds bfloat16, float16 or float32 latents, not ") +
+                  c10::toString(dtype));
+  }
+}
+
+}  // namespace
+
+std::string musubi_file_name(const MusubiItem& item) {
+  char window[64];
+  std::snprintf(window, sizeof window, "_%05lld-%03lld_%04lldx%04lld_", static_cast<long long>(item.start_frame),
+                static_cast<long long>(item.frames), static_cast<long long>(item.width),
+                static_cast<long long>(item.height));
+  return item.stem + window + kArchitecture + ".safetensors";
+}
+
+int64_t musubi_frame_count(int64_t available) {
+  return available < 1 ? 0 : 1 + 4 * ((available - 1) / 4);
+}
+
+void check_musubi_model(const core::ModelInfo& info) {
+  if (info.family != kFamily)
+    throw UsageError("--format musubi writes musubi-tuner's Wan cache, which holds latents of the Wan2.1 VAE "
+                     "(Wan2.1 and Wan2.2-14B); these weights are " +
+                     info.family);
+}
+
+void check_musubi_size(int64_t width, int64_t height, const std::filesystem::path& input) {
+  if (width % kBucketStep == 0 && height % kBucketStep == 0) return;
+  auto down = [](int64_t v) { return std::max<int64_t>(kBucketStep, v / kBucketStep * kBucketStep); };
+  throw UsageError("--format musubi: the frames of " + input.string() + " are " + std::to_string(width) + "x" +
+                   std::to_string(height) + ", but musubi-tuner's buckets are multiples of 16 pixels; resize or " +
+                   "crop them, e.g. --vf scale=" + std::to_string(down(width)) + ":" + std::to_string(down(height)));
+}
+
+void write_musubi_cache(core::AtomicFile& file, const torch::Tensor& latents, const MusubiItem& item,
+                        const LatentMeta& record, torch::ScalarType dtype) {
+  const std::string where = file.final_path().string();
+  if (latents.dim() != 5 || latents.size(0) != 1)
+    throw Error(where + ": musubi-tuner's cache holds one clip's latents [1, C, F, H, W]");
+  if (!torch::isfinite(latents).all().item<bool>())
+    throw Error(where + ": the latents hold NaN or Inf values; nothing was written");
+  const torch::Tensor z = latents[0].to(torch::kCPU, dtype).contiguous();  // [C, F, H, W]
+  const std::string key = "latents_" + std::to_string(z.size(1)) + "x" + std::to_string(z.size(2)) + "x" +
+                          std::to_string(z.size(3)) + "_" + torch_dtype_name(dtype);
+  LatentMeta meta = record;
+  meta.latent_channels = z.size(0);
+  const std::map<std::string, std::string> metadata = {
+      {"architecture", kArchitecture},
+      {"width", std::to_string(item.width)},
+      {"height", std::to_string(item.height)},
+      {"frame_count", std::to_string(item.frames)},
+      {"format_version", kFormatVersion},
+      {"vaecodec", core::json_text(to_json(meta))},
+  };
+  core::write_safetensors(file, {{key, z}}, metadata);
+}
+
+}  // namespace vaecodec::io
