@@ -42,7 +42,7 @@ std::vector<fs::path> folder_inputs(const fs::path& folder, RunCommand command) 
   for (const fs::directory_entry& entry : fs::directory_iterator(folder, error)) {
     const fs::path& path = entry.path();
     if (!entry.is_regular_file(error) || path.filename().string().starts_with(".")) continue;
-    if (command == RunCommand::kDecode && !io::is_latent_path(path)) continue;
+    if (command == RunCommand::kDecode && !io::is_latent_input_path(path)) continue;
     files.push_back(path);
   }
   if (error) throw Error("cannot read input folder " + folder.string() + ": " + error.message());

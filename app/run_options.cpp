@@ -49,7 +49,8 @@ io::SourceOptions source_options(const RunOptions& options) {
   if (source.duration_us && *source.duration_us == 0)
     throw UsageError("--duration " + options.duration + " takes no frames; give a positive duration");
   if (options.frames == 0 || options.frames < -1)
-    throw UsageError("--frames " + std::to_string(options.frames) + ": the number of frames must be 1 or more");
+    throw UsageError("--frames " + std::to_string(options.frames) +
+                     ": the number of frames must be 1 or more");
   if (options.frames > 0) source.max_frames = options.frames;
   if (!source.filter_graph.empty()) io::check_filter_graph(source.filter_graph);
   return source;
@@ -68,7 +69,7 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   const bool video_out = command != RunCommand::kEncode;
   sub.add_option("input", options.inputs,
                  video_in ? "input video (any format FFmpeg decodes); several, or folders, for a batch"
-                          : "latent file; several, or folders, for a batch")
+                          : "latent file (.safetensors, .latent, .pt); several, or folders, for a batch")
       ->required();
   sub.add_option("-o,--output", options.output,
                  std::string(video_out ? "output video (.mp4, .mkv, .mov, ...)"
@@ -101,9 +102,10 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   if (command == RunCommand::kRoundtrip)
     sub.add_option("--metrics", options.metrics, "write per-frame PSNR/SSIM to a .json or .csv file");
   if (command == RunCommand::kEncode) {
-    sub.add_option("--format", options.format,
-                   "auto: by the output's extension (.safetensors, .latent); musubi: musubi-tuner's Wan latent "
-                   "cache, one file per clip in the output folder")
+    sub.add_option(
+           "--format", options.format,
+           "auto: by the output's extension (.safetensors, .latent); musubi: musubi-tuner's Wan latent "
+           "cache, one file per clip in the output folder")
         ->check(CLI::IsMember({"auto", "musubi"}))
         ->capture_default_str();
     sub.add_option("--latent-dtype", options.latent_dtype, "--format musubi: the latents' dtype")
@@ -111,12 +113,15 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
         ->capture_default_str();
   }
   if (video_in) {
-    sub.add_option("--vf", options.filter_graph,
-                   "FFmpeg filter graph applied to the decoded frames before the model, e.g. scale=832:480,fps=16");
+    sub.add_option(
+        "--vf", options.filter_graph,
+        "FFmpeg filter graph applied to the decoded frames before the model, e.g. scale=832:480,fps=16");
     sub.add_option("--start", options.start,
                    "start at this time of the input (seconds or [HH:]MM:SS[.ms], as ffmpeg's -ss; also -ss)");
-    sub.add_option("-t,--duration", options.duration, "take this much of the input from the start (as ffmpeg's -t)");
-    sub.add_option("--frames", options.frames, "take at most N frames (counted after --vf, as ffmpeg's -frames:v)");
+    sub.add_option("-t,--duration", options.duration,
+                   "take this much of the input from the start (as ffmpeg's -t)");
+    sub.add_option("--frames", options.frames,
+                   "take at most N frames (counted after --vf, as ffmpeg's -frames:v)");
   }
   sub.add_flag("-q,--quiet", options.quiet, "no progress line");
   sub.add_flag("--json", options.json, "print a JSON summary on stdout");

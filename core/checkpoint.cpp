@@ -215,8 +215,8 @@ bool within_storage(const torch::Tensor& t) {
   return (last + 1) * t.element_size() <= t.storage().nbytes();
 }
 
-StateDict load_pth(const std::filesystem::path& path, uint64_t file_size) {
-  const auto root = read_torch_zip(path, file_size);
+// The tensors of an unpickled torch.save file holding a state dict.
+StateDict state_dict_tensors(const c10::IValue& root, const std::filesystem::path& path) {
   const auto& state = unwrap_state_dict(root);
   if (!state.isGenericDict()) {
     fail(path, "not a usable PyTorch checkpoint (holds a " + state.tagKind() + ", not a state dict)");
@@ -251,7 +251,28 @@ void check_weight_dtypes(const StateDict& tensors, const std::filesystem::path& 
   }
 }
 
+StateDict load_pth(const std::filesystem::path& path, uint64_t file_size) {
+  return state_dict_tensors(read_torch_zip(path, file_size), path);
+}
+
+bool is_zip(const FileHead& head) {
+  return starts_with(head, "PK\x03\x04") || starts_with(head, "PK\x05\x06");
+}
+
 }  // namespace
+
+StateDict read_torch_tensors(const std::filesystem::path& path) {
+  const FileHead head = read_head(path);
+  if (!is_zip(head)) fail(path, "not a torch.save file (the zip archive PyTorch >= 1.6 writes)");
+  const c10::IValue root = read_torch_zip(path, head.size);
+  if (root.isTensor()) {
+    const torch::Tensor tensor = root.toTensor().to(torch::kCPU);
+    if (!tensor.has_storage() || !within_storage(tensor))
+      fail(path, "not a usable torch.save file (its tensor reaches outside its storage)");
+    return {{"", tensor}};
+  }
+  return state_dict_tensors(root, path);
+}
 
 Checkpoint read_checkpoint(const std::filesystem::path& path) {
   const FileHead head = read_head(path);
@@ -260,7 +281,7 @@ Checkpoint read_checkpoint(const std::filesystem::path& path) {
   if (head.size == 0) {
     fail(path, "empty file, not a checkpoint (" + std::string(kExpected) + ")");
   }
-  if (starts_with(head, "PK\x03\x04") || starts_with(head, "PK\x05\x06")) {
+  if (is_zip(head)) {
     checkpoint.format = "pth";
     checkpoint.tensors = load_pth(path, head.size);
   } else if (looks_like_safetensors(head)) {

@@ -29,4 +29,9 @@ struct Checkpoint {
 // tensors to their family's original layout; that is what models load.
 Checkpoint read_checkpoint(const std::filesystem::path& path);
 
+// The tensors of a torch.save'd file (.pt, .pth), read with the same checks as weights: a bare tensor under
+// the name "", a dict's tensors under their dotted names (other values left out). For latents a Python
+// pipeline saved (io/latent_file.h).
+StateDict read_torch_tensors(const std::filesystem::path& path);
+
 }  // namespace vaecodec::core

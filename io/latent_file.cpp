@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/json_text.h"
 #include "core/safetensors.h"
@@ -176,7 +177,48 @@ std::pair<std::string, std::string> find_latent_tensor(const core::SafetensorsFi
               "', and more than one 5-D tensor to choose from (" + names + ")");
 }
 
+bool is_torch_path(const std::filesystem::path& path) {
+  const std::string ext = lower_extension(path);
+  return ext == ".pt" || ext == ".pth";
+}
+
+// Latents a Python pipeline saved with torch.save (Note [latent files]): a bare tensor, or a dict holding one
+// floating-point tensor of 4 or 5 dimensions; [C, T, h, w] is one clip.
+LatentFile read_torch_latents(const std::filesystem::path& path, std::optional<double> stored_scale) {
+  const std::string where = path.string();
+  const core::StateDict tensors = core::read_torch_tensors(path);
+  std::vector<std::string> candidates;
+  std::string listing;
+  for (const auto& [name, tensor] : tensors) {
+    if (tensor.is_floating_point() && (tensor.dim() == 4 || tensor.dim() == 5)) candidates.push_back(name);
+    listing += (listing.empty() ? "" : ", ") + ("'" + name + "' " + shape_string(tensor.sizes()));
+  }
+  if (candidates.size() != 1)
+    throw Error(where + ": expected one floating-point latent tensor of 4 or 5 dimensions ([C, T, h, w] or " +
+                "[B, C, T, h, w]), found " + (listing.empty() ? "no tensors" : listing));
+  torch::Tensor values = tensors.at(candidates.front());
+  if (values.dim() == 4) values = values.unsqueeze(0);
+  check_finite(values, where);
+  LatentFile result;
+  result.format = "torch";
+  result.meta.vaecodec_version.clear();  // nothing is known of its making
+  values = values.to(torch::kDouble);
+  if (stored_scale) {
+    if (!(*stored_scale > 0)) throw Error(where + ": a latent scale must be positive");
+    values = values / *stored_scale;
+    result.meta.scale = *stored_scale;
+    result.meta.scale_applied = true;
+  }
+  result.latents = values.to(torch::kFloat).contiguous();
+  result.meta.latent_channels = result.latents.size(1);
+  return result;
+}
+
 }  // namespace
+
+bool is_latent_input_path(const std::filesystem::path& path) {
+  return is_latent_path(path) || is_torch_path(path);
+}
 
 nlohmann::json to_json(const LatentMeta& meta) {
   nlohmann::json pts = nullptr;
@@ -280,7 +322,8 @@ LatentMeta latent_meta_from_json(const nlohmann::json& json) {
   meta.source = optional_string(json, "source", "source");
   if (const nlohmann::json* pre = optional_object(json, "preprocessing")) {
     meta.filter_graph = optional_string(*pre, "vf", "preprocessing.vf");
-    for (const auto& [key, field] : {std::pair{"start", &meta.start_seconds}, {"duration", &meta.duration_seconds}}) {
+    for (const auto& [key, field] :
+         {std::pair{"start", &meta.start_seconds}, {"duration", &meta.duration_seconds}}) {
       if (const nlohmann::json* value = find_key(*pre, key)) {
         if (!value->is_number() || value->get<double>() < 0)
           bad_key(std::string("preprocessing.") + key, "a non-negative number of seconds", *value);
@@ -367,6 +410,7 @@ void write_latents(core::AtomicFile& file, const torch::Tensor& latents, const L
 
 LatentFile read_latents(const std::filesystem::path& path, const LatentNormalization& normalization,
                         std::optional<double> stored_scale) {
+  if (is_torch_path(path)) return read_torch_latents(path, stored_scale);
   const std::string where = path.string();
   core::SafetensorsFile file(path);
 
@@ -386,7 +430,8 @@ LatentFile read_latents(const std::filesystem::path& path, const LatentNormaliza
   if (stored_scale) {
     if (!(*stored_scale > 0)) throw Error(where + ": a latent scale must be positive");
     if (result.has_meta && !result.meta.scale_applied)
-      throw Error(where + ": its record says the latents are stored unscaled; decode it without --latent-scale");
+      throw Error(where +
+                  ": its record says the latents are stored unscaled; decode it without --latent-scale");
     if (!result.has_meta) {
       result.meta.scale = *stored_scale;
       result.meta.scale_applied = true;

@@ -27,10 +27,13 @@ namespace vaecodec::io {
 //                 diffusion model, so a .latent holds raw = z * std + mean per channel (LatentNormalization)
 //                 and reading normalizes back. The LatentMeta record goes into __metadata__["vaecodec"] here
 //                 too, so vaecodec's own .latent files keep their timing; ComfyUI ignores it.
-// Reading looks at the tensors, not the extension: "latents" (vaecodec), "latent_tensor" (ComfyUI), a 4-D
-// "latents_FxHxW_dtype" (musubi-tuner's cache, Note [musubi-tuner's latent cache]), else the file's only 5-D
-// tensor: a bare file from a diffusion pipeline, taken as it is (vaecodec's convention) with
-// a LatentMeta that knows nothing but the channel count.
+// A .pt / .pth file is read as torch.save wrote it (core::read_torch_tensors, the loader of weights): a bare
+// tensor, or a dict holding one floating-point tensor, [B, C, T, h, w] or one clip's [C, T, h, w]; a Python
+// pipeline's latents, taken as they are (vaecodec's convention, unscaled unless --latent-scale says).
+// Reading a .safetensors or .latent looks at the tensors, not the extension: "latents" (vaecodec),
+// "latent_tensor" (ComfyUI), a 4-D "latents_FxHxW_dtype" (musubi-tuner's cache, Note [musubi-tuner's latent
+// cache]), else the file's only 5-D tensor: a bare file from a diffusion pipeline, taken as it is (vaecodec's
+// convention) with a LatentMeta that knows nothing but the channel count.
 
 // Everything vaecodec knows about how latents were made: enough to decode them back into the same video.
 // std::optional fields and empty strings mean "unknown" (files vaecodec did not write). A bare file's frame
@@ -126,7 +129,7 @@ struct LatentFile {
   torch::Tensor latents;  // [B, C, T, h, w] float32 on the CPU: the model's latents (Note [latent scale])
   LatentMeta meta;
   bool has_meta = false;  // whether the file held vaecodec's record (false: a bare or ComfyUI-made file)
-  std::string format;     // "safetensors" (vaecodec's), "latent" (ComfyUI's), "musubi" or "bare"
+  std::string format;     // "safetensors" (vaecodec's), "latent" (ComfyUI's), "musubi", "bare" or "torch"
 };
 
 // Writes latents [B, C, T, h, w] (any device; float32, float16 or bfloat16) and their record in the format
@@ -143,6 +146,8 @@ void write_latents(core::AtomicFile& file, const torch::Tensor& latents, const L
 
 // Whether `path` names a latent file by its extension: .safetensors or .latent, in any case.
 bool is_latent_path(const std::filesystem::path& path);
+// The same, for files decode reads: also torch.save's .pt and .pth.
+bool is_latent_input_path(const std::filesystem::path& path);
 
 // Reads latents written by write_latents, by ComfyUI's Save Latent, or a bare safetensors file holding one
 // 5-D tensor. A .latent's raw latents are normalized with `normalization` (empty: taken as they are). Throws

@@ -1,5 +1,6 @@
 #include "io/musubi_cache.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -35,9 +36,9 @@ std::string torch_dtype_name(torch::ScalarType dtype) {
 
 std::string musubi_file_name(const MusubiItem& item) {
   char window[64];
-  std::snprintf(window, sizeof window, "_%05lld-%03lld_%04lldx%04lld_", static_cast<long long>(item.start_frame),
-                static_cast<long long>(item.frames), static_cast<long long>(item.width),
-                static_cast<long long>(item.height));
+  std::snprintf(window, sizeof window, "_%05lld-%03lld_%04lldx%04lld_",
+                static_cast<long long>(item.start_frame), static_cast<long long>(item.frames),
+                static_cast<long long>(item.width), static_cast<long long>(item.height));
   return item.stem + window + kArchitecture + ".safetensors";
 }
 
@@ -47,17 +48,19 @@ int64_t musubi_frame_count(int64_t available) {
 
 void check_musubi_model(const core::ModelInfo& info) {
   if (info.family != kFamily)
-    throw UsageError("--format musubi writes musubi-tuner's Wan cache, which holds latents of the Wan2.1 VAE "
-                     "(Wan2.1 and Wan2.2-14B); these weights are " +
-                     info.family);
+    throw UsageError(
+        "--format musubi writes musubi-tuner's Wan cache, which holds latents of the Wan2.1 VAE "
+        "(Wan2.1 and Wan2.2-14B); these weights are " +
+        info.family);
 }
 
 void check_musubi_size(int64_t width, int64_t height, const std::filesystem::path& input) {
   if (width % kBucketStep == 0 && height % kBucketStep == 0) return;
   auto down = [](int64_t v) { return std::max<int64_t>(kBucketStep, v / kBucketStep * kBucketStep); };
-  throw UsageError("--format musubi: the frames of " + input.string() + " are " + std::to_string(width) + "x" +
-                   std::to_string(height) + ", but musubi-tuner's buckets are multiples of 16 pixels; resize or " +
-                   "crop them, e.g. --vf scale=" + std::to_string(down(width)) + ":" + std::to_string(down(height)));
+  throw UsageError(
+      "--format musubi: the frames of " + input.string() + " are " + std::to_string(width) + "x" +
+      std::to_string(height) + ", but musubi-tuner's buckets are multiples of 16 pixels; resize or " +
+      "crop them, e.g. --vf scale=" + std::to_string(down(width)) + ":" + std::to_string(down(height)));
 }
 
 void write_musubi_cache(core::AtomicFile& file, const torch::Tensor& latents, const MusubiItem& item,

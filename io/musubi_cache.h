@@ -13,10 +13,10 @@
 namespace vaecodec::io {
 
 // Note [musubi-tuner's latent cache]
-// kohya-ss/musubi-tuner trains Wan2.1/2.2-14B LoRAs from a cache directory of per-clip .safetensors files that
-// its own caching script writes (dataset/cache_io.py, save_latent_cache_wan; dataset/image_video_dataset.py).
-// `vaecodec encode --format musubi` writes the same files, so that a folder of raw clips becomes a cache the
-// trainer accepts:
+// kohya-ss/musubi-tuner trains Wan2.1/2.2-14B LoRAs from a cache directory of per-clip .safetensors files
+// that its own caching script writes (dataset/cache_io.py, save_latent_cache_wan;
+// dataset/image_video_dataset.py). `vaecodec encode --format musubi` writes the same files, so that a folder
+// of raw clips becomes a cache the trainer accepts:
 // - name: `{stem}_{start:05d}-{frames:03d}_{width:04d}x{height:04d}_wan.safetensors`; the trainer finds its
 //   files by the `_wan.safetensors` ending, splits the name at '_', reads the size from the second-to-last
 //   part and the frame count from the third-to-last, and takes what precedes as the item key: its

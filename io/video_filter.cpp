@@ -60,14 +60,13 @@ std::string rational_arg(AVRational q) {
 
 // Makes the graph's source ("in", a buffer with `input`'s parameters) and sink ("out"), and links `graph`
 // between them.
-void build(AVFilterGraph* filters, const std::string& graph, const FilterInput& input, AVFilterContext** source,
-           AVFilterContext** sink, const LogCapture& log) {
-  std::string args = "video_size=" + std::to_string(input.width) + "x" + std::to_string(input.height) +
-                     ":pix_fmt=" + std::to_string(static_cast<int>(input.pixel_format)) +
-                     ":time_base=" + rational_arg(input.time_base) +
-                     ":pixel_aspect=" + rational_arg(input.sample_aspect_ratio.num > 0
-                                                         ? input.sample_aspect_ratio
-                                                         : AVRational{1, 1});
+void build(AVFilterGraph* filters, const std::string& graph, const FilterInput& input,
+           AVFilterContext** source, AVFilterContext** sink, const LogCapture& log) {
+  std::string args =
+      "video_size=" + std::to_string(input.width) + "x" + std::to_string(input.height) +
+      ":pix_fmt=" + std::to_string(static_cast<int>(input.pixel_format)) +
+      ":time_base=" + rational_arg(input.time_base) + ":pixel_aspect=" +
+      rational_arg(input.sample_aspect_ratio.num > 0 ? input.sample_aspect_ratio : AVRational{1, 1});
   if (input.frame_rate.num > 0 && input.frame_rate.den > 0)
     args += ":frame_rate=" + rational_arg(input.frame_rate);
   int code = avfilter_graph_create_filter(source, avfilter_get_by_name("buffer"), "in", args.c_str(), nullptr,

@@ -13,8 +13,9 @@ namespace vaecodec::io {
 // time base and frame rate (fps=16 retimes the clip), its pixel format (the output's, unless --pix-fmt) and
 // the colour tags its frames carry. Nothing is converted behind the graph's back: a graph that ends in a
 // pixel format the model cannot take (one swscale cannot read, such as rgb4's packed bits, or hardware
-// frames) is refused rather than converted, so that the user sees it. FFmpeg's messages for a graph that does not parse or configure are
-// libav's log lines; they are caught while the graph is built and become the one error line.
+// frames) is refused rather than converted, so that the user sees it. FFmpeg's messages for a graph that does
+// not parse or configure are libav's log lines; they are caught while the graph is built and become the one
+// error line.
 
 // The stream a graph is built for: what the decoder gives it.
 struct FilterInput {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
 
@@ -180,8 +181,8 @@ VideoReader::VideoReader(const std::filesystem::path& path, ReaderOptions option
     if (source.start_us && !kept_input_) {
       std::string lasts;
       if (raw->duration > 0) lasts = " (it lasts " + seconds_string(raw->duration) + " s)";
-      throw UsageError("--start " + seconds_string(*source.start_us) + " is past the end of " + path.string() +
-                       lasts);
+      throw UsageError("--start " + seconds_string(*source.start_us) + " is past the end of " +
+                       path.string() + lasts);
     }
     if (filter_)
       throw UsageError("--vf '" + source.filter_graph + "' let no frame of " + path.string() + " through");

@@ -157,19 +157,19 @@ class VideoReader {
   FramePtr decoded_;            // the decoder's frame, before the filter graph
   bool first_pending_ = false;  // frame_ holds the first frame, decoded while opening
   bool draining_ = false;
-  bool input_done_ = false;  // the decoder is drained, or the cut's end was reached
-  bool finished_ = false;    // next() has returned false
-  bool kept_input_ = false;  // a decoded frame was inside the cut
+  bool input_done_ = false;       // the decoder is drained, or the cut's end was reached
+  bool finished_ = false;         // next() has returned false
+  bool kept_input_ = false;       // a decoded frame was inside the cut
   AVRational stream_rate_{0, 1};  // the stream's own frame rate (format_ has the filter graph's)
-  PtsGuard decoded_pts_;     // on the decoder's frames (counted as fixed timestamps)
-  PtsGuard output_pts_;      // on what the filter graph gives
+  PtsGuard decoded_pts_;          // on the decoder's frames (counted as fixed timestamps)
+  PtsGuard output_pts_;           // on what the filter graph gives
   std::optional<VideoFilter> filter_;
   bool filter_flushed_ = false;
-  int64_t offset_ = 0;                 // subtracted from every pts (stream time base; Note [Cutting the input])
-  std::optional<int64_t> end_;         // the cut's end, after the shift (stream time base)
-  int64_t frames_taken_ = 0;           // frames next() has given
-  double video_end_seconds_ = 0;       // end of the last frame given, after the shift
-  std::vector<PacketPtr> gated_audio_;  // audio waiting for the video to reach it (cuts only)
+  int64_t offset_ = 0;            // subtracted from every pts (stream time base; Note [Cutting the input])
+  std::optional<int64_t> end_;    // the cut's end, after the shift (stream time base)
+  int64_t frames_taken_ = 0;      // frames next() has given
+  double video_end_seconds_ = 0;  // end of the last frame given, after the shift
+  std::vector<PacketPtr> gated_audio_;      // audio waiting for the video to reach it (cuts only)
   std::optional<FrameToTensor> converter_;  // made once the size is known
   DecodeDamage damage_;
 };

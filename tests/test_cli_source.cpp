@@ -1,5 +1,5 @@
-// --vf, --start/-ss, --duration/-t and --frames (Note [Filter graph], Note [Cutting the input]): the reader on
-// generated clips, and the CLI end to end with the tiny Wan2.1 weights, outputs probed with libavformat.
+// --vf, --start/-ss, --duration/-t and --frames (Note [Filter graph], Note [Cutting the input]): the reader
+// on generated clips, and the CLI end to end with the tiny Wan2.1 weights, outputs probed with libavformat.
 
 #include <catch2/catch.hpp>
 
@@ -15,8 +15,8 @@ namespace {
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
-// 48 frames at 24 fps (2 s), a keyframe every 10 frames (so that a start seeks to one and decodes from there),
-// with 2 s of AAC audio at 48 kHz.
+// 48 frames at 24 fps (2 s), a keyframe every 10 frames (so that a start seeks to one and decodes from
+// there), with 2 s of AAC audio at 48 kHz.
 std::filesystem::path make_source(const ScratchDir& dir, const std::string& name = "in.mp4") {
   return make_clip(dir / name,
                    "-f lavfi -i testsrc2=size=64x48:rate=24:duration=2 -f lavfi -i "
@@ -184,7 +184,8 @@ TEST_CASE("cli -ss/-t/--frames: the span taken, timestamps from 0, audio trimmed
   }
 }
 
-TEST_CASE("cli --vf and the cut: bad values fail with one line, exit 2 and nothing written", "[cli][source]") {
+TEST_CASE("cli --vf and the cut: bad values fail with one line, exit 2 and nothing written",
+          "[cli][source]") {
   ScratchDir dir;
   const auto in = make_source(dir);
   const std::vector<std::string> before = {"in.mp4"};
@@ -194,18 +195,58 @@ TEST_CASE("cli --vf and the cut: bad values fail with one line, exit 2 and nothi
   };
   for (const std::string command : {"roundtrip", "encode"}) {
     SECTION(command) {
-      check_usage_error(run(command, "--vf nosuchfilter=1"), "--vf 'nosuchfilter=1': No such filter: 'nosuchfilter'",
-                        dir, before);
+      check_usage_error(run(command, "--vf nosuchfilter=1"),
+                        "--vf 'nosuchfilter=1': No such filter: 'nosuchfilter'", dir, before);
       check_usage_error(run(command, "--vf 'scale=40:32,,'"), "--vf 'scale=40:32,,'", dir, before);
-      check_usage_error(run(command, "--vf format=rgb4"), "gives rgb4 frames, which the model cannot take", dir,
-                        before);
+      check_usage_error(run(command, "--vf format=rgb4"), "gives rgb4 frames, which the model cannot take",
+                        dir, before);
       check_usage_error(run(command, "--frames 0"), "--frames 0: the number of frames must be 1 or more", dir,
                         before);
-      check_usage_error(run(command, "--start 10"), "--start 10.000 is past the end of " + (dir / "in.mp4").string(),
-                        dir, before);
+      check_usage_error(run(command, "--start 10"),
+                        "--start 10.000 is past the end of " + (dir / "in.mp4").string(), dir, before);
       check_usage_error(run(command, "-ss 1:xx"), "--start 1:xx is not a time", dir, before);
     }
   }
+}
+
+}  // namespace vaecodec::test
+
+namespace vaecodec::test {
+
+TEST_CASE("cli decode: torch.save'd latents (.pt, .pth) decode as the same latents in a safetensors file",
+          "[cli][torch]") {
+  ScratchDir dir;
+  const auto in = make_clip(
+      dir / "in.mp4", "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 9 -pix_fmt yuv420p -c:v libx264");
+  REQUIRE(run_cli("encode " + args(in, dir / "z.safetensors")).status == 0);
+  const torch::Tensor z = io::read_latents(dir / "z.safetensors").latents;
+  core::write_safetensors(dir / "bare.safetensors", {{"samples", z}});
+  // Saved by PyTorch itself: a bare 5-D tensor, one clip's 4-D tensor, a dict with one tensor and other
+  // values.
+  const std::string python =
+      "import sys, torch; from safetensors.torch import load_file; d = sys.argv[1]; "
+      "z = load_file(d + '/bare.safetensors')['samples']; "
+      "torch.save(z, d + '/five.pt'); torch.save(z[0].clone(), d + '/four.pt'); "
+      "torch.save({'samples': z, 'step': 3, 'name': 'x'}, d + '/dict.pth'); "
+      "torch.save({'a': z, 'b': z.clone()}, d + '/two.pt')";
+  REQUIRE(shell(quote(VAECODEC_PYTHON) + " -c \"" + python + "\" " + quote(dir.path())) == 0);
+  const auto decode = [&](const std::string& name, const std::string& video) {
+    return run_cli("decode " + args(dir / name, dir / video) + " --fps 24 --codec ffv1");
+  };
+  REQUIRE(decode("bare.safetensors", "reference.mkv").status == 0);
+  const torch::Tensor reference = read_rgb(dir / "reference.mkv");
+  CHECK(reference.size(0) == 9);
+  for (const std::string name : {"five.pt", "four.pt", "dict.pth"}) {
+    INFO(name);
+    const CliResult r = decode(name, "out.mkv");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(torch::equal(read_rgb(dir / "out.mkv"), reference));
+  }
+  const CliResult two = decode("two.pt", "two.mkv");
+  CHECK(two.status == 1);
+  CHECK_THAT(two.err, Contains("two.pt: expected one floating-point latent tensor of 4 or 5 dimensions"));
+  CHECK_FALSE(std::filesystem::exists(dir / "two.mkv"));
 }
 
 }  // namespace vaecodec::test

@@ -1,6 +1,6 @@
 // encode --format musubi (Note [musubi-tuner's latent cache]): the CLI on a folder of generated clips with
-// the tiny Wan2.1 weights; the cache read back by tests/musubi_cache_check.py with the safetensors package, the
-// way musubi-tuner's loader reads it, and compared with vaecodec's own latents of the same frames.
+// the tiny Wan2.1 weights; the cache read back by tests/musubi_cache_check.py with the safetensors package,
+// the way musubi-tuner's loader reads it, and compared with vaecodec's own latents of the same frames.
 
 #include <catch2/catch.hpp>
 
@@ -28,7 +28,8 @@ struct CacheCheck {
   std::string err;
 };
 CacheCheck check_cache(const std::filesystem::path& folder, const std::vector<std::string>& expected) {
-  const std::string script = (std::filesystem::path(__FILE__).parent_path() / "musubi_cache_check.py").string();
+  const std::string script =
+      (std::filesystem::path(__FILE__).parent_path() / "musubi_cache_check.py").string();
   std::string names;
   for (const std::string& name : expected) names += " " + quote(name);
   const ScratchDir logs;
@@ -45,7 +46,8 @@ CacheCheck check_cache(const std::filesystem::path& folder, const std::vector<st
 }  // namespace
 
 TEST_CASE("musubi: cache file names, window frames and bucket sizes", "[musubi]") {
-  CHECK(io::musubi_file_name({"clip_one", 12, 81, 832, 480}) == "clip_one_00012-081_0832x0480_wan.safetensors");
+  CHECK(io::musubi_file_name({"clip_one", 12, 81, 832, 480}) ==
+        "clip_one_00012-081_0832x0480_wan.safetensors");
   CHECK(io::musubi_file_name({"a", 0, 1, 16, 16}) == "a_00000-001_0016x0016_wan.safetensors");
   CHECK(io::musubi_frame_count(1) == 1);
   CHECK(io::musubi_frame_count(4) == 1);
@@ -60,9 +62,10 @@ TEST_CASE("cli encode --format musubi: a folder of clips becomes a cache musubi-
   // 18 frames (cut to 17) and 9 frames (kept), at sizes that are multiples of 16.
   make_clip(clips / "walk_cycle.mp4",
             "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 18 -pix_fmt yuv420p -c:v libx264");
-  make_clip(clips / "b.mkv", "-f lavfi -i testsrc2=size=32x32:rate=16 -frames:v 9 -pix_fmt yuv420p -c:v ffv1");
-  const CliResult r =
-      run_cli("encode " + quote(clips.path()) + " -o " + quote(cache.path()) + " --format musubi" + weights());
+  make_clip(clips / "b.mkv",
+            "-f lavfi -i testsrc2=size=32x32:rate=16 -frames:v 9 -pix_fmt yuv420p -c:v ffv1");
+  const CliResult r = run_cli("encode " + quote(clips.path()) + " -o " + quote(cache.path()) +
+                              " --format musubi" + weights());
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK_THAT(r.err, Contains("took the first 17 of its 18 frames"));
@@ -83,8 +86,9 @@ TEST_CASE("cli encode --format musubi: a folder of clips becomes a cache musubi-
 
   // The same numbers as vaecodec's own latents of the 17 frames kept, normalized the same way, in bf16.
   const auto own = scratch / "own.safetensors";
-  REQUIRE(run_cli("encode " + quote(clips / "walk_cycle.mp4") + " -o " + quote(own) + " --frames 17" + weights())
-              .status == 0);
+  REQUIRE(
+      run_cli("encode " + quote(clips / "walk_cycle.mp4") + " -o " + quote(own) + " --frames 17" + weights())
+          .status == 0);
   const core::SafetensorsFile file(cache / a);
   CHECK(file.metadata().at("architecture") == "wan");
   CHECK(file.metadata().at("frame_count") == "17");
@@ -107,9 +111,11 @@ TEST_CASE("cli encode --format musubi: a folder of clips becomes a cache musubi-
 TEST_CASE("cli encode --format musubi: --vf, -ss and --frames name the window; fp32 on request",
           "[cli][musubi]") {
   ScratchDir clips, cache;
-  make_clip(clips / "clip.mp4", "-f lavfi -i testsrc2=size=70x42:rate=24 -frames:v 30 -pix_fmt yuv420p -c:v libx264");
-  const CliResult r = run_cli("encode " + quote(clips / "clip.mp4") + " -o " + quote(cache.path()) +
-                              " --format musubi --latent-dtype fp32 --vf scale=32:16 -ss 0.5 --frames 9" + weights());
+  make_clip(clips / "clip.mp4",
+            "-f lavfi -i testsrc2=size=70x42:rate=24 -frames:v 30 -pix_fmt yuv420p -c:v libx264");
+  const CliResult r =
+      run_cli("encode " + quote(clips / "clip.mp4") + " -o " + quote(cache.path()) +
+              " --format musubi --latent-dtype fp32 --vf scale=32:16 -ss 0.5 --frames 9" + weights());
   INFO(r.err);
   REQUIRE(r.status == 0);
   const std::string name = "clip_00012-009_0032x0016_wan.safetensors";
@@ -127,19 +133,23 @@ TEST_CASE("cli encode --format musubi: --vf, -ss and --frames name the window; f
 TEST_CASE("cli encode --format musubi: sizes off the buckets and other models are refused", "[cli][musubi]") {
   ScratchDir clips, cache;
   const auto clip =
-      make_clip(clips / "clip.mp4", "-f lavfi -i testsrc2=size=70x42:rate=24 -frames:v 5 -pix_fmt yuv420p -c:v libx264");
+      make_clip(clips / "clip.mp4",
+                "-f lavfi -i testsrc2=size=70x42:rate=24 -frames:v 5 -pix_fmt yuv420p -c:v libx264");
   const auto refused = [&](const std::string& extra, const std::string& what) {
-    const CliResult r = run_cli("encode " + quote(clip) + " -o " + quote(cache.path()) + " --format musubi" + extra);
+    const CliResult r =
+        run_cli("encode " + quote(clip) + " -o " + quote(cache.path()) + " --format musubi" + extra);
     INFO("stderr: " << r.err);
     CHECK(r.status == 2);
     CHECK_THAT(r.err, StartsWith("vaecodec: error: ") && Contains(what));
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK(list_dir(cache.path()).empty());
   };
-  refused(weights(), "are 70x42, but musubi-tuner's buckets are multiples of 16 pixels; resize or crop them, "
-                     "e.g. --vf scale=64:32");
-  refused(" --weights " + quote(data_dir() / "wan22-tiny" / "weights.safetensors") + " --quiet --vf scale=64:32",
-          "holds latents of the Wan2.1 VAE (Wan2.1 and Wan2.2-14B); these weights are wan2.2-vae");
+  refused(weights(),
+          "are 70x42, but musubi-tuner's buckets are multiples of 16 pixels; resize or crop them, "
+          "e.g. --vf scale=64:32");
+  refused(
+      " --weights " + quote(data_dir() / "wan22-tiny" / "weights.safetensors") + " --quiet --vf scale=64:32",
+      "holds latents of the Wan2.1 VAE (Wan2.1 and Wan2.2-14B); these weights are wan2.2-vae");
   refused(weights() + " --ext .st", "--ext: --format musubi names its files as musubi-tuner does");
 }
 
