@@ -28,8 +28,7 @@ struct CacheCheck {
   std::string err;
 };
 CacheCheck check_cache(const std::filesystem::path& folder, const std::vector<std::string>& expected) {
-  const std::string script =
-      (std::filesystem::path(__FILE__).parent_path() / "musubi_cache_check.py").string();
+  const std::string script = (data_dir().parent_path() / "musubi_cache_check.py").string();  // tests/
   std::string names;
   for (const std::string& name : expected) names += " " + quote(name);
   const ScratchDir logs;
