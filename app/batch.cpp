@@ -10,11 +10,13 @@
 
 #include "app/errors.h"
 #include "app/record.h"
+#include "core/engine_report.h"
 #include "core/error.h"
 #include "core/models/registry.h"
 #include "io/ffmpeg_common.h"
 #include "io/interrupt.h"
 #include "io/latent_file.h"
+#include "io/log.h"
 #include "io/output_file.h"
 
 namespace vaecodec::app {
@@ -95,7 +97,8 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
   const fs::path output = options.output;
   const bool folder_named = !options.output.empty() && options.output.back() == '/';
   const bool musubi = command == RunCommand::kEncode && options.format == "musubi";
-  const bool into_folder = musubi || options.inputs.size() > 1 || folder_named || fs::is_directory(output, error) ||
+  const bool into_folder = musubi || options.inputs.size() > 1 || folder_named ||
+                           fs::is_directory(output, error) ||
                            std::any_of(options.inputs.begin(), options.inputs.end(),
                                        [&](const std::string& in) { return fs::is_directory(in, error); });
   if (!into_folder) {
@@ -168,6 +171,7 @@ void run_command(RunCommand command, const RunOptions& options) {
   using Clock = std::chrono::steady_clock;
   io::set_ffmpeg_log_level(AV_LOG_QUIET);
   io::InterruptHandler interrupts;
+  io::set_verbose(options.verbose);
   fs::path current_output = options.output;  // what an interrupt leaves unwritten
   try {
     const io::PipelineOptions pipeline = pipeline_options(options);
@@ -209,6 +213,11 @@ void run_command(RunCommand command, const RunOptions& options) {
       throw;
     }
     const std::string device = model->device().str();
+    if (options.verbose) {  // Note [What the engine applied]
+      core::KernelLog::enable(true);
+      for (const std::string& line : core::engine_setup_lines(*model, options.autotune == "on"))
+        io::verbose_note("engine", line);
+    }
     if (batch) {  // made once the model loaded: a run that fails before leaves nothing behind
       std::error_code error;
       fs::create_directories(options.output, error);
@@ -225,9 +234,11 @@ void run_command(RunCommand command, const RunOptions& options) {
       const std::string message = error_line(error);
       log.write({item.input, item.output, Status::kFailed, seconds_since(start), 0, device, message});
       if (!batch || one_input) {  // one input: main() reports it (Note [One-line errors])
-        if (from_libtorch(error)) throw Error(item.input.string() + ": " + message);
-        std::rethrow_exception(error);
+        if (!from_libtorch(error)) std::rethrow_exception(error);
+        print_full_error(error);  // the one line below replaces it
+        throw Error(item.input.string() + ": " + message);
       }
+      print_full_error(error);
       const bool named = message.find(item.input.string()) != std::string::npos;
       std::cerr << "vaecodec: error: " << (named ? "" : item.input.string() + ": ") << message << std::endl;
       ++failed;
@@ -278,6 +289,7 @@ void run_command(RunCommand command, const RunOptions& options) {
       }
     }
     finish_previous();
+    for (const std::string& line : core::kernel_lines()) io::verbose_note("kernels", line);
     if (failed > 0)
       throw Error(std::to_string(failed) + " of " + std::to_string(items.size()) +
                   " inputs failed; the others were written to " + options.output);

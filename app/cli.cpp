@@ -48,6 +48,7 @@ int run_cli(int argc, char** argv) {
     return 2;
   } catch (...) {
     // Note [One-line errors]
+    print_full_error(std::current_exception());
     std::cerr << "vaecodec: error: " << error_line(std::current_exception()) << "\n";
     return 1;
   }

@@ -19,6 +19,7 @@
 #include "app/run_options.h"
 #include "core/device/device.h"
 #include "core/engine.h"
+#include "core/engine_report.h"
 #include "core/error.h"
 #include "core/flops.h"
 #include "core/json_text.h"
@@ -26,6 +27,7 @@
 #include "core/planner.h"
 #include "core/stage_timer.h"
 #include "core/vae_model.h"
+#include "io/log.h"
 
 namespace vaecodec::app {
 namespace {
@@ -45,6 +47,7 @@ struct BenchOptions {
   bool accuracy = false;
   bool autotune = true;
   bool json = false;
+  bool verbose = false;
   std::string layout = "auto";   // auto, channels-last or contiguous (Note [Channels-last])
   bool profile = false;          // time and FLOPs per stage (Note [Stage timing])
   bool compare_untiled = false;  // tiled plans: also run untiled and report the difference
@@ -129,6 +132,12 @@ void bench(const BenchOptions& o) {
   const auto dtype = resolve_dtype(o.dtype, device);
   auto model = make_model(o, device, dtype);
   if (device.is_cuda()) core::Device::set_autotune(o.autotune);
+  if (o.verbose) {  // Note [What the engine applied]
+    io::set_verbose(true);
+    core::KernelLog::enable(true);
+    for (const std::string& line : core::engine_setup_lines(*model, o.autotune && device.is_cuda()))
+      io::verbose_note("engine", line);
+  }
   const auto& info = model->info();
   const int64_t f = info.spatial_factor, tf = info.temporal_factor;
   if (width % f || height % f) throw Error("--size must be a multiple of " + std::to_string(f));
@@ -249,6 +258,7 @@ void bench(const BenchOptions& o) {
     j["tiled_vs_untiled_relative_l2"] = ((got - reference).norm() / reference.norm()).item<double>();
     if (op != core::Op::kEncode) j["tiled_vs_untiled_psnr_db"] = psnr(got, reference);
   }
+  for (const std::string& line : core::kernel_lines()) io::verbose_note("kernels (all runs)", line);
   if (o.json) {
     std::cout << core::json_text(j) << "\n";
     return;
@@ -323,6 +333,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--accuracy", o->accuracy, "Also run in fp32 and report the difference");
   cmd->add_flag("!--no-autotune", o->autotune, "Do not let cuDNN time its algorithms");
   cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->add_flag("-v,--verbose", o->verbose,
+                "Print what the engine applied (device, dtype, layout, kernels, allocator) on stderr");
   cmd->add_option("--layout", o->layout, "Activation layout: auto, channels-last or contiguous")
       ->capture_default_str();
   cmd->add_flag("--profile", o->profile, "Time and FLOPs per model stage (first timed run)");

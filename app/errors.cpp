@@ -2,7 +2,11 @@
 
 #include <algorithm>
 
+#include <iostream>
+
 #include <c10/util/Exception.h>
+
+#include "io/log.h"
 
 namespace vaecodec::app {
 namespace {
@@ -59,6 +63,20 @@ std::string error_line(const std::exception_ptr& error) {
   } catch (...) {
     return "unknown error";
   }
+}
+
+void print_full_error(const std::exception_ptr& error) {
+  if (!io::verbose()) return;
+  std::string text;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    text = e.what();
+  } catch (...) {
+    return;
+  }
+  if (trimmed(text) == error_line(error)) return;
+  std::cerr << "vaecodec: full error: " << trimmed(text) << std::endl;
 }
 
 bool from_libtorch(const std::exception_ptr& error) {

@@ -15,6 +15,9 @@ namespace vaecodec::app {
 
 // The message of the exception `error` as one line, without "vaecodec: error: ".
 std::string error_line(const std::exception_ptr& error);
+// With --verbose (io/log.h), prints the full text of `error` (LibTorch's paragraph, its backtrace when it has
+// one) as "vaecodec: full error: ...", unless it is the one line already.
+void print_full_error(const std::exception_ptr& error);
 // Whether `error` is LibTorch's (its message names no file: the caller adds the one it was processing).
 bool from_libtorch(const std::exception_ptr& error);
 

@@ -124,6 +124,10 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
                    "take at most N frames (counted after --vf, as ffmpeg's -frames:v)");
   }
   sub.add_flag("-q,--quiet", options.quiet, "no progress line");
+  sub.add_flag(
+      "-v,--verbose", options.verbose,
+      "print what the engine applied (device, dtype, layout, kernels, allocator, plan) and errors' full "
+      "text");
   sub.add_flag("--json", options.json, "print a JSON summary on stdout");
   sub.add_flag("--strict", options.strict, "fail on damaged input instead of decoding what can be decoded");
   sub.add_option(

@@ -46,6 +46,7 @@ struct RunOptions {
   std::string format = "auto";
   std::string latent_dtype = "bf16";
   bool quiet = false;
+  bool verbose = false;  // --verbose: what the engine applied, full error texts (io/log.h)
   bool json = false;
   bool strict = false;
   std::string autotune = "off";  // --autotune on|off (Note [Autotuning] in io/pipeline.h)

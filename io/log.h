@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <iostream>
 #include <string>
 
@@ -8,6 +9,25 @@ namespace vaecodec::io {
 // A warning for the user: one line on stderr, whatever --quiet says (it silences progress, not problems).
 inline void warn(const std::string& message) {
   std::cerr << "vaecodec: warning: " << message << std::endl;
+}
+
+// --verbose: what the engine applied (Note [What the engine applied] in core/engine_report.h) and the full
+// text of errors, besides their one line (Note [One-line errors] in app/errors.h). Process-wide, set once
+// from the command line.
+inline std::atomic<bool>& verbose_flag() {
+  static std::atomic<bool> on{false};
+  return on;
+}
+inline void set_verbose(bool on) {
+  verbose_flag().store(on);
+}
+inline bool verbose() {
+  return verbose_flag().load(std::memory_order_relaxed);
+}
+
+// A line for --verbose only, on stderr: "vaecodec: <topic>: <message>".
+inline void verbose_note(const std::string& topic, const std::string& message) {
+  if (verbose()) std::cerr << "vaecodec: " << topic << ": " << message << std::endl;
 }
 
 }  // namespace vaecodec::io

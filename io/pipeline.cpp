@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/presets.h"
+#include "core/sizes.h"
 #include "core/tiling.h"
 #include "io/chunking.h"
 #include "io/interrupt.h"
@@ -172,8 +173,12 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
     core::check_host_memory(plan.estimate.total(), core::op_name(op) + " of " +
                                                        std::to_string(geometry.padded_width) + "x" +
                                                        std::to_string(geometry.padded_height));
-  core::Device::of(model.device()).cap_memory(planner.budget_bytes);
-  if (!options.quiet) std::cerr << "vaecodec: " << plan.summary() << std::endl;
+  const double fraction = core::Device::of(model.device()).cap_memory(planner.budget_bytes);
+  if (!options.quiet || verbose()) std::cerr << "vaecodec: " << plan.summary() << std::endl;
+  if (fraction > 0)
+    verbose_note("allocator", "capped at " + core::format_size(planner.budget_bytes) + " (" +
+                                  std::to_string(static_cast<int>(fraction * 100 + 0.5)) +
+                                  "% of the device)");
   return plan;
 }
 

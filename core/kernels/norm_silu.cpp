@@ -8,6 +8,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "core/engine_report.h"
 #include "core/error.h"
 #include "core/kernels/group_norm_kernel.h"
 #include "core/kernels/interleave_kernel.h"
@@ -52,8 +53,9 @@ torch::Tensor as_float(const torch::Tensor& p, const torch::Device& device) {
 
 }  // namespace
 
-bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                           int64_t groups, double eps, bool silu, const torch::Tensor& out) {
+static bool frame_group_norm_into_impl(const torch::Tensor& x, const torch::Tensor& weight,
+                                       const torch::Tensor& bias, int64_t groups, double eps, bool silu,
+                                       const torch::Tensor& out) {
   if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type() ||
       out.sizes() != x.sizes())
     return false;
@@ -106,8 +108,8 @@ bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, 
   return true;
 }
 
-bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
-                        const torch::Tensor& bias) {
+static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor& gamma,
+                                    const torch::Tensor& out, const torch::Tensor& bias) {
   if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type())
     return false;
   const auto type = element_type(x.scalar_type());
@@ -130,7 +132,7 @@ bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, cons
   return true;
 }
 
-bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias) {
+static bool add_residual_impl(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias) {
   if (!y.is_cuda() || y.dim() != 5 || s.device() != y.device() || s.scalar_type() != y.scalar_type() ||
       s.sizes() != y.sizes())
     return false;
@@ -151,8 +153,8 @@ bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::
   return true;
 }
 
-bool interleave_phases_into(const torch::Tensor& phases, const torch::Tensor& bias,
-                            const torch::Tensor& out) {
+static bool interleave_phases_into_impl(const torch::Tensor& phases, const torch::Tensor& bias,
+                                        const torch::Tensor& out) {
   const auto format = torch::MemoryFormat::ChannelsLast3d;
   if (!phases.is_cuda() || phases.dim() != 5 || out.dim() != 5 || out.device() != phases.device() ||
       out.scalar_type() != phases.scalar_type() || !phases.is_contiguous(format) ||
@@ -176,6 +178,34 @@ bool interleave_phases_into(const torch::Tensor& phases, const torch::Tensor& bi
   if (err != cudaSuccess)
     throw Error(std::string("upsampler kernel launch failed: ") + cudaGetErrorString(err));
   return true;
+}
+
+// Note [What the engine applied] (core/engine_report.h): each entry point counts whether its kernel ran.
+bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                           int64_t groups, double eps, bool silu, const torch::Tensor& out) {
+  const bool ran = frame_group_norm_into_impl(x, weight, bias, groups, eps, silu, out);
+  KernelLog::count("frame_group_norm", ran ? "own kernel" : "composite");
+  return ran;
+}
+
+bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
+                        const torch::Tensor& bias) {
+  const bool ran = rms_norm_silu_into_impl(x, gamma, out, bias);
+  KernelLog::count("rms_norm_silu", ran ? "own kernel" : "composite");
+  return ran;
+}
+
+bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias) {
+  const bool ran = add_residual_impl(y, s, bias);
+  KernelLog::count("add_residual", ran ? "own kernel" : "composite");
+  return ran;
+}
+
+bool interleave_phases_into(const torch::Tensor& phases, const torch::Tensor& bias,
+                            const torch::Tensor& out) {
+  const bool ran = interleave_phases_into_impl(phases, bias, out);
+  KernelLog::count("interleave_phases", ran ? "own kernel" : "composite");
+  return ran;
 }
 
 }  // namespace vaecodec::core::kernels

@@ -1,5 +1,6 @@
 #include "core/models/seedvr2/seedvr2_blocks.h"
 
+#include "core/engine_report.h"
 #include "core/error.h"
 #include "core/flops.h"
 #include "core/kernels/norm_silu.h"
@@ -98,6 +99,7 @@ torch::Tensor SeedVR2Attention::forward(const torch::Tensor& x, CausalCache& cac
   auto q = F::linear(tokens, q_weight_, q_bias_).unsqueeze(1);
   auto k = F::linear(tokens, k_weight_, k_bias_).unsqueeze(1);
   auto v = F::linear(tokens, v_weight_, v_bias_).unsqueeze(1);
+  log_attention_backend(q, k, v);  // Note [What the engine applied] in core/engine_report.h
   auto attended = at::scaled_dot_product_attention(q, k, v).squeeze(1);  // [B*T, H*W, C]
   // Projections 2*HW*C*(3C + C), attention scores and weighted sum 2 * 2*HW*HW*C, per frame.
   FlopCounter::add(2.0 * b * t * h * w * c * 4 * c + 4.0 * b * t * double(h * w) * double(h * w) * c);

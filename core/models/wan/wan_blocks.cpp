@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/engine_report.h"
 #include "core/flops.h"
 #include "core/kernels/norm_silu.h"
 
@@ -52,6 +53,7 @@ torch::Tensor WanAttentionBlock::forward(const torch::Tensor& x, CausalCache& ca
   auto q = qkv.narrow(2, 0, c).unsqueeze(1);
   auto k = qkv.narrow(2, c, c).unsqueeze(1);
   auto v = qkv.narrow(2, 2 * c, c).unsqueeze(1);
+  log_attention_backend(q, k, v);  // Note [What the engine applied] in core/engine_report.h
   auto attended = at::scaled_dot_product_attention(q, k, v).squeeze(1);  // [B*T, HW, C]
   // Projections 2*HW*C*(3C + C), attention scores and weighted sum 2 * 2*HW*HW*C, per frame.
   FlopCounter::add(2.0 * b * t * h * w * c * 4 * c + 4.0 * b * t * double(h * w) * double(h * w) * c);

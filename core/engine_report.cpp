@@ -1,0 +1,164 @@
+#include "core/engine_report.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include <ATen/Context.h>
+#include <ATen/SDPBackend.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/ops/_fused_sdp_choice.h>
+
+#include "core/sizes.h"
+#include "core/vae_model.h"
+
+namespace vaecodec::core {
+namespace {
+
+struct LogState {
+  std::mutex mutex;
+  std::vector<KernelLog::Entry> entries;
+};
+
+LogState& state() {
+  static LogState* s = new LogState;  // never destroyed: kernels may count during exit
+  return *s;
+}
+
+const char* backend_name(int64_t backend) {
+  switch (static_cast<at::SDPBackend>(backend)) {
+    case at::SDPBackend::math:
+      return "math (unfused)";
+    case at::SDPBackend::flash_attention:
+      return "flash";
+    case at::SDPBackend::efficient_attention:
+      return "memory-efficient";
+    case at::SDPBackend::cudnn_attention:
+      return "cuDNN";
+    case at::SDPBackend::overrideable:
+      return "overrideable";
+    default:
+      return "none";
+  }
+}
+
+std::string on_off(bool on) {
+  return on ? "on" : "off";
+}
+
+std::string dtype_name(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat:
+      return "fp32";
+    case torch::kBFloat16:
+      return "bf16";
+    case torch::kHalf:
+      return "fp16";
+    case torch::kDouble:
+      return "fp64";
+    default:
+      return c10::toString(dtype);
+  }
+}
+
+}  // namespace
+
+void KernelLog::count(const char* kernel, const char* path) {
+  if (!enabled()) return;
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (Entry& e : s.entries)
+    if (e.kernel == kernel && e.path == path) {
+      ++e.calls;
+      return;
+    }
+  s.entries.push_back({kernel, path, 1});
+}
+
+std::vector<KernelLog::Entry> KernelLog::entries() {
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.entries;
+}
+
+void KernelLog::reset() {
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.entries.clear();
+}
+
+void log_attention_backend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  if (!KernelLog::enabled()) return;
+  KernelLog::count("attention", backend_name(at::_fused_sdp_choice(q, k, v)));
+}
+
+std::vector<std::string> engine_setup_lines(const VaeModel& model, bool autotune) {
+  std::vector<std::string> lines;
+  const torch::Device device = model.device();
+  const at::Context& context = at::globalContext();
+  if (device.is_cuda()) {
+    cudaDeviceProp props{};
+    std::string name = device.str();
+    if (cudaGetDeviceProperties(&props, device.index()) == cudaSuccess)
+      name += " (" + std::string(props.name) + ", compute capability " + std::to_string(props.major) + "." +
+              std::to_string(props.minor) + ", " + format_size(static_cast<int64_t>(props.totalGlobalMem)) +
+              ", " + std::to_string(props.multiProcessorCount) + " SMs)";
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    lines.push_back("device: " + name + "; CUDA runtime " + std::to_string(runtime / 1000) + "." +
+                    std::to_string(runtime % 1000 / 10) + ", driver " + std::to_string(driver / 1000) + "." +
+                    std::to_string(driver % 1000 / 10));
+  } else {
+    lines.push_back("device: cpu (" + std::to_string(at::get_num_threads()) + " threads)");
+  }
+  lines.push_back("model: " + model.info().family + ", " + dtype_name(model.dtype()) + ", " +
+                  std::to_string(model.parameter_count()) + " parameters, layout " +
+                  (model.channels_last() ? "channels-last (NDHWC)" : "contiguous (NCDHW)"));
+  if (device.is_cuda()) {
+    const char* mode_b = std::getenv("TORCH_CUDNN_USE_HEURISTIC_MODE_B");
+    std::string conv =
+        "convolutions: cuDNN " + std::to_string(at::detail::getCUDAHooks().versionCuDNN()) + ", " +
+        (autotune ? "algorithms timed per shape (--autotune on)"
+                  : std::string("algorithms from its heuristics, mode ") +
+                        (mode_b && *mode_b && std::string(mode_b) != "0" ? "B" : "A") + " (no timing)") +
+        ", TF32 " + on_off(context.allowTF32CuDNN()) + ", deterministic " +
+        on_off(context.deterministicCuDNN());
+    lines.push_back(conv);
+    lines.push_back("matrix products: cuBLAS, TF32 " + on_off(context.allowTF32CuBLAS()));
+  } else {
+    lines.push_back(std::string("convolutions: LibTorch's CPU kernels (oneDNN ") +
+                    (context.userEnabledMkldnn() ? "enabled" : "disabled") + ")");
+  }
+  std::string attention = "attention: scaled_dot_product_attention, backends allowed:";
+  if (context.userEnabledFlashSDP()) attention += " flash";
+  if (context.userEnabledMemEfficientSDP()) attention += " memory-efficient";
+  if (context.userEnabledCuDNNSDP()) attention += " cuDNN";
+  if (context.userEnabledMathSDP()) attention += " math";
+  lines.push_back(attention + " (the one used per call is counted at the end)");
+  if (device.is_cuda()) {
+    const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
+    lines.push_back(std::string("allocator: LibTorch's caching allocator, PYTORCH_CUDA_ALLOC_CONF=") +
+                    (conf && *conf ? conf : "(unset)"));
+  }
+  return lines;
+}
+
+std::vector<std::string> kernel_lines() {
+  std::vector<std::string> lines;
+  for (const KernelLog::Entry& e : KernelLog::entries()) {
+    bool found = false;
+    for (std::string& line : lines)
+      if (line.rfind(e.kernel + ":", 0) == 0) {
+        line += ", " + e.path + " " + std::to_string(e.calls) + (e.calls == 1 ? " call" : " calls");
+        found = true;
+      }
+    if (!found)
+      lines.push_back(e.kernel + ": " + e.path + " " + std::to_string(e.calls) +
+                      (e.calls == 1 ? " call" : " calls"));
+  }
+  return lines;
+}
+
+}  // namespace vaecodec::core
