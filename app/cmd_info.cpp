@@ -153,7 +153,7 @@ void add_inspect_command(CLI::App& app) {
       app.add_subcommand("inspect", "Describe a weights file: layout, model family and config, dtype, size");
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  cmd->add_option("weights", *path, "A .safetensors or .pth file")->required();
+  cmd->add_option("weights", *path, "A .safetensors or .pth file, or a diffusers model folder")->required();
   cmd->add_flag("--json", *json, "Print one JSON object instead of text");
   cmd->callback([path, json] {
     const auto j = inspect(*path);

@@ -79,8 +79,9 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   sub.add_option(
       "--ext", options.extension,
       std::string("a batch's output extension (default ") + (video_out ? ".mp4" : ".safetensors") + ")");
-  sub.add_option("-w,--weights", options.weights,
-                 "VAE weights (.safetensors or .pth); default $VAECODEC_WEIGHTS");
+  sub.add_option(
+      "-w,--weights", options.weights,
+      "VAE weights (.safetensors or .pth, or a diffusers model folder); default $VAECODEC_WEIGHTS");
   sub.add_option(
       "--model", options.model,
       "model family, when detection from the weights should be overridden: " + core::model_family_names());

@@ -16,6 +16,7 @@
 #include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/storage_context.h>
 
+#include "core/diffusers_folder.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/safetensors.h"
@@ -275,6 +276,7 @@ StateDict read_torch_tensors(const std::filesystem::path& path) {
 }
 
 Checkpoint read_checkpoint(const std::filesystem::path& path) {
+  if (is_model_folder(path)) return read_diffusers_folder(path);
   const FileHead head = read_head(path);
   Checkpoint checkpoint;
   checkpoint.path = path;

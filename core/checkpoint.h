@@ -5,6 +5,7 @@
 #include <string>
 
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 namespace vaecodec::core {
 
@@ -21,12 +22,16 @@ struct Checkpoint {
   std::string layout;
   StateDict tensors;
   std::map<std::string, std::string> metadata;  // safetensors __metadata__, empty for .pth
+  // A diffusers model folder's config.json (Note [diffusers model folders] in core/diffusers_folder.h); null
+  // for a single file.
+  nlohmann::json config;
 };
 
-// Reads a .safetensors (F32, F16, BF16) or torch.save'd .pth (zip) file, detected by content, not name: file
-// -> tensors under the names the file gives them. Throws vaecodec::Error naming the file and the problem for
-// anything that is not a readable checkpoint. load_checkpoint (core/models/registry.h) also renames the
-// tensors to their family's original layout; that is what models load.
+// Reads a .safetensors (F32, F16, BF16) or torch.save'd .pth (zip) file, detected by content, not name, or a
+// diffusers model folder (core/diffusers_folder.h): -> tensors under the names the file gives them. Throws
+// vaecodec::Error naming the file and the problem for anything that is not a readable checkpoint.
+// load_checkpoint (core/models/registry.h) also renames the tensors to their family's original layout; that
+// is what models load.
 Checkpoint read_checkpoint(const std::filesystem::path& path);
 
 // The tensors of a torch.save'd file (.pt, .pth), read with the same checks as weights: a bare tensor under

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/untrusted_json.h"
 
 namespace vaecodec::core {
 namespace {
@@ -96,6 +97,46 @@ void randomize_parameters(VaeModel& model, uint64_t seed) {
     }
     p.copy_(values);
   }
+}
+
+}  // namespace vaecodec::core
+
+namespace vaecodec::core {
+
+std::optional<std::vector<float>> config_statistics(const nlohmann::json& config, const std::string& key,
+                                                    int64_t channels, bool positive,
+                                                    const std::string& family) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  const std::string what = family + " config: " + key;
+  if (!it->is_array()) throw Error(what + " is not a list of numbers: " + json_excerpt(*it));
+  if (static_cast<int64_t>(it->size()) != channels)
+    throw Error(what + " has " + std::to_string(it->size()) + " values, but the model has " +
+                std::to_string(channels) + " latent channels");
+  std::vector<float> values;
+  for (const auto& value : *it) {
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || (positive && value.get<double>() <= 0))
+      throw Error(what + " holds " + json_excerpt(value) + ", not a finite" + (positive ? " positive" : "") +
+                  " number");
+    values.push_back(value.get<float>());
+  }
+  return values;
+}
+
+std::optional<double> config_factor(const nlohmann::json& config, const std::string& key,
+                                    const std::string& family) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0)
+    throw Error(family + " config: " + key + " is " + json_excerpt(*it) + ", not a finite positive number");
+  return it->get<double>();
+}
+
+void refuse_config_key(const nlohmann::json& config, const std::string& key, const std::string& family,
+                       const std::string& why) {
+  const auto it = config.find(key);
+  if (it != config.end() && !it->is_null())
+    throw Error(family + " config: " + key + " " + json_excerpt(*it) + " cannot be used (" + why + ")");
 }
 
 }  // namespace vaecodec::core

@@ -28,6 +28,28 @@ struct ModelInfo {
   std::vector<float> latent_mean, latent_std;
 };
 
+// Note [Latent statistics in the config]
+// A family's config may carry the latent statistics of its weights under diffusers' key names, from which
+// they come (a diffusers folder's config.json, Note [diffusers model folders]): "latents_mean" and
+// "latents_std" (per channel: Wan's normalization) and "scaling_factor" (SeedVR2's latent_scale). Present,
+// they replace the family's released constants in ModelInfo, and so in the model's normalization and in the
+// latent files' record (the model's config): a fine-tuned VAE with statistics of its own is not normalized
+// with the released ones. Absent or null (every single weights file), the released constants apply. The
+// keys a family has no use for are refused rather than ignored.
+inline constexpr const char* kStatisticsKeys[] = {"latents_mean", "latents_std", "scaling_factor"};
+
+// config[key] as `channels` finite numbers (positive ones when `positive`); nullopt when absent or null.
+// Throws Error "FAMILY config: KEY ..." for another type or length.
+std::optional<std::vector<float>> config_statistics(const nlohmann::json& config, const std::string& key,
+                                                    int64_t channels, bool positive,
+                                                    const std::string& family);
+// config[key] as one finite positive number; nullopt when absent or null.
+std::optional<double> config_factor(const nlohmann::json& config, const std::string& key,
+                                    const std::string& family);
+// Throws Error when config[key] is present and not null: a statistic `family` has no use for (`why`).
+void refuse_config_key(const nlohmann::json& config, const std::string& key, const std::string& family,
+                       const std::string& why);
+
 // A causal video VAE. encode() and decode() take one chunk of a sequence and continue the run whose history
 // is in `cache`; a fresh cache starts a new sequence at frame 0.
 //   encode: x [B, 3, t, H, W] in [-1, 1] -> latent [B, z, t', H/f, W/f]; the first chunk has 1 + 4k frames,

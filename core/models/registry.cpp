@@ -80,11 +80,16 @@ nlohmann::json file_config(const Checkpoint& checkpoint) {
   return config;
 }
 
-// The detected config, then the file's own keys, then the caller's.
+// The detected config, then the file's own keys, then the latent statistics of a diffusers folder's config
+// (Note [Latent statistics in the config] in core/vae_model.h), then the caller's.
 nlohmann::json with_overrides(nlohmann::json detected, const Checkpoint& checkpoint,
                               const ModelOptions& options = {}) {
   const nlohmann::json from_file = file_config(checkpoint);
   if (from_file.is_object()) detected.update(from_file);
+  if (checkpoint.config.is_object())
+    for (const char* key : kStatisticsKeys)
+      if (const auto it = checkpoint.config.find(key); it != checkpoint.config.end() && !it->is_null())
+        detected[key] = *it;
   if (options.config.is_object()) detected.update(options.config);
   return detected;
 }
@@ -96,6 +101,18 @@ std::optional<std::pair<const ModelFamily*, nlohmann::json>> detect_family(const
     if (auto config = family.detect(checkpoint.tensors))
       return std::make_pair(&family, with_overrides(*config, checkpoint, options));
   return std::nullopt;
+}
+
+// What a family makes of a config read off a checkpoint; its config errors name the checkpoint.
+template <typename Make>
+auto from_config(const Checkpoint& checkpoint, Make&& make) {
+  try {
+    return make();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error(checkpoint.path.string() + ": " + e.what());
+  }
 }
 
 [[noreturn]] void unknown_model(const Checkpoint& checkpoint) {
@@ -155,7 +172,7 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
 ModelInfo recognise_model(const Checkpoint& checkpoint) {
   const auto found = detect_family(checkpoint, {});
   if (!found) unknown_model(checkpoint);
-  return found->first->describe(found->second);
+  return from_config(checkpoint, [&] { return found->first->describe(found->second); });
 }
 
 std::shared_ptr<VaeModel> build_model(const std::string& family, const nlohmann::json& config) {
@@ -169,11 +186,12 @@ std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelO
     auto config = family.detect(checkpoint.tensors);
     if (!config)
       throw Error(checkpoint.path.string() + ": the tensors do not form a " + options.family + " checkpoint");
-    model = family.build(with_overrides(*config, checkpoint, options));
+    model =
+        from_config(checkpoint, [&] { return family.build(with_overrides(*config, checkpoint, options)); });
   } else {
     const auto found = detect_family(checkpoint, options);
     if (!found) unknown_model(checkpoint);
-    model = found->first->build(found->second);
+    model = from_config(checkpoint, [&] { return found->first->build(found->second); });
   }
   model->load(checkpoint);
   place_model(*model, options);

@@ -25,6 +25,7 @@ nlohmann::json SeedVR2Config::to_json() const {
                       {"latent_channels", latent_channels},
                       {"temporal_scale_num", temporal_scale_num}};
   j.update(fixed_settings());
+  if (scaling_factor) j["scaling_factor"] = *scaling_factor;
   return j;
 }
 
@@ -39,6 +40,10 @@ SeedVR2Config SeedVR2Config::from_json(const nlohmann::json& j) {
     if (j.contains(key) && j.at(key) != value)
       throw Error("seedvr2-vae config: " + key + " " + j.at(key).dump() + " is not supported (only " +
                   value.dump() + ")");
+  c.scaling_factor = config_factor(j, "scaling_factor", "seedvr2-vae");
+  for (const char* key : {"latents_mean", "latents_std"})
+    refuse_config_key(j, key, "seedvr2-vae",
+                      "SeedVR2's latents are scaled by scaling_factor, not normalized");
   const auto blocks = static_cast<int64_t>(c.block_out_channels.size());
   if (blocks < 1 || c.layers_per_block < 1 || c.latent_channels < 1)
     throw Error("seedvr2-vae config: needs at least one block, one layer per block and one latent channel");
@@ -108,7 +113,7 @@ ModelInfo SeedVR2Vae::describe(const SeedVR2Config& config) {
   info.latent_channels = config.latent_channels;
   info.spatial_factor = int64_t{1} << (config.block_out_channels.size() - 1);
   info.temporal_factor = int64_t{1} << config.temporal_scale_num;
-  info.latent_scale = 0.9152;
+  info.latent_scale = config.scaling_factor.value_or(0.9152);
   return info;
 }
 

@@ -22,6 +22,8 @@ struct SeedVR2Config {
   int64_t norm_num_groups = 32;
   int64_t latent_channels = 16;
   int64_t temporal_scale_num = 2;  // encoder blocks that halve time (the last ones before the final block)
+  // The weights' own latent scale (Note [Latent statistics in the config]); unset: the released 0.9152.
+  std::optional<double> scaling_factor;
 
   nlohmann::json to_json() const;
   // Throws for configs vaecodec does not implement (quant convs, no attention, another inflation mode).

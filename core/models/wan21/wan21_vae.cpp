@@ -13,12 +13,15 @@ bool contains(const std::vector<double>& v, double x) {
 }  // namespace
 
 nlohmann::json Wan21Config::to_json() const {
-  return {{"dim", dim},
-          {"z_dim", z_dim},
-          {"dim_mult", dim_mult},
-          {"num_res_blocks", num_res_blocks},
-          {"attn_scales", attn_scales},
-          {"temperal_downsample", temporal_downsample}};
+  nlohmann::json j = {{"dim", dim},
+                      {"z_dim", z_dim},
+                      {"dim_mult", dim_mult},
+                      {"num_res_blocks", num_res_blocks},
+                      {"attn_scales", attn_scales},
+                      {"temperal_downsample", temporal_downsample}};
+  if (latents_mean) j["latents_mean"] = *latents_mean;
+  if (latents_std) j["latents_std"] = *latents_std;
+  return j;
 }
 
 Wan21Config Wan21Config::from_json(const nlohmann::json& j) {
@@ -31,6 +34,10 @@ Wan21Config Wan21Config::from_json(const nlohmann::json& j) {
   c.temporal_downsample = j.value("temperal_downsample", c.temporal_downsample);
   if (c.dim_mult.size() != c.temporal_downsample.size() + 1)
     throw Error("wan2.1-vae config: dim_mult needs one more entry than temperal_downsample");
+  c.latents_mean = config_statistics(j, "latents_mean", c.z_dim, /*positive=*/false, "wan2.1-vae");
+  c.latents_std = config_statistics(j, "latents_std", c.z_dim, /*positive=*/true, "wan2.1-vae");
+  refuse_config_key(j, "scaling_factor", "wan2.1-vae",
+                    "Wan latents are normalized by latents_mean and latents_std");
   return c;
 }
 
@@ -118,6 +125,8 @@ ModelInfo Wan21Vae::describe(const Wan21Config& config) {
     info.latent_mean.assign(config.z_dim, 0.f);
     info.latent_std.assign(config.z_dim, 1.f);
   }
+  if (config.latents_mean) info.latent_mean = *config.latents_mean;
+  if (config.latents_std) info.latent_std = *config.latents_std;
   return info;
 }
 

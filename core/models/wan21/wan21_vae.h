@@ -1,6 +1,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
@@ -19,6 +21,9 @@ struct Wan21Config {
   int64_t num_res_blocks = 2;
   std::vector<double> attn_scales = {};
   std::vector<bool> temporal_downsample = {false, true, true};
+
+  // The weights' own latent statistics (Note [Latent statistics in the config]); unset: the released ones.
+  std::optional<std::vector<float>> latents_mean, latents_std;
 
   nlohmann::json to_json() const;
   static Wan21Config from_json(const nlohmann::json& j);

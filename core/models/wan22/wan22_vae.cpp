@@ -36,14 +36,17 @@ std::string stage_key(const std::string& side, int64_t stage, int64_t block, con
 }  // namespace
 
 nlohmann::json Wan22Config::to_json() const {
-  return {{"dim", dim},
-          {"dec_dim", dec_dim},
-          {"z_dim", z_dim},
-          {"dim_mult", dim_mult},
-          {"num_res_blocks", num_res_blocks},
-          {"attn_scales", attn_scales},
-          {"temperal_downsample", temporal_downsample},
-          {"patch_size", patch_size}};
+  nlohmann::json j = {{"dim", dim},
+                      {"dec_dim", dec_dim},
+                      {"z_dim", z_dim},
+                      {"dim_mult", dim_mult},
+                      {"num_res_blocks", num_res_blocks},
+                      {"attn_scales", attn_scales},
+                      {"temperal_downsample", temporal_downsample},
+                      {"patch_size", patch_size}};
+  if (latents_mean) j["latents_mean"] = *latents_mean;
+  if (latents_std) j["latents_std"] = *latents_std;
+  return j;
 }
 
 Wan22Config Wan22Config::from_json(const nlohmann::json& j) {
@@ -58,6 +61,10 @@ Wan22Config Wan22Config::from_json(const nlohmann::json& j) {
   c.patch_size = j.value("patch_size", c.patch_size);
   if (c.dim_mult.size() != c.temporal_downsample.size() + 1)
     throw Error("wan2.2-vae config: dim_mult needs one more entry than temperal_downsample");
+  c.latents_mean = config_statistics(j, "latents_mean", c.z_dim, /*positive=*/false, "wan2.2-vae");
+  c.latents_std = config_statistics(j, "latents_std", c.z_dim, /*positive=*/true, "wan2.2-vae");
+  refuse_config_key(j, "scaling_factor", "wan2.2-vae",
+                    "Wan latents are normalized by latents_mean and latents_std");
   if (c.patch_size < 1) throw Error("wan2.2-vae config: patch_size must be at least 1");
   return c;
 }
@@ -217,6 +224,8 @@ ModelInfo Wan22Vae::describe(const Wan22Config& config) {
     info.latent_mean.assign(config.z_dim, 0.f);
     info.latent_std.assign(config.z_dim, 1.f);
   }
+  if (config.latents_mean) info.latent_mean = *config.latents_mean;
+  if (config.latents_std) info.latent_std = *config.latents_std;
   return info;
 }
 

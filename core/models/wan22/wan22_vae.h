@@ -25,6 +25,9 @@ struct Wan22Config {
   std::vector<bool> temporal_downsample = {false, true, true};
   int64_t patch_size = 2;  // pixels per side folded into channels before the encoder
 
+  // The weights' own latent statistics (Note [Latent statistics in the config]); unset: the released ones.
+  std::optional<std::vector<float>> latents_mean, latents_std;
+
   nlohmann::json to_json() const;
   static Wan22Config from_json(const nlohmann::json& j);
 };
