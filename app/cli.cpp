@@ -32,6 +32,7 @@ int run_cli(int argc, char** argv) {
   add_bench_command(app);
   add_plan_command(app);
   add_presets_command(app);
+  add_compare_command(app);
 
   // ffmpeg's -ss, a two-letter option after one dash, which CLI11 would read as -s -s.
   for (int i = 1; i < argc; ++i)

@@ -19,5 +19,6 @@ void add_decode_command(CLI::App& app);     // app/cmd_run.cpp
 void add_bench_command(CLI::App& app);
 void add_plan_command(CLI::App& app);     // app/cmd_plan.cpp
 void add_presets_command(CLI::App& app);  // app/cmd_plan.cpp
+void add_compare_command(CLI::App& app);
 
 }  // namespace vaecodec::app

@@ -185,8 +185,14 @@ QualitySummary QualityMeter::summary() const {
     mse_sum += frame.mse;
     psnr_sum += frame.psnr;
     ssim_sum += frame.ssim;
-    summary.min_psnr = std::min(summary.min_psnr, frame.psnr);
-    summary.min_ssim = std::min(summary.min_ssim, frame.ssim);
+    if (summary.min_psnr_frame < 0 || frame.psnr < summary.min_psnr) {
+      summary.min_psnr = frame.psnr;
+      summary.min_psnr_frame = frame.index;
+    }
+    if (summary.min_ssim_frame < 0 || frame.ssim < summary.min_ssim) {
+      summary.min_ssim = frame.ssim;
+      summary.min_ssim_frame = frame.index;
+    }
   }
   const auto count = static_cast<double>(frames_.size());
   summary.mse = mse_sum / count;
@@ -194,6 +200,19 @@ QualitySummary QualityMeter::summary() const {
   summary.mean_psnr = psnr_sum / count;
   summary.ssim = ssim_sum / count;
   return summary;
+}
+
+nlohmann::json QualityMeter::summary_json() const {
+  const QualitySummary s = summary();
+  return {{"frames", s.frames},
+          {"psnr", number_json(s.psnr)},
+          {"mean_psnr", number_json(s.mean_psnr)},
+          {"min_psnr", number_json(s.min_psnr)},
+          {"min_psnr_frame", s.min_psnr_frame},
+          {"ssim", number_json(s.ssim)},
+          {"min_ssim", number_json(s.min_ssim)},
+          {"min_ssim_frame", s.min_ssim_frame},
+          {"mse", number_json(s.mse)}};
 }
 
 void QualityMeter::write(const std::filesystem::path& path) const {
@@ -208,15 +227,7 @@ void QualityMeter::write(const std::filesystem::path& path) const {
                         {"ssim", number_json(frame.ssim)},
                         {"mse", number_json(frame.mse)}});
     }
-    const QualitySummary s = summary();
-    nlohmann::json summary_json = {{"frames", s.frames},
-                                   {"psnr", number_json(s.psnr)},
-                                   {"mean_psnr", number_json(s.mean_psnr)},
-                                   {"min_psnr", number_json(s.min_psnr)},
-                                   {"ssim", number_json(s.ssim)},
-                                   {"min_ssim", number_json(s.min_ssim)},
-                                   {"mse", number_json(s.mse)}};
-    text = core::json_text(nlohmann::json{{"frames", frames}, {"summary", summary_json}}, 2) + "\n";
+    text = core::json_text(nlohmann::json{{"frames", frames}, {"summary", summary_json()}}, 2) + "\n";
   } else if (ext == ".csv") {
     text = "frame,psnr,ssim\n";
     for (const FrameQuality& frame : frames_) {

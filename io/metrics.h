@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 namespace vaecodec::io {
 
@@ -38,6 +39,8 @@ struct QualitySummary {
   double min_psnr = 0;
   double ssim = 0;  // mean of the per-frame SSIMs
   double min_ssim = 0;
+  // The frames of the minima (the first of equal ones); -1 with no frames.
+  int64_t min_psnr_frame = -1, min_ssim_frame = -1;
 };
 
 // PSNR in dB of a mean squared error with peak 1.0; +inf for 0.
@@ -58,11 +61,14 @@ class QualityMeter {
 
   const std::vector<FrameQuality>& frames() const { return frames_; }
   QualitySummary summary() const;
+  // The summary as JSON, the keys of write()'s "summary" (an infinite PSNR is null).
+  nlohmann::json summary_json() const;
 
   // Writes the frames and the summary, in the format the extension names; atomic (a temporary file beside
   // `path` is renamed over it). Throws vaecodec::Error for another extension or a failed write.
   //   .json  {"frames": [{"index", "psnr", "ssim", "mse"}, ...],
-  //           "summary": {"frames", "psnr", "mean_psnr", "min_psnr", "ssim", "min_ssim", "mse"}}
+  //           "summary": {"frames", "psnr", "mean_psnr", "min_psnr", "min_psnr_frame", "ssim", "min_ssim",
+  //                       "min_ssim_frame", "mse"}}
   //          JSON has no infinity: an infinite PSNR (and any NaN, as in the summary of no frames) is null.
   //   .csv   a header line "frame,psnr,ssim", then one line per frame; no summary line, so the file stays one
   //          table. An infinite PSNR is written "inf" (as Python's float() and pandas read it).
