@@ -96,6 +96,9 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
     sub.add_option("--crf", options.crf, "quality for x264/x265/VP9/AV1 (lower is better; default 17)")
         ->check(CLI::Range(0, 63));
     sub.add_option("--encoder-preset", options.encoder_preset, "video encoder preset (x264/x265), e.g. slow");
+    sub.add_option("--encoder-options", options.encoder_options,
+                   "the encoder's own options, key=value:key=value as ffmpeg takes them after -c:v, e.g. "
+                   "rc-lookahead=10 or x264-params=sliced-threads=1");
     sub.add_option("--pix-fmt", options.pixel_format, "output pixel format (default: the input's)");
   }
   if (command == RunCommand::kDecode)
@@ -220,6 +223,7 @@ io::PipelineOptions pipeline_options(const RunOptions& options) {
   p.writer.codec = options.codec;
   p.writer.crf = options.crf;
   p.writer.preset = options.encoder_preset;
+  p.writer.encoder_options = options.encoder_options;
   if (!options.pixel_format.empty()) {
     p.writer.pixel_format = av_get_pix_fmt(options.pixel_format.c_str());
     if (p.writer.pixel_format == AV_PIX_FMT_NONE)

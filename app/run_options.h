@@ -32,10 +32,11 @@ struct RunOptions {
   int64_t chunk = core::ChunkOptions{}.latent_frames;  // latent frames per chunk
   std::string codec;  // empty: libx264 for .mp4/.mkv/.mov, else the container's default
   int crf = 17;
-  std::string encoder_preset;  // --encoder-preset (x264/x265 "slow", ...); empty: the encoder's default
-  std::string pixel_format;    // empty: follow the input
-  std::string fps;             // decode: "24" or "30000/1001", when the latent file has no frame rate
-  std::string metrics;         // roundtrip: per-frame PSNR/SSIM (.json or .csv)
+  std::string encoder_options;  // --encoder-options "key=value:..." (io::WriterOptions::encoder_options)
+  std::string encoder_preset;   // --encoder-preset (x264/x265 "slow", ...); empty: the encoder's default
+  std::string pixel_format;     // empty: follow the input
+  std::string fps;              // decode: "24" or "30000/1001", when the latent file has no frame rate
+  std::string metrics;          // roundtrip: per-frame PSNR/SSIM (.json or .csv)
   // roundtrip, encode: the source's filter graph and cut (Note [Cutting the input] in io/video_reader.h).
   std::string filter_graph;  // --vf
   std::string start;         // --start / -ss, ffmpeg's time syntax ("2.5", "1:02.5"); empty: none

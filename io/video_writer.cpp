@@ -78,6 +78,35 @@ AVChromaLocation chroma_location_for(AVChromaLocation input, AVPixelFormat out_f
 
 // x264 and x265 name their presets alike and print their own complaint about an unknown one (past FFmpeg's
 // log level), so the name is checked here, before any work, to fail with one line of ours.
+// --encoder-options, parsed: "key=value:key=value" into a dictionary for avcodec_open2. Each key must be an
+// option of the encoder (its private class, e.g. x264's rc-lookahead or x264-params) or of every encoder
+// (AVCodecContext's: g, bf, threads, ...), checked here, before any work; FFmpeg itself would only leave an
+// unknown one unused, silently. A value the encoder refuses fails when it is opened, with the first frame.
+AVDictionary* encoder_settings(const AVCodec* codec, const std::string& text) {
+  AVDictionary* settings = nullptr;
+  if (text.empty()) return settings;
+  if (av_dict_parse_string(&settings, text.c_str(), "=", ":", 0) < 0) {
+    av_dict_free(&settings);
+    throw UsageError("--encoder-options '" + text + "': expected key=value pairs separated by ':'");
+  }
+  const AVClass* context_class = avcodec_get_class();
+  const AVClass* private_class = codec->priv_class;
+  const AVDictionaryEntry* entry = nullptr;
+  while ((entry = av_dict_get(settings, "", entry, AV_DICT_IGNORE_SUFFIX))) {
+    const bool own = private_class &&
+                     av_opt_find(&private_class, entry->key, nullptr, 0, AV_OPT_SEARCH_FAKE_OBJ) != nullptr;
+    const bool common = av_opt_find(&context_class, entry->key, nullptr, AV_OPT_FLAG_ENCODING_PARAM,
+                                    AV_OPT_SEARCH_FAKE_OBJ) != nullptr;
+    if (!own && !common) {
+      const std::string key = entry->key;
+      av_dict_free(&settings);
+      throw UsageError("--encoder-options: the " + std::string(codec->name) + " encoder has no option '" +
+                       key + "' (ffmpeg -h encoder=" + codec->name + " lists them)");
+    }
+  }
+  return settings;
+}
+
 void check_preset(const std::string& codec, const std::string& preset) {
   if (preset.empty() || (codec != "libx264" && codec != "libx265")) return;
   const std::vector<std::string> names = {"ultrafast", "superfast", "veryfast", "faster",   "fast",
@@ -126,6 +155,8 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const std::filesyste
     throw Error("the " + std::string(container_->name) + " container of " + name.string() + " cannot hold " +
                 codec_name_ + " video (try .mkv)");
   check_preset(codec_name_, options_.preset);
+  AVDictionary* checked = encoder_settings(codec_, options_.encoder_options);  // fails before any work
+  av_dict_free(&checked);
   const AVPixelFormat wanted =
       options_.pixel_format != AV_PIX_FMT_NONE ? options_.pixel_format : format_.pixel_format;
   pixel_format_ = choose_pixel_format(codec_, wanted, name.string());
@@ -157,12 +188,17 @@ void VideoWriter::open(int width, int height) {
   enc->thread_count = options_.threads;
   if (container_->flags & AVFMT_GLOBALHEADER) enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
 
-  AVDictionary* settings = nullptr;
-  if (has_option(codec_, "crf")) av_dict_set_int(&settings, "crf", options_.crf, 0);
+  AVDictionary* settings = encoder_settings(codec_, options_.encoder_options);
+  if (has_option(codec_, "crf") && !av_dict_get(settings, "crf", nullptr, 0))
+    av_dict_set_int(&settings, "crf", options_.crf, 0);
   if (!options_.preset.empty() && has_option(codec_, "preset"))
     av_dict_set(&settings, "preset", options_.preset.c_str(), 0);
   const int opened = avcodec_open2(enc, codec_, &settings);
   av_dict_free(&settings);
+  if (opened < 0 && !options_.encoder_options.empty())
+    throw UsageError("cannot open the " + codec_name_ + " encoder for " + name_.string() +
+                     " with --encoder-options '" + options_.encoder_options +
+                     "': " + av_error_string(opened));
   check_av(opened,
            "cannot open the " + codec_name_ + " encoder (" + pixel_format_name(pixel_format_) + ", " +
                std::to_string(width) + "x" + std::to_string(height) + ") for",

@@ -25,6 +25,10 @@ struct WriterOptions {
   // 10-bit), else the closest one it takes.
   AVPixelFormat pixel_format = AV_PIX_FMT_NONE;
   int threads = 0;  // encoder threads; 0: FFmpeg's choice
+  // The encoder's own options, as ffmpeg takes them after -c:v: "key=value:key=value" (e.g.
+  // "rc-lookahead=10:x264-params=sliced-threads=1" for x264, "slices=4" for ffv1). Checked against the
+  // encoder's option table when the writer is made; empty: none.
+  std::string encoder_options;
 };
 
 // Encodes RGB tensors into a video file that copies a VideoFormat (size, time base and pts, frame rate,

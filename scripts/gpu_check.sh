@@ -9,7 +9,7 @@
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
 #   BENCH_EXTRA, RUN_EXTRA                           arguments added to every bench / file run
 # Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
-#   profile startup cold heuristics reference batch candidates long
+#   profile startup cold heuristics reference batch candidates encoder long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -377,6 +377,27 @@ if has candidates; then
     done
   done
   VAECODEC_AUTOTUNE_CANDIDATES=2 RUNS=2 bench --random --op roundtrip --size 1280x720
+fi
+
+if has encoder; then
+  # x264's tail: the frames its lookahead and frame threads hold back are encoded after the model's last
+  # frame. File decode (latents -> .mp4) and round trip, 720p x81, with encoder settings that hold fewer back.
+  step "x264's tail: decode and round trip 720p x81 with --encoder-options"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  timeout 200 "$BUILD/vaecodec" encode /tmp/clip81.mp4 -o /tmp/lat81.safetensors --weights /tmp/wan21_random.pth \
+    --quiet || echo "  FAILED: encode for the decode runs"
+  file_run "decode 720p x81 warm-up" decode /tmp/lat81.safetensors -o /tmp/dec81.mp4 --weights /tmp/wan21_random.pth
+  for opts in ${ENCODER_OPTIONS:-default rc-lookahead=10 x264-params=sliced-threads=1 rc-lookahead=10:x264-params=sliced-threads=1}; do
+    extra=(); [[ $opts == default ]] || extra=(--encoder-options "$opts")
+    for i in 1 2; do
+      file_run "decode 720p x81 encoder $opts #$i" decode /tmp/lat81.safetensors -o /tmp/dec81.mp4 \
+        --weights /tmp/wan21_random.pth "${extra[@]}"
+    done
+    echo "    output $(stat -c %s /tmp/dec81.mp4) bytes"
+    file_run "roundtrip 720p x81 encoder $opts" roundtrip /tmp/clip81.mp4 -o /tmp/rt81.mp4 \
+      --weights /tmp/wan21_random.pth "${extra[@]}"
+  done
 fi
 
 if has long; then

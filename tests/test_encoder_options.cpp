@@ -1,0 +1,64 @@
+// --encoder-options: the encoder's own options, as ffmpeg takes them after -c:v (io::WriterOptions).
+#include <catch2/catch.hpp>
+
+#include "tests/video_test_support.h"
+
+namespace vaecodec::test {
+namespace {
+
+using Catch::Matchers::Contains;
+
+// The display-order indices of the key frames of `path`'s video.
+std::vector<int> key_frames(const std::filesystem::path& path) {
+  OpenVideo v = open_video(path);
+  std::vector<int> keys;
+  int index = 0;
+  decode_all(
+      v,
+      [&](const AVFrame& frame) {
+        if (frame.key_frame) keys.push_back(index);
+        ++index;
+      },
+      [](const AVPacket&) {});
+  return keys;
+}
+
+}  // namespace
+
+TEST_CASE("cli --encoder-options: reach the encoder, and a wrong one fails in one line before any work",
+          "[cli][video]") {
+  ScratchDir dir;
+  const auto clip =
+      make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 30 -c:v libx264");
+  const std::string common = " --device cpu --quiet --weights " + quote(tiny_weights());
+
+  // A key frame every 12 frames and no others: what x264 does only when both options reach it (its
+  // default GOP is 250 frames and testsrc2 has no scene cuts to place more).
+  const CliResult r = run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "gop.mp4") + common +
+                              " --encoder-options g=12:x264-params=scenecut=0:rc-lookahead=5");
+  INFO("stderr: " << r.err);
+  REQUIRE(r.status == 0);
+  CHECK(key_frames(dir / "gop.mp4") == std::vector<int>{0, 12, 24});
+  const CliResult plain = run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "plain.mp4") + common);
+  REQUIRE(plain.status == 0);
+  CHECK(key_frames(dir / "plain.mp4") == std::vector<int>{0});
+
+  struct Case {
+    std::string options, says;
+  };
+  for (const Case& c : {Case{"nosuch=1", "the libx264 encoder has no option 'nosuch'"},
+                        Case{"rc-lookahead", "expected key=value pairs separated by ':'"},
+                        Case{"rc-lookahead=abc", "with --encoder-options 'rc-lookahead=abc'"}}) {
+    const auto before = list_dir(dir.path());
+    const CliResult bad = run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "bad.mp4") + common +
+                                  " --encoder-options " + quote(c.options));
+    INFO(c.options << " -> " << bad.err);
+    CHECK(bad.status == 2);
+    CHECK_THAT(bad.err, Catch::StartsWith("vaecodec: error: --encoder-options") || Contains(c.says));
+    CHECK_THAT(bad.err, Contains(c.says));
+    CHECK(std::count(bad.err.begin(), bad.err.end(), '\n') == 1);
+    CHECK(list_dir(dir.path()) == before);  // nothing written, no temporary file left
+  }
+}
+
+}  // namespace vaecodec::test
