@@ -113,16 +113,19 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
           "to replace it");
     io::check_output_path(output, {options.inputs[0]});
     io::check_output_path(output, named_weights(options), "weights file");
-    if (!options.metrics.empty()) {
-      io::check_output_path(options.metrics, {options.inputs[0], output});
-      io::check_output_path(options.metrics, named_weights(options), "weights file");
-    }
+    for (const std::string& extra : {options.metrics, options.side_by_side})
+      if (!extra.empty()) {
+        io::check_output_path(extra, {options.inputs[0], output});
+        io::check_output_path(extra, named_weights(options), "weights file");
+      }
     return {false, {{options.inputs[0], output}}, std::nullopt, 1};
   }
   if (fs::exists(output, error) && !fs::is_directory(output, error))
     throw Error("output " + output.string() + " is a file; a batch of inputs writes into a folder");
   if (!options.metrics.empty())
     throw Error("--metrics writes one file for one input; run a batch without it");
+  if (!options.side_by_side.empty())
+    throw UsageError("--side-by-side writes one video for one input; run a batch without it");
   if (musubi && !options.extension.empty())
     throw UsageError("--ext: --format musubi names its files as musubi-tuner does");
   std::string ext = options.extension;

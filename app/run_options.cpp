@@ -103,8 +103,11 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   }
   if (command == RunCommand::kDecode)
     sub.add_option("--fps", options.fps, "frame rate for latent files that do not record one, e.g. 16");
-  if (command == RunCommand::kRoundtrip)
+  if (command == RunCommand::kRoundtrip) {
     sub.add_option("--metrics", options.metrics, "write per-frame PSNR/SSIM to a .json or .csv file");
+    sub.add_option("--side-by-side", options.side_by_side,
+                   "also write input | reconstruction | difference x4 side by side to this video");
+  }
   if (command == RunCommand::kEncode) {
     sub.add_option(
            "--format", options.format,
@@ -233,6 +236,7 @@ io::PipelineOptions pipeline_options(const RunOptions& options) {
   p.memory = options.memory.planner;
   p.quiet = options.quiet || options.json;
   p.metrics = options.metrics;
+  p.side_by_side = options.side_by_side;
   p.fps = parse_fps(options.fps);
   p.latent_scale = options.latent_scale;
   p.source = source_options(options);

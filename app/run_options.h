@@ -46,6 +46,7 @@ struct RunOptions {
   // the output folder, Note [musubi-tuner's latent cache] in io/musubi_cache.h), and the latter's dtype.
   std::string format = "auto";
   std::string latent_dtype = "bf16";
+  std::string side_by_side;  // roundtrip --side-by-side: input | reconstruction | difference x4; empty: none
   bool quiet = false;
   bool verbose = false;  // --verbose: what the engine applied, full error texts (io/log.h)
   bool json = false;

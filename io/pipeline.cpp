@@ -217,25 +217,36 @@ struct FinishingRun::State {
   RunSummary summary;                      // all but what the writer decides
   std::optional<core::AtomicFile> temp;
   std::optional<VideoWriter> writer;
+  std::optional<core::AtomicFile> side_temp;  // Note [Side by side] in io/stages.h
+  std::optional<VideoWriter> side_writer;
   std::optional<QualityMeter> meter;
+  bool references = false;  // frames carry their input frame (metrics, side by side)
   std::optional<Progress> progress;
   PacketQueue audio{kUnbounded};
   std::optional<WriterStage> writing;
 
-  // Opens `output` (through a temporary file) and starts its writer thread, with a quality meter when
-  // `measure` (the frames then carry their input frame).
+  // Opens `output` (through a temporary file) and starts its writer thread. With `references` (roundtrip)
+  // the frames carry their input frame, for the quality meter (options.metrics) and the side-by-side video
+  // (options.side_by_side), made here when asked for.
   void open(const fs::path& output, const VideoFormat& format, const std::vector<AudioStream>& audio_streams,
-            const char* label, int64_t frames, size_t capacity, bool measure) {
+            const char* label, int64_t frames, size_t capacity, bool with_references) {
     temp.emplace(output);
     writer.emplace(temp->path(), output, format, options.writer, audio_streams);
-    if (measure) meter.emplace();
+    if (with_references && !options.metrics.empty()) meter.emplace();
+    if (with_references && !options.side_by_side.empty()) {
+      VideoFormat wide = format;
+      wide.width *= 3;
+      side_temp.emplace(options.side_by_side);
+      side_writer.emplace(side_temp->path(), options.side_by_side, wide, options.writer);
+    }
+    references = meter || side_writer;
     progress.emplace(label, frames, quiet_if(options.quiet));
     writing.emplace(*writer, capacity, audio_streams.empty() ? nullptr : &audio, meter ? &*meter : nullptr,
-                    &*progress);
+                    &*progress, side_writer ? &*side_writer : nullptr);
   }
   // Frames converted on the model's device for the writer (Note [Colour conversion on the GPU]); none when
-  // the quality meter needs RGB.
-  const TensorToFrame* converter() const { return meter ? nullptr : device_converter(model, *writer); }
+  // the quality meter or the side-by-side video needs RGB.
+  const TensorToFrame* converter() const { return references ? nullptr : device_converter(model, *writer); }
 };
 
 FinishingRun::FinishingRun(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -252,6 +263,7 @@ RunSummary FinishingRun::finish() {
   s.writing->finish();
   if (s.meter) s.meter->write(s.options.metrics);
   s.temp->commit();
+  if (s.side_temp) s.side_temp->commit();
   s.progress->finish();
   RunSummary summary = std::move(s.summary);
   summary.codec = s.writer->codec_name();
@@ -282,6 +294,11 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   const Clock::time_point start = Clock::now();
   check_output_path(output, {input});
   if (!options.metrics.empty()) check_output_path(options.metrics, {input, output});
+  if (!options.side_by_side.empty()) {
+    check_output_path(options.side_by_side, {input, output});
+    if (!options.metrics.empty()) check_output_path(options.side_by_side, {options.metrics});
+    output_container(options.side_by_side);
+  }
   output_container(output);
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
@@ -296,7 +313,7 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   FinishingRun::State& w = *state;
   const size_t capacity = frame_queue_capacity(info, chunking);
   w.open(output, format, reader.audio_streams(), "roundtrip", reader.frame_count_hint(), capacity,
-         /*measure=*/!options.metrics.empty());
+         /*with_references=*/true);
   apply_autotune(model, options.autotune);
   DecodedFrameSink sink(geometry, device, *w.writing, w.converter());
   EncodeFeeder feeder(model, chunking, geometry, device);
@@ -311,7 +328,7 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
 
   while (std::optional<VideoFrame> frame = reading.next()) {
     throw_if_interrupted();
-    sink.add_timing(frame->pts, frame->duration, w.meter ? frame->rgb : torch::Tensor());
+    sink.add_timing(frame->pts, frame->duration, w.references ? frame->rgb : torch::Tensor());
     decode(feeder.push(frame->rgb));
   }
   decode(feeder.finish());

@@ -38,6 +38,9 @@ struct PipelineOptions {
   SourceOptions source;           // roundtrip, encode: --vf and the cut (Note [Cutting the input])
   bool quiet = false;             // no progress line
   std::filesystem::path metrics;  // roundtrip: per-frame PSNR/SSIM to .json or .csv; empty: none
+  // roundtrip: input | reconstruction | difference x4 to this video (Note [Side by side] in io/stages.h);
+  // empty: none.
+  std::filesystem::path side_by_side;
   // decode: the frame rate when the latent file has no timing (a bare file); 0/1: none given.
   AVRational fps{0, 1};
   bool autotune = false;  // on CUDA: let cuDNN time its algorithms (Note [Autotuning])

@@ -53,9 +53,22 @@ std::optional<VideoFrame> ReaderStage::next() {
   return frame;
 }
 
+torch::Tensor side_by_side_frame(const torch::Tensor& input, const torch::Tensor& reconstruction) {
+  const torch::Tensor a = input.clamp(-1.0, 1.0), b = reconstruction.to(input.scalar_type()).clamp(-1.0, 1.0);
+  // |b - a| is twice the difference in [0, 1] units: x4 there is x2 here, clipped at white, then back to
+  // [-1, 1].
+  const torch::Tensor difference = ((b - a).abs() * 2.0).clamp_max(1.0) * 2.0 - 1.0;
+  return torch::cat({a, b, difference}, /*dim=*/2);
+}
+
 WriterStage::WriterStage(VideoWriter& writer, size_t capacity, PacketQueue* audio, QualityMeter* meter,
-                         Progress* progress)
-    : writer_(writer), frames_(capacity), audio_(audio), meter_(meter), progress_(progress) {
+                         Progress* progress, VideoWriter* side_by_side)
+    : writer_(writer),
+      frames_(capacity),
+      audio_(audio),
+      meter_(meter),
+      progress_(progress),
+      side_by_side_(side_by_side) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -84,6 +97,8 @@ void WriterStage::run() {
       if (meter_ && frame->reference.defined())
         meter_->add(frame->reference.clamp(-1.0, 1.0).add_(1.0).mul_(0.5),
                     frame->rgb.clamp(-1.0, 1.0).add_(1.0).mul_(0.5));
+      if (side_by_side_ && frame->reference.defined())
+        side_by_side_->write(side_by_side_frame(frame->reference, frame->rgb), frame->pts, frame->duration);
       if (progress_) progress_->update(writer_.frames_written());
       times_.busy += since(start);
     }
@@ -91,6 +106,7 @@ void WriterStage::run() {
     const auto start = Clock::now();
     drain_audio();
     writer_.finish();
+    if (side_by_side_) side_by_side_->finish();
     times_.busy += since(start);
     finished_at_ = Clock::now();
   } catch (...) {

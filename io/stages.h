@@ -75,14 +75,24 @@ struct OutputFrame {
       planes;  // the frame converted (TensorToFrame::quantize), views into chunk.tensor
   int64_t pts = 0;
   int64_t duration = 0;
-  torch::Tensor reference;  // the input frame [3, H, W] in [-1, 1] for quality metrics; undefined: none
+  torch::Tensor reference;  // the input frame [3, H, W] in [-1, 1] (metrics, side by side); undefined: none
 };
+
+// Note [Side by side]
+// `roundtrip --side-by-side F` writes a second video beside the output, each frame three times as wide: the
+// input, the reconstruction, and their difference amplified four times (|reconstruction - input| per
+// channel, x4, clipped: black where the VAE kept the pixel, bright where it lost detail), as the demo draws
+// it with ffmpeg's blend and lutrgb filters. It has the output's timing, colour tags and codec, no audio, and
+// is written through its own temporary file, committed with the output. [3, H, W] input and reconstruction in
+// [-1, 1] -> [3, H, 3W] in [-1, 1].
+torch::Tensor side_by_side_frame(const torch::Tensor& input, const torch::Tensor& reconstruction);
 
 // Runs a VideoWriter on a thread of its own; also measures quality and reports progress when given those.
 class WriterStage {
  public:
+  // `side_by_side`: a second writer for Note [Side by side] (frames must carry their reference); null: none.
   WriterStage(VideoWriter& writer, size_t capacity, PacketQueue* audio, QualityMeter* meter,
-              Progress* progress);
+              Progress* progress, VideoWriter* side_by_side = nullptr);
   ~WriterStage();
   WriterStage(const WriterStage&) = delete;
   WriterStage& operator=(const WriterStage&) = delete;
@@ -109,6 +119,7 @@ class WriterStage {
   PacketQueue* audio_;
   QualityMeter* meter_;
   Progress* progress_;
+  VideoWriter* side_by_side_;
   std::atomic<bool> finishing_{false};
   std::exception_ptr error_;
   std::thread thread_;
