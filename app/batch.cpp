@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 
+#include "app/device_batch.h"
+#include "app/devices.h"
 #include "app/errors.h"
 #include "app/record.h"
 #include "core/engine_report.h"
@@ -22,22 +24,6 @@
 namespace vaecodec::app {
 namespace fs = std::filesystem;
 
-namespace {
-
-const char* command_name(RunCommand command) {
-  switch (command) {
-    case RunCommand::kRoundtrip:
-      return "roundtrip";
-    case RunCommand::kEncode:
-      return "encode";
-    case RunCommand::kDecode:
-      return "decode";
-  }
-  return "run";
-}
-
-// The files a folder contributes to a batch: regular files, not hidden, in name order; for decode only
-// latents.
 std::vector<fs::path> folder_inputs(const fs::path& folder, RunCommand command) {
   std::vector<fs::path> files;
   std::error_code error;
@@ -52,16 +38,21 @@ std::vector<fs::path> folder_inputs(const fs::path& folder, RunCommand command) 
   return files;
 }
 
-// One input's run, started: encode runs to its end (`done`); roundtrip and decode return once the model's
-// work is done (`finishing`), their writer still draining.
-struct Started {
-  std::optional<io::RunSummary> done;
-  std::optional<io::FinishingRun> finishing;
-};
+const char* command_name(RunCommand command) {
+  switch (command) {
+    case RunCommand::kRoundtrip:
+      return "roundtrip";
+    case RunCommand::kEncode:
+      return "encode";
+    case RunCommand::kDecode:
+      return "decode";
+  }
+  return "run";
+}
 
-Started start_one(RunCommand command, core::VaeModel& model, const io::PipelineOptions& pipeline,
-                  const BatchItem& item) {
-  Started started;
+StartedRun start_input(RunCommand command, core::VaeModel& model, const io::PipelineOptions& pipeline,
+                       const BatchItem& item) {
+  StartedRun started;
   switch (command) {
     case RunCommand::kRoundtrip:
       started.finishing.emplace(io::start_roundtrip(model, item.input, item.output, pipeline));
@@ -82,8 +73,6 @@ std::vector<fs::path> named_weights(const RunOptions& options) {
   if (const char* env = std::getenv("VAECODEC_WEIGHTS"); env && *env) return {env};
   return {};
 }
-
-}  // namespace
 
 Batch plan_batch(RunCommand command, const RunOptions& options, const Environment& env) {
   std::error_code error;
@@ -177,10 +166,26 @@ void run_command(RunCommand command, const RunOptions& options) {
   io::set_verbose(options.verbose);
   fs::path current_output = options.output;  // what an interrupt leaves unwritten
   try {
-    const io::PipelineOptions pipeline = pipeline_options(options);
     // Cheap checks first: loading a released model takes seconds.
+    std::vector<torch::Device> devices;  // --devices (Note [Several devices]); empty: --device's alone
+    if (!options.devices.empty()) {
+      const int64_t cuda_count = visible_cuda_devices();
+      devices = parse_devices(options.devices, cuda_count);
+      check_device_agrees(options.device, devices, cuda_count);
+    }
+    const io::PipelineOptions pipeline = pipeline_options(options);
     const Batch plan = plan_batch(command, options);
     const bool batch = plan.into_folder;
+    if (!batch && devices.size() > 1)
+      throw UsageError("--devices " + options.devices + ": " + options.inputs[0] +
+                       " is one input, and splitting one clip across devices is not implemented; give "
+                       "several inputs or a folder (a batch), or one device");
+    if (!batch && devices.size() == 1) {  // one input on the one device named
+      RunOptions on_one = options;
+      on_one.devices.clear();
+      on_one.device = devices[0].str();
+      return run_command(command, on_one);
+    }
     if (!options.model.empty()) core::find_model_family(options.model);  // throws, naming the known families
     // A shard of an array with more tasks than inputs may hold none.
     if (plan.items.empty()) {
@@ -204,6 +209,24 @@ void run_command(RunCommand command, const RunOptions& options) {
       }
     }
     if (items.empty()) return;
+    if (!devices.empty()) {
+      const DeviceBatchResult result = run_on_devices(command, options, items, devices, log);
+      if (result.interrupted) {
+        std::string unwritten;
+        for (const fs::path& path : result.unwritten)
+          unwritten += (unwritten.empty() ? "" : ", ") + path.string();
+        std::cerr << "vaecodec: " << command_name(command) << " interrupted; "
+                  << (unwritten.empty()
+                          ? std::string("every output started was written")
+                          : unwritten + (result.unwritten.size() == 1 ? " was" : " were") + " not written")
+                  << std::endl;
+        std::exit(io::interrupted_exit_code());
+      }
+      if (result.failed > 0)
+        throw Error(std::to_string(result.failed) + " of " + std::to_string(items.size()) +
+                    " inputs failed; the others were written to " + options.output);
+      return;
+    }
 
     LoadSeconds load;
     std::shared_ptr<core::VaeModel> model;
@@ -267,14 +290,14 @@ void run_command(RunCommand command, const RunOptions& options) {
     for (const BatchItem& item : items) {
       current_output = item.output;
       const Clock::time_point start = Clock::now();
-      Started started;
+      StartedRun started;
       std::exception_ptr error;
       try {
         if (batch) {
           io::check_output_path(item.output, {item.input});
           io::check_output_path(item.output, named_weights(options), "weights file");
         }
-        started = start_one(command, *model, pipeline, item);
+        started = start_input(command, *model, pipeline, item);
       } catch (const io::Interrupted&) {
         throw;
       } catch (const std::exception&) {

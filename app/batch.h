@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "app/run_options.h"
@@ -12,9 +13,9 @@ namespace vaecodec::app {
 // Note [Batches]
 // A run takes one input file and writes one output file, or takes several inputs and writes into a folder:
 // when there is more than one input, an input is a folder, the output is a folder (existing, or named with
-// a trailing '/'), or the output is a musubi-tuner cache (encode --format musubi, always a folder). Folders contribute their files (not their subfolders; for decode only .safetensors and
-// .latent files), in name order, and every input writes <output folder>/<its name without extension><ext>,
-// with ext
+// a trailing '/'), or the output is a musubi-tuner cache (encode --format musubi, always a folder). Folders
+// contribute their files (not their subfolders; for decode only .safetensors and .latent files), in name
+// order, and every input writes <output folder>/<its name without extension><ext>, with ext
 // --ext or the command's default (.safetensors for encode, .mp4 otherwise). The model is loaded once and
 // cuDNN's plans carry over, so a folder of short clips pays the start-up once instead of per clip, and a
 // clip's writer finishes (x264's delayed frames, ~1.2 s at 720p) while the next clip runs on the GPU
@@ -39,6 +40,25 @@ struct Batch {
 // nothing to run; UsageError for a --shard that cannot be, and for --skip-existing on a single output that
 // exists. `env` gives --shard auto its variables.
 Batch plan_batch(RunCommand command, const RunOptions& options, const Environment& env = process_environment);
+
+// One input's run on `model`, as a batch starts it (each device's worker too, app/device_batch.h): encode
+// runs to its end (`done`); roundtrip and decode return once the model's work is done (`finishing`), their
+// writer still draining.
+struct StartedRun {
+  std::optional<io::RunSummary> done;
+  std::optional<io::FinishingRun> finishing;
+};
+StartedRun start_input(RunCommand command, core::VaeModel& model, const io::PipelineOptions& pipeline,
+                       const BatchItem& item);
+
+// The files a folder contributes to a batch: regular files, not hidden, in name order; for decode only
+// latents.
+std::vector<std::filesystem::path> folder_inputs(const std::filesystem::path& folder, RunCommand command);
+
+// "roundtrip", "encode" or "decode".
+const char* command_name(RunCommand command);
+// The weights file, when one is named already (the run fails later otherwise): no output may replace it.
+std::vector<std::filesystem::path> named_weights(const RunOptions& options);
 
 // Loads the model and runs `command` with SIGINT/SIGTERM handled (Note [Interrupts]): an interrupted run
 // removes its temporary output and exits with 130.

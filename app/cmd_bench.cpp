@@ -1,20 +1,25 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <iomanip>
 #include <iostream>
+#include <latch>
 #include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/devices.h"
 #include "app/memory_options.h"
 #include "app/run_options.h"
 #include "core/device/device.h"
@@ -40,6 +45,7 @@ struct BenchOptions {
   int64_t frames = 81;
   std::string op = "decode";
   std::string device = "cuda";
+  std::string devices;  // --devices: time every one at once (Note [Benchmark over devices])
   std::string dtype = "bf16";
   int64_t chunk = 1;
   int runs = 3;
@@ -123,8 +129,187 @@ std::shared_ptr<core::VaeModel> make_model(const BenchOptions& o, torch::Device 
   return model;
 }
 
-void bench(const BenchOptions& o) {
+// The benchmark's input on `device` for `model` and the plan it runs under (bench holds the whole clip).
+struct BenchClip {
+  torch::Tensor video, latents;
+  core::PlannerOptions planner;
+  int64_t resident = 0;  // bytes bench holds besides the run
+  core::Plan plan;
+};
+
+BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, torch::Device device,
+                          torch::ScalarType dtype) {
   const auto [width, height] = parse_frame_size(o.size);
+  const auto& info = model.info();
+  const int64_t f = info.spatial_factor, tf = info.temporal_factor;
+  if (width % f || height % f) throw Error("--size must be a multiple of " + std::to_string(f));
+  if ((o.frames - 1) % tf) throw Error("--frames must be 1 + " + std::to_string(tf) + "k");
+
+  // Smooth random content in [-1, 1] (never zeros: they would flatter the timings).
+  BenchClip clip;
+  torch::manual_seed(1);
+  auto coarse = torch::rand({1, 3, o.frames, height / f, width / f}) * 2 - 1;
+  clip.video =
+      torch::nn::functional::interpolate(coarse, torch::nn::functional::InterpolateFuncOptions()
+                                                     .size(std::vector<int64_t>{o.frames, height, width})
+                                                     .mode(torch::kTrilinear)
+                                                     .align_corners(false))
+          .add_(torch::randn({1, 3, o.frames, height, width}) * 0.05)
+          .clamp_(-1, 1)
+          .to(device);
+  clip.latents =
+      torch::randn({1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f, width / f}).to(device);
+  // Bench holds the whole clip on the device, and the whole result twice (the last run's is still in `out`
+  // while the next one is made): the plan leaves room for them.
+  const core::Op op = core::parse_op(o.op);
+  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+  int64_t resident = op == core::Op::kDecode ? bytes_of(clip.latents) : bytes_of(clip.video);
+  if (op != core::Op::kEncode) resident += 2 * 3 * o.frames * width * height * element;
+  if (op != core::Op::kDecode) resident += 2 * bytes_of(clip.latents) / 4 * element;  // the latents it makes
+  clip.resident = resident;
+  clip.planner = o.memory.planner;
+  clip.planner.reserved_bytes = resident;
+  clip.plan = core::plan_run(core::PlanRequest::of(info, model.parameter_count(), op, width, height, dtype),
+                             clip.planner);
+  return clip;
+}
+
+// Note [Benchmark over devices]
+// `bench --devices` measures what a batch over devices (Note [Batches over devices] in app/device_batch.h)
+// can gain: the clip on the first device alone, then on every device at once, one model and one thread each,
+// the threads meeting at a gate after their warm-up so that the timed runs overlap. It reports each device's
+// median and peak memory, and the devices' frames per second summed against the first device's alone (a
+// batch of equal clips on N devices can reach at most N times; shared PCIe, host memory and CPU threads are
+// what keeps it lower).
+struct DeviceTiming {
+  torch::Device device = torch::kCPU;
+  std::string gpu;
+  std::vector<double> seconds;
+  double median = 0;
+  int64_t peak_allocated = 0, peak_reserved = 0;
+  core::Plan plan;
+};
+
+// Builds the model and the clip on `device`, warms up, waits at `gate` (when given) and times o.runs runs.
+DeviceTiming time_on_device(const BenchOptions& o, torch::Device device, std::latch* gate) {
+  bool arrived = false;
+  try {
+    c10::cuda::OptionalCUDAGuard guard;
+    if (device.is_cuda()) guard.set_device(device);
+    const auto dtype = resolve_dtype(o.dtype, device);
+    auto model = make_model(o, device, dtype);
+    const BenchClip clip = make_bench_clip(o, *model, device, dtype);
+    core::Device& where = core::Device::of(device);
+    where.cap_memory(clip.planner.budget_bytes);
+    for (int i = 0; i < o.warmup; ++i) run_op(*model, o.op, clip.video, clip.latents, clip.plan);
+    where.synchronize();
+    where.reset_peak_statistics();
+    if (gate) gate->arrive_and_wait();
+    arrived = true;
+    DeviceTiming t;
+    t.device = device;
+    t.gpu = where.name();
+    t.plan = clip.plan;
+    for (int i = 0; i < o.runs; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      torch::Tensor out = run_op(*model, o.op, clip.video, clip.latents, clip.plan);
+      where.synchronize();
+      t.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::vector<double> sorted = t.seconds;
+    std::sort(sorted.begin(), sorted.end());
+    t.median = sorted[sorted.size() / 2];
+    t.peak_allocated = where.peak_allocated_bytes();
+    t.peak_reserved = where.peak_reserved_bytes();
+    return t;
+  } catch (...) {
+    if (gate && !arrived) gate->count_down();  // the others time without it rather than wait for ever
+    throw;
+  }
+}
+
+void bench_devices(const BenchOptions& o) {
+  if (o.accuracy || o.profile || o.compare_untiled || !o.trace.empty())
+    throw UsageError(
+        "--devices times the devices together; run --accuracy, --profile, --compare-untiled and "
+        "--trace on one device (--device)");
+  if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
+  if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
+    throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
+  parse_frame_size(o.size);
+  const int64_t count = visible_cuda_devices();
+  const std::vector<torch::Device> devices = parse_devices(o.devices, count);
+  check_device_agrees(o.device, devices, count);
+
+  const DeviceTiming alone = time_on_device(o, devices.front(), nullptr);
+  std::vector<DeviceTiming> together(devices.size());
+  std::vector<std::exception_ptr> errors(devices.size());
+  std::latch gate(static_cast<std::ptrdiff_t>(devices.size()));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < devices.size(); ++i)
+    threads.emplace_back([&, i] {
+      try {
+        together[i] = time_on_device(o, devices[i], &gate);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (errors[i]) {
+      try {
+        std::rethrow_exception(errors[i]);
+      } catch (const std::exception& e) {
+        throw Error(devices[i].str() + ": " + e.what());
+      }
+    }
+
+  const double one = o.frames / alone.median;
+  double aggregate = 0;
+  nlohmann::json per_device = nlohmann::json::array();
+  for (const DeviceTiming& t : together) {
+    aggregate += o.frames / t.median;
+    per_device.push_back({{"device", t.device.str()},
+                          {"gpu", t.gpu},
+                          {"runs", t.seconds},
+                          {"median_s", t.median},
+                          {"frames_per_s", o.frames / t.median},
+                          {"peak_allocated_bytes", t.peak_allocated},
+                          {"peak_reserved_bytes", t.peak_reserved},
+                          {"plan", t.plan.to_json()}});
+  }
+  const nlohmann::json j = {{"op", o.op},
+                            {"size", o.size},
+                            {"frames", o.frames},
+                            {"dtype", o.dtype},
+                            {"devices", per_device},
+                            {"one_device",
+                             {{"device", alone.device.str()},
+                              {"median_s", alone.median},
+                              {"frames_per_s", one},
+                              {"peak_allocated_bytes", alone.peak_allocated}}},
+                            {"aggregate_frames_per_s", aggregate},
+                            {"speedup_vs_one_device", aggregate / one}};
+  if (o.json) {
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(3) << o.op << " " << o.size << " x" << o.frames << " "
+            << o.dtype << " on " << devices.size() << " devices at once, one model each\n";
+  for (const DeviceTiming& t : together)
+    std::cout << "  " << t.device.str() << " (" << t.gpu << "): median " << std::setprecision(3) << t.median
+              << " s, " << std::setprecision(1) << o.frames / t.median << " frames/s, peak "
+              << std::setprecision(2) << t.peak_allocated / double(1ull << 30) << " GiB allocated, "
+              << t.peak_reserved / double(1ull << 30) << " GiB reserved\n";
+  std::cout << "  " << alone.device.str() << " alone: median " << std::setprecision(3) << alone.median
+            << " s, " << std::setprecision(1) << one << " frames/s\n"
+            << "  together " << aggregate << " frames/s, " << std::setprecision(2) << aggregate / one
+            << "x one device\n";
+}
+
+void bench(const BenchOptions& o) {
+  if (!o.devices.empty()) return bench_devices(o);
+  parse_frame_size(o.size);  // a malformed --size fails before the model is built
   if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
     throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
   if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
@@ -139,34 +324,13 @@ void bench(const BenchOptions& o) {
       io::verbose_note("engine", line);
   }
   const auto& info = model->info();
-  const int64_t f = info.spatial_factor, tf = info.temporal_factor;
-  if (width % f || height % f) throw Error("--size must be a multiple of " + std::to_string(f));
-  if ((o.frames - 1) % tf) throw Error("--frames must be 1 + " + std::to_string(tf) + "k");
-
-  // Smooth random content in [-1, 1] (never zeros: they would flatter the timings).
-  torch::manual_seed(1);
-  auto coarse = torch::rand({1, 3, o.frames, height / f, width / f}) * 2 - 1;
-  auto video =
-      torch::nn::functional::interpolate(coarse, torch::nn::functional::InterpolateFuncOptions()
-                                                     .size(std::vector<int64_t>{o.frames, height, width})
-                                                     .mode(torch::kTrilinear)
-                                                     .align_corners(false))
-          .add_(torch::randn({1, 3, o.frames, height, width}) * 0.05)
-          .clamp_(-1, 1)
-          .to(device);
-  auto latents =
-      torch::randn({1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f, width / f}).to(device);
-  // Bench holds the whole clip on the device, and the whole result twice (the last run's is still in `out`
-  // while the next one is made): the plan leaves room for them.
   const core::Op op = core::parse_op(o.op);
-  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
-  int64_t resident = op == core::Op::kDecode ? bytes_of(latents) : bytes_of(video);
-  if (op != core::Op::kEncode) resident += 2 * 3 * o.frames * width * height * element;
-  if (op != core::Op::kDecode) resident += 2 * bytes_of(latents) / 4 * element;  // the latents it makes
-  core::PlannerOptions planner = o.memory.planner;
-  planner.reserved_bytes = resident;
-  const core::Plan plan = core::plan_run(
-      core::PlanRequest::of(info, model->parameter_count(), op, width, height, dtype), planner);
+  BenchClip clip = make_bench_clip(o, *model, device, dtype);
+  const torch::Tensor& video = clip.video;
+  const torch::Tensor& latents = clip.latents;
+  const core::PlannerOptions& planner = clip.planner;
+  const int64_t resident = clip.resident;
+  const core::Plan& plan = clip.plan;
   if (!o.json) std::cerr << plan.summary() << "\n";
   const double fraction = core::Device::of(device).cap_memory(planner.budget_bytes);
 
@@ -320,6 +484,9 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option(
+      "--devices", o->devices,
+      "GPUs to time at once, one model each (all, 0,1 or cuda:0,cuda:2), against the first alone");
   cmd->add_option("--dtype", o->dtype, "fp32, bf16 or fp16")->capture_default_str();
   cmd->add_option("--chunk", o->chunk, "Latent frames per chunk")
       ->check(CLI::Range(int64_t{1}, core::kMaxChunk))

@@ -18,6 +18,7 @@ extern "C" {
 }
 
 #include "app/commands.h"
+#include "app/devices.h"
 #include "core/checkpoint.h"
 #include "core/device/device.h"
 #include "core/error.h"
@@ -64,6 +65,10 @@ nlohmann::json collect_info() {
   j["libavcodec"] = av_version(avcodec_version());
   j["libavutil"] = av_version(avutil_version());
   j["gpus"] = nlohmann::json::array();
+  // What --devices all takes: a batch is split over these (Note [Batches over devices]).
+  j["batch_devices"] = nlohmann::json::array();
+  for (int64_t i = 0; i < visible_cuda_devices(); ++i)
+    j["batch_devices"].push_back("cuda:" + std::to_string(i));
   if (torch::cuda::is_available()) {
     for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
       const auto* p = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i));
@@ -95,7 +100,8 @@ void print_info(const nlohmann::json& j) {
             << "FFmpeg      " << str(j["ffmpeg"]) << " (libavformat " << str(j["libavformat"])
             << ", libavcodec " << str(j["libavcodec"]) << ")\n";
   if (j["gpus"].empty()) {
-    std::cout << "GPU         no CUDA device\n";
+    std::cout << "GPU         no CUDA device\n"
+              << "Batches     on one device (--devices needs CUDA devices)\n";
     return;
   }
   for (const auto& g : j["gpus"]) {
@@ -106,6 +112,10 @@ void print_info(const nlohmann::json& j) {
       std::cout << ", preset " << g["suggested_preset"].get<std::string>();
     std::cout << "\n";
   }
+  std::string all;
+  for (const auto& d : j["batch_devices"]) all += (all.empty() ? "" : ", ") + d.get<std::string>();
+  std::cout << "Batches     --devices all: " << all
+            << ", one input per device at a time, longest first (one clip is not split across devices)\n";
 }
 
 nlohmann::json inspect(const std::string& path) {

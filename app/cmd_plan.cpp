@@ -1,10 +1,14 @@
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
+#include "app/batch.h"
 #include "app/commands.h"
+#include "app/device_batch.h"
+#include "app/devices.h"
 #include "app/memory_options.h"
 #include "app/run_options.h"
 #include "core/checkpoint.h"
@@ -24,8 +28,40 @@ struct PlanOptions {
   std::string dtype = "bf16";
   int64_t chunk = 1;
   bool json = false;
+  std::string devices;              // --devices: how a batch would be split over them
+  std::vector<std::string> inputs;  // with --devices: the batch's inputs (files or folders)
   MemoryOptions memory;
 };
+
+// How a batch of `inputs` would be split over `devices` (Note [Batches over devices]): each device's inputs
+// in the order it would take them, with their frames.
+nlohmann::json split_json(const PlanOptions& o, const std::vector<torch::Device>& devices) {
+  const RunCommand command = o.op == "decode" ? RunCommand::kDecode : RunCommand::kRoundtrip;
+  std::vector<BatchItem> items;
+  for (const std::string& input : o.inputs) {
+    std::error_code error;
+    if (!std::filesystem::exists(input, error))
+      throw Error("cannot open input " + input + ": No such file or directory");
+    if (std::filesystem::is_directory(input, error)) {
+      for (const auto& file : folder_inputs(input, command)) items.push_back({file, {}});
+    } else {
+      items.push_back({input, {}});
+    }
+  }
+  std::vector<io::InputLength> lengths;
+  for (const BatchItem& item : items) lengths.push_back(io::probe_length(item.input));
+  const std::vector<size_t> order = longest_first(items, lengths);
+  const std::vector<size_t> device_of = predict_split(order, lengths, devices.size());
+  nlohmann::json split = nlohmann::json::array();
+  for (const torch::Device& device : devices)
+    split.push_back({{"device", device.str()}, {"inputs", nlohmann::json::array()}, {"frames", 0}});
+  for (const size_t i : order) {
+    nlohmann::json& share = split[device_of[i]];
+    share["inputs"].push_back({{"input", items[i].input.string()}, {"frames", lengths[i].frames}});
+    share["frames"] = share["frames"].get<int64_t>() + lengths[i].frames;
+  }
+  return split;
+}
 
 // The model's description and parameter count, without weights in memory.
 std::pair<core::ModelInfo, int64_t> describe_model(const PlanOptions& o) {
@@ -42,6 +78,14 @@ std::pair<core::ModelInfo, int64_t> describe_model(const PlanOptions& o) {
 }
 
 void plan(const PlanOptions& o) {
+  std::vector<torch::Device> devices;
+  if (!o.devices.empty()) {
+    const int64_t count = visible_cuda_devices();
+    devices = parse_devices(o.devices, count);
+    check_device_agrees(o.device, devices, count);
+  } else if (!o.inputs.empty()) {
+    throw UsageError("plan: inputs are for showing how --devices would split a batch; give --devices too");
+  }
   const auto [width, height] = parse_frame_size(o.size);
   const auto [info, params] = describe_model(o);
   const int64_t f = info.spatial_factor;
@@ -61,6 +105,11 @@ void plan(const PlanOptions& o) {
         {"dtype", c10::toString(dtype)},
         {"preset", o.memory.chosen ? nlohmann::json(o.memory.chosen->name) : nlohmann::json()},
         {"plan", p.to_json()}};
+    if (!devices.empty()) {
+      j["devices"] = nlohmann::json::array();
+      for (const torch::Device& d : devices) j["devices"].push_back(d.str());
+      if (!o.inputs.empty()) j["split"] = split_json(o, devices);
+    }
     std::cout << core::json_text(j) << "\n";
     return;
   }
@@ -71,6 +120,20 @@ void plan(const PlanOptions& o) {
             << ", activations " << core::format_size(e.activations) << ", chunk in/out "
             << core::format_size(e.io) << "\n"
             << "  coefficients: " << p.calibration << "\n";
+  if (devices.empty()) return;
+  std::cout << "devices: a batch runs on " << device_list(devices)
+            << ", one input per device at a time, longest first, each under this plan on its own device; one "
+               "input is not split across devices\n";
+  if (o.inputs.empty()) return;
+  for (const nlohmann::json& share : split_json(o, devices)) {
+    std::string inputs;
+    for (const nlohmann::json& input : share["inputs"])
+      inputs += (inputs.empty() ? "" : ", ") +
+                std::filesystem::path(input["input"].get<std::string>()).filename().string() + " (" +
+                std::to_string(input["frames"].get<int64_t>()) + ")";
+    std::cout << "  " << share["device"].get<std::string>() << ": " << share["frames"].get<int64_t>()
+              << " frames: " << (inputs.empty() ? "nothing" : inputs) << "\n";
+  }
 }
 
 }  // namespace
@@ -93,6 +156,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--chunk", o->chunk, "Fixed latent frames per chunk (default: the planner's)")
       ->check(CLI::Range(int64_t{1}, core::kMaxChunk));
   cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->add_option("--devices", o->devices,
+                  "GPUs a batch would be split over (all, 0,1 or cuda:0,cuda:2): shows the split");
+  cmd->add_option(
+      "inputs", o->inputs,
+      "with --devices: a batch's inputs (files or folders), to show which device would take each");
   add_memory_options(*cmd, o->memory, o->device, o->dtype, o->chunk);
   cmd->callback([o] { plan(*o); });
 }

@@ -86,6 +86,9 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
       "--model", options.model,
       "model family, when detection from the weights should be overridden: " + core::model_family_names());
   sub.add_option("--device", options.device, "cpu, cuda or cuda:N (default: cuda when available)");
+  sub.add_option("--devices", options.devices,
+                 "GPUs to spread a batch over, one model and one input at a time each: all, 0,1 or "
+                 "cuda:0,cuda:2 (default: --device's alone)");
   sub.add_option("--dtype", options.dtype, "fp32, bf16 or fp16 (default: bf16 on CUDA, fp32 on the CPU)")
       ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16"}));
   sub.add_option("--chunk", options.chunk,
@@ -201,13 +204,18 @@ torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device) 
   return device.is_cuda() ? torch::kBFloat16 : torch::kFloat;
 }
 
+core::ModelOptions model_options(const RunOptions& options, torch::Device device) {
+  core::ModelOptions model;
+  model.family = options.model;
+  model.device = device;
+  model.dtype = resolve_dtype(options.dtype, device);
+  return model;
+}
+
 std::shared_ptr<core::VaeModel> load_model(const RunOptions& options, LoadSeconds* seconds) {
   using Clock = std::chrono::steady_clock;
   const fs::path weights = resolve_weights(options);
-  core::ModelOptions model;
-  model.family = options.model;
-  model.device = resolve_device(options.device);
-  model.dtype = resolve_dtype(options.dtype, model.device);
+  const core::ModelOptions model = model_options(options, resolve_device(options.device));
   const Clock::time_point start = Clock::now();
   const core::Checkpoint checkpoint = core::load_checkpoint(weights);
   const Clock::time_point read = Clock::now();

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/memory_options.h"
+#include "core/models/registry.h"
 #include "core/vae_model.h"
 #include "io/pipeline.h"
 
@@ -28,6 +29,7 @@ struct RunOptions {
   std::string weights;              // empty: $VAECODEC_WEIGHTS
   std::string model;            // --model: the family, overriding detection from the weights; empty: detected
   std::string device = "auto";  // "cpu", "cuda", "cuda:N"; auto: cuda when available
+  std::string devices;          // --devices all|0,1|cuda:0,cuda:2 (Note [Several devices]); empty: one device
   std::string dtype = "auto";   // "fp32", "bf16", "fp16"; auto: bf16 on CUDA, fp32 on the CPU
   int64_t chunk = core::ChunkOptions{}.latent_frames;  // latent frames per chunk
   std::string codec;  // empty: libx264 for .mp4/.mkv/.mov, else the container's default
@@ -79,6 +81,9 @@ struct LoadSeconds {
   double read = 0;
   double build = 0;
 };
+
+// The model options of a run on `device`: --model's family (empty: detected), --dtype (auto: by device).
+core::ModelOptions model_options(const RunOptions& options, torch::Device device);
 
 // Loads the weights and builds the model on the chosen device and dtype; `seconds`, when given, gets the
 // time of each step.

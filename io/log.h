@@ -7,8 +7,9 @@
 namespace vaecodec::io {
 
 // A warning for the user: one line on stderr, whatever --quiet says (it silences progress, not problems).
+// Written with one call, so that warnings of runs on several devices at once do not interleave.
 inline void warn(const std::string& message) {
-  std::cerr << "vaecodec: warning: " << message << std::endl;
+  std::cerr << ("vaecodec: warning: " + message + "\n") << std::flush;
 }
 
 // --verbose: what the engine applied (Note [What the engine applied] in core/engine_report.h) and the full

@@ -36,9 +36,10 @@ size_t frame_queue_capacity(const core::ModelInfo& info, const core::ChunkOption
   return static_cast<size_t>(1 + info.temporal_factor * std::max<int64_t>(chunks.latent_frames, 1));
 }
 
-ProgressOptions quiet_if(bool quiet) {
+ProgressOptions progress_options(const PipelineOptions& options) {
   ProgressOptions progress;
-  progress.quiet = quiet;
+  progress.quiet = options.quiet;
+  progress.listener = options.frames_done;
   return progress;
 }
 
@@ -240,7 +241,7 @@ struct FinishingRun::State {
       side_writer.emplace(side_temp->path(), options.side_by_side, wide, options.writer);
     }
     references = meter || side_writer;
-    progress.emplace(label, frames, quiet_if(options.quiet));
+    progress.emplace(label, frames, progress_options(options));
     writing.emplace(*writer, capacity, audio_streams.empty() ? nullptr : &audio, meter ? &*meter : nullptr,
                     &*progress, side_writer ? &*side_writer : nullptr);
   }
@@ -376,7 +377,7 @@ static RunSummary encode_once(core::VaeModel& model, const fs::path& input, cons
   // A musubi cache file is named by what was read; it is made once that is known.
   std::optional<core::AtomicFile> temp;
   if (!musubi) temp.emplace(output);
-  Progress progress("encode", reader.frame_count_hint(), quiet_if(options.quiet));
+  Progress progress("encode", reader.frame_count_hint(), progress_options(options));
   apply_autotune(model, options.autotune);
   EncodeFeeder feeder(model, chunking, geometry, device);
   std::vector<core::HostTensor> chunks;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,6 +54,9 @@ struct PipelineOptions {
   enum class LatentFormat { kVaecodec, kMusubi };
   LatentFormat latent_format = LatentFormat::kVaecodec;
   torch::ScalarType musubi_dtype = torch::kBFloat16;
+  // Told the frames done so far in the run, from the thread that does them (the writer's for roundtrip and
+  // decode, the model's for encode), quiet or not: a batch over devices draws one progress line for all.
+  std::function<void(int64_t done)> frames_done;
 };
 
 // What a run did, for the summary line and --json.

@@ -97,12 +97,24 @@ void Progress::update(int64_t done) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (finished_) return;
   done_ = done;
+  if (options_.listener) options_.listener(done);
   if (options_.quiet) return;
   const double t = now();
   const double interval = terminal_ ? options_.terminal_interval_s : options_.min_interval_s;
   if (t - last_print_ < interval) return;
   last_print_ = t;
   emit(status_line(t - start_), /*final=*/false);
+}
+
+void Progress::message(const std::string& line) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (terminal_ && drawn_width_ > 0) {
+    *out_ << "\r" << std::string(drawn_width_, ' ') << "\r";
+    drawn_width_ = 0;
+    last_print_ = 0;  // redraw at the next update
+  }
+  *out_ << line << "\n";
+  out_->flush();
 }
 
 void Progress::finish() {

@@ -19,6 +19,8 @@ struct ProgressOptions {
   double min_interval_s = 5.0;       // plain mode: at most one line per interval
   // Seconds on a monotonic clock (tests pass a fake one). Empty: std::chrono::steady_clock.
   std::function<double()> clock;
+  // Told the frames done at every update(), quiet or not (a batch's own progress line sums its runs').
+  std::function<void(int64_t done)> listener;
 };
 
 // Reports progress of long work in frames: done / total, frames per second and the estimated time left.
@@ -41,6 +43,9 @@ class Progress {
   void update(int64_t done);
   // Prints the final line; later calls (and update()) do nothing.
   void finish();
+  // Prints `line` on a line of its own, whatever `quiet` says: in terminal mode the progress line is wiped
+  // first and drawn again at the next update, so that messages of other threads do not run into it.
+  void message(const std::string& line);
 
  private:
   double now() const;

@@ -163,3 +163,35 @@ TEST_CASE("progress updates from several threads", "[progress]") {
   while (std::getline(in, line)) whole = whole && line.rfind("encode: ", 0) == 0;
   CHECK(whole);
 }
+
+TEST_CASE("progress messages: wiped terminal line, redrawn at the next update; the listener hears all",
+          "[progress]") {
+  std::ostringstream out;
+  double now = 0.0;
+  std::vector<int64_t> heard;
+  ProgressOptions options = fake_options(out, now, /*terminal=*/true);
+  options.listener = [&heard](int64_t done) { heard.push_back(done); };
+  SECTION("terminal") {
+    Progress progress("roundtrip batch", 10, options);
+    now = 1.0;
+    progress.update(2);
+    progress.message("vaecodec: error: a.mp4: broken");
+    now = 1.01;  // within the redraw interval: drawn all the same, the line having been wiped
+    progress.update(3);
+    CHECK(out.str() ==
+          "\rroundtrip batch: 2/10 frames (20%), 2.0 fps, ETA 0:04"
+          "\r                                                     \r"
+          "vaecodec: error: a.mp4: broken\n"
+          "\rroundtrip batch: 3/10 frames (30%), 3.0 fps, ETA 0:02");
+    CHECK(heard == std::vector<int64_t>{2, 3});
+  }
+  SECTION("quiet: messages still print, the listener still hears") {
+    options.quiet = true;
+    Progress progress("roundtrip batch", 10, options);
+    progress.update(4);
+    progress.message("vaecodec: error: b.mp4: broken");
+    progress.finish();
+    CHECK(out.str() == "vaecodec: error: b.mp4: broken\n");
+    CHECK(heard == std::vector<int64_t>{4});
+  }
+}
