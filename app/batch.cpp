@@ -19,6 +19,7 @@
 #include "io/interrupt.h"
 #include "io/latent_file.h"
 #include "io/log.h"
+#include "io/musubi_cache.h"
 #include "io/output_file.h"
 
 namespace vaecodec::app {
@@ -198,12 +199,19 @@ void run_command(RunCommand command, const RunOptions& options) {
     using Status = InputRecord::Status;
     // Finished outputs (Note [Shards]) are reported first, before a model is loaded for the rest.
     std::vector<BatchItem> items;
+    const bool musubi = command == RunCommand::kEncode && options.format == "musubi";
     for (const BatchItem& item : plan.items) {
       std::error_code error;
-      if (options.skip_existing && fs::is_regular_file(item.output, error)) {
-        std::cerr << "vaecodec: skipped " << item.input.string() << ": " << item.output.string() << " exists"
+      // A musubi cache file is named by what was read (Note [musubi-tuner's latent cache]): found by its
+      // pattern.
+      std::optional<fs::path> finished;
+      if (options.skip_existing && fs::is_regular_file(item.output, error)) finished = item.output;
+      if (options.skip_existing && musubi && !finished)
+        finished = io::find_musubi_cache(item.output.parent_path(), item.output.filename().string());
+      if (finished) {
+        std::cerr << "vaecodec: skipped " << item.input.string() << ": " << finished->string() << " exists"
                   << std::endl;
-        log.write({item.input, item.output, Status::kSkipped, 0, 0, "", ""});
+        log.write({item.input, *finished, Status::kSkipped, 0, 0, "", ""});
       } else {
         items.push_back(item);
       }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <regex>
 
 #include "core/error.h"
 #include "core/json_text.h"
@@ -42,6 +43,22 @@ std::string musubi_file_name(const MusubiItem& item) {
   return item.stem + window + kArchitecture + ".safetensors";
 }
 
+std::optional<std::filesystem::path> find_musubi_cache(const std::filesystem::path& folder,
+                                                       const std::string& stem) {
+  static const std::regex kWindow("_[0-9]{5,}-[0-9]{3,}_[0-9]{4,}x[0-9]{4,}_");
+  const std::string suffix = std::string(kArchitecture) + ".safetensors";
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= stem.size() + suffix.size() || name.compare(0, stem.size(), stem) != 0 ||
+        !name.ends_with(suffix) || !entry.is_regular_file(error))
+      continue;
+    const std::string window = name.substr(stem.size(), name.size() - stem.size() - suffix.size());
+    if (std::regex_match(window, kWindow)) return entry.path();
+  }
+  return std::nullopt;
+}
+
 int64_t musubi_frame_count(int64_t available) {
   return available < 1 ? 0 : 1 + 4 * ((available - 1) / 4);
 }
@@ -76,12 +93,9 @@ void write_musubi_cache(core::AtomicFile& file, const torch::Tensor& latents, co
   LatentMeta meta = record;
   meta.latent_channels = z.size(0);
   const std::map<std::string, std::string> metadata = {
-      {"architecture", kArchitecture},
-      {"width", std::to_string(item.width)},
-      {"height", std::to_string(item.height)},
-      {"frame_count", std::to_string(item.frames)},
-      {"format_version", kFormatVersion},
-      {"vaecodec", core::json_text(to_json(meta))},
+      {"architecture", kArchitecture},         {"width", std::to_string(item.width)},
+      {"height", std::to_string(item.height)}, {"frame_count", std::to_string(item.frames)},
+      {"format_version", kFormatVersion},      {"vaecodec", core::json_text(to_json(meta))},
   };
   core::write_safetensors(file, {{key, z}}, metadata);
 }

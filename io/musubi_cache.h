@@ -2,12 +2,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <torch/torch.h>
 
-#include "core/vae_model.h"
 #include "core/atomic_file.h"
+#include "core/vae_model.h"
 #include "io/latent_file.h"
 
 namespace vaecodec::io {
@@ -48,6 +49,12 @@ struct MusubiItem {
 
 // The cache file's name for `item` (no folder).
 std::string musubi_file_name(const MusubiItem& item);
+
+// The cache file of the clip named `stem` in `folder`, when one exists: a name musubi_file_name gives for
+// that stem with any window and size (what was read decides them, so a finished file is found by its
+// pattern).
+std::optional<std::filesystem::path> find_musubi_cache(const std::filesystem::path& folder,
+                                                       const std::string& stem);
 
 // The frames a window of `available` frames keeps: the longest 1 + 4k not above it.
 int64_t musubi_frame_count(int64_t available);

@@ -2,6 +2,8 @@
 // the tiny Wan2.1 weights; the cache read back by tests/musubi_cache_check.py with the safetensors package,
 // the way musubi-tuner's loader reads it, and compared with vaecodec's own latents of the same frames.
 
+#include <sstream>
+
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -105,6 +107,40 @@ TEST_CASE("cli encode --format musubi: a folder of clips becomes a cache musubi-
   CHECK(p.frames() == 17);
   CHECK(p.width == 64);
   CHECK(p.height == 48);
+}
+
+TEST_CASE(
+    "cli encode --format musubi --skip-existing: a clip whose cache file exists is skipped, by its pattern",
+    "[cli][musubi]") {
+  ScratchDir clips, cache;
+  make_clip(clips / "a.mp4",
+            "-f lavfi -i testsrc2=size=32x32:rate=24 -frames:v 5 -pix_fmt yuv420p -c:v libx264");
+  make_clip(clips / "a_b.mp4",
+            "-f lavfi -i testsrc2=size=32x32:rate=24 -frames:v 5 -pix_fmt yuv420p -c:v libx264");
+  const std::string command = "encode " + quote(clips.path()) + " -o " + quote(cache.path()) +
+                              " --format musubi --skip-existing --json" + weights();
+  const std::string a = "a_00000-005_0032x0032_wan.safetensors";
+  const std::string ab = "a_b_00000-005_0032x0032_wan.safetensors";
+  REQUIRE(run_cli(command).status == 0);
+  REQUIRE(list_dir(cache.path()) == std::vector<std::string>{a, ab});
+
+  // Only a_b's file remains: "a" must not take it for its own (the stem is a prefix of the other's).
+  std::filesystem::remove(cache / a);
+  const CliResult again = run_cli(command);
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  CHECK_THAT(again.err, Contains("skipped " + (clips / "a_b.mp4").string() + ": " + (cache / ab).string()));
+  CHECK(again.err.find("skipped " + (clips / "a.mp4").string()) == std::string::npos);
+  CHECK(list_dir(cache.path()) == std::vector<std::string>{a, ab});
+  int skipped = 0, ok = 0;
+  std::istringstream lines(again.out);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    skipped += j.value("status", "") == "skipped";
+    ok += j.value("status", "") == "ok";
+  }
+  CHECK(skipped == 1);
+  CHECK(ok == 1);
 }
 
 TEST_CASE("cli encode --format musubi: --vf, -ss and --frames name the window; fp32 on request",
