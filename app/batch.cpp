@@ -68,6 +68,24 @@ StartedRun start_input(RunCommand command, core::VaeModel& model, const io::Pipe
   return started;
 }
 
+StartedRun start_batch_input(RunCommand command, core::VaeModel& model, const io::PipelineOptions& pipeline,
+                             const BatchItem& item, const std::vector<fs::path>& weights,
+                             bool check_outputs) {
+  try {
+    if (check_outputs) {
+      io::check_output_path(item.output, {item.input});
+      io::check_output_path(item.output, weights, "weights file");
+    }
+    return start_input(command, model, pipeline, item);
+  } catch (const io::Interrupted&) {
+    throw;
+  } catch (const std::exception&) {
+    StartedRun failed;
+    failed.error = std::current_exception();
+    return failed;
+  }
+}
+
 // The weights file, when one is named already (the run fails later otherwise): no output may replace it.
 std::vector<fs::path> named_weights(const RunOptions& options) {
   if (!options.weights.empty()) return {options.weights};
@@ -298,22 +316,11 @@ void run_command(RunCommand command, const RunOptions& options) {
     for (const BatchItem& item : items) {
       current_output = item.output;
       const Clock::time_point start = Clock::now();
-      StartedRun started;
-      std::exception_ptr error;
-      try {
-        if (batch) {
-          io::check_output_path(item.output, {item.input});
-          io::check_output_path(item.output, named_weights(options), "weights file");
-        }
-        started = start_input(command, *model, pipeline, item);
-      } catch (const io::Interrupted&) {
-        throw;
-      } catch (const std::exception&) {
-        error = std::current_exception();
-      }
+      StartedRun started =
+          start_batch_input(command, *model, pipeline, item, named_weights(options), /*check_outputs=*/batch);
       finish_previous();
-      if (error) {
-        report(item, error, start);
+      if (started.error) {
+        report(item, started.error, start);
       } else if (started.done) {
         print(item, std::move(*started.done));
       } else {

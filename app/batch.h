@@ -1,5 +1,6 @@
 #pragma once
 
+#include <exception>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -47,9 +48,16 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
 struct StartedRun {
   std::optional<io::RunSummary> done;
   std::optional<io::FinishingRun> finishing;
+  std::exception_ptr error;  // set by start_batch_input when the input failed to start or (encode) to run
 };
 StartedRun start_input(RunCommand command, core::VaeModel& model, const io::PipelineOptions& pipeline,
                        const BatchItem& item);
+// start_input for one input of a batch: first checks that its output replaces neither its input nor the
+// `weights` (when `check_outputs`), and keeps a failure in `error` instead of throwing, so the batch goes on;
+// an interrupt still throws.
+StartedRun start_batch_input(RunCommand command, core::VaeModel& model, const io::PipelineOptions& pipeline,
+                             const BatchItem& item, const std::vector<std::filesystem::path>& weights,
+                             bool check_outputs);
 
 // The files a folder contributes to a batch: regular files, not hidden, in name order; for decode only
 // latents.

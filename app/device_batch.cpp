@@ -215,20 +215,11 @@ void run_worker(RunCommand command, const RunOptions& options, const io::Pipelin
       io::PipelineOptions pipeline = base;
       pipeline.frames_done = [&shared, i](int64_t done) { shared.frames(i, done); };
       const Clock::time_point start = Clock::now();
-      StartedRun started;
-      std::exception_ptr error;
-      try {
-        io::check_output_path(item.output, {item.input});
-        io::check_output_path(item.output, named_weights(options), "weights file");
-        started = start_input(command, *worker.model, pipeline, item);
-      } catch (const io::Interrupted&) {
-        throw;
-      } catch (const std::exception&) {
-        error = std::current_exception();
-      }
+      StartedRun started = start_batch_input(command, *worker.model, pipeline, item, named_weights(options),
+                                             /*check_outputs=*/true);
       finish_previous();
-      if (error) {
-        shared.failed(i, error, seconds_since(start), worker);
+      if (started.error) {
+        shared.failed(i, started.error, seconds_since(start), worker);
       } else if (started.done) {
         shared.ok(i, std::move(*started.done), worker);
       } else {
