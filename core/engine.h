@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "core/band_split.h"
 #include "core/causal_cache.h"
 #include "core/device/device.h"
 #include "core/planner.h"
@@ -14,13 +15,18 @@ namespace vaecodec::core {
 
 class TileSet;
 
-// How a run splits a sequence in time and space. Chunks in time do not change the result; spatial tiles
-// (Note [Tile blending] in core/tiling.h) change it slightly. Memory and speed depend on both.
+// How a run splits a sequence in time and space. Chunks in time and bands across devices do not change the
+// result; spatial tiles (Note [Tile blending] in core/tiling.h) change it slightly. Memory and speed depend on
+// all three.
 struct ChunkOptions {
   int64_t latent_frames =
       1;                 // latent frames per chunk; an encode chunk is temporal_factor * this many frames
   TileGrid tiles;        // the default, or a grid that does not cut the frame, runs whole frames
   bool offload = false;  // tiles' caches wait in host memory while other tiles run
+  // Two or more: the frame is split into these bands, top to bottom, each run by its place's model (Note
+  // [Bands across devices] in core/band_split.h); the run's own model then only names the output's device
+  // and the family. Not together with tiles.
+  std::vector<BandPlace> bands;
 
   static ChunkOptions of(const Plan& plan) { return {plan.chunk, plan.tiles, plan.offload}; }
 };
@@ -45,6 +51,7 @@ class EncodeRun {
   ChunkOptions chunks_;
   CausalCache cache_;
   std::unique_ptr<TileSet> tiles_;  // made at the first push when chunks_.tiles cuts the frame
+  std::unique_ptr<BandSet> bands_;  // made at the first push when chunks_.bands splits the frame
   torch::Tensor pending_;           // frames waiting for a full chunk
   int64_t frames_in_ = 0;
 };
@@ -66,6 +73,7 @@ class DecodeRun {
   ChunkOptions chunks_;
   CausalCache cache_;
   std::unique_ptr<TileSet> tiles_;
+  std::unique_ptr<BandSet> bands_;
   torch::Tensor pending_;
   int64_t latents_in_ = 0;
 };

@@ -1,7 +1,9 @@
 #include "core/layers.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "core/band_split.h"
 #include "core/error.h"
 #include "core/flops.h"
 #include "core/kernels/norm_silu.h"
@@ -21,6 +23,21 @@ CausalConv3d::CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kerne
   weight_ = register_parameter("weight", torch::empty({out, in, kernel[0], kernel[1], kernel[2]}), false);
   bias_ = register_parameter("bias", torch::empty({out}), false);
   history_ = kernel[0] > 1 ? kernel[0] - stride[0] : 0;
+  halo_top_ = padding[1];
+  halo_bottom_ = std::max<int64_t>(0, kernel[1] - stride[1] - padding[1]);
+}
+
+bool CausalConv3d::needs_halo() const { return (halo_top_ > 0 || halo_bottom_ > 0) && in_band(); }
+
+void CausalConv3d::allocate(Buffer& b, std::vector<int64_t> whole_sizes, int64_t past, int64_t frames,
+                            int64_t rows, const torch::TensorOptions& options) const {
+  if (needs_halo()) {
+    b.top = halo_top_;
+    b.bottom = halo_bottom_;
+    whole_sizes[3] += b.top + b.bottom;
+  }
+  b.whole = torch::empty(whole_sizes, options);
+  b.fill = b.whole.narrow(2, past, frames).narrow(3, b.top, rows);
 }
 
 torch::Tensor CausalConv3d::convolve(const torch::Tensor& x, bool with_bias) const {
@@ -31,8 +48,11 @@ torch::Tensor CausalConv3d::convolve(const torch::Tensor& x, bool with_bias) con
 }
 
 torch::Tensor CausalConv3d::forward(const torch::Tensor& x, CausalCache& cache) {
-  if (!looks_back()) return convolve(x);
-  return forward_with(x, cache.next());
+  if (looks_back()) return forward_with(x, cache.next());
+  if (!needs_halo()) return convolve(x);
+  Buffer buffer = prepare(x, cache);
+  buffer.fill.copy_(x);
+  return run(buffer);
 }
 
 torch::Tensor CausalConv3d::forward_with(const torch::Tensor& x, CausalCache::Slot& slot) {
@@ -45,7 +65,7 @@ CausalConv3d::Buffer CausalConv3d::prepare(at::IntArrayRef sizes, const torch::T
                                            CausalCache& cache) {
   if (looks_back()) return prepare_with(sizes, options, cache.next());
   Buffer b;
-  b.whole = b.fill = torch::empty(sizes, options);
+  allocate(b, sizes.vec(), 0, sizes[2], sizes[3], options);
   return b;
 }
 
@@ -56,8 +76,7 @@ CausalConv3d::Buffer CausalConv3d::prepare_with(at::IntArrayRef sizes, const tor
   const int64_t past = b.slot->history.defined() ? b.slot->history.size(2) : pad_front_;
   auto whole_sizes = sizes.vec();
   whole_sizes[2] += past;
-  b.whole = torch::empty(whole_sizes, options);
-  b.fill = b.whole.narrow(2, past, sizes[2]);
+  allocate(b, std::move(whole_sizes), past, sizes[2], sizes[3], options);
   if (past > 0) {
     auto head = b.whole.narrow(2, 0, past);
     if (b.slot->history.defined())
@@ -71,16 +90,27 @@ CausalConv3d::Buffer CausalConv3d::prepare_with(at::IntArrayRef sizes, const tor
 }
 
 torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias) {
-  if (!b.slot) return convolve(b.whole, with_bias);
   const int64_t past = b.whole.size(2) - b.fill.size(2);
-  if (b.replicate_pending)
-    b.whole.narrow(2, 0, past).copy_(b.fill.narrow(2, 0, 1).expand_as(b.whole.narrow(2, 0, past)));
-  if (history_ > 0) {
-    const int64_t keep = std::min(history_, b.whole.size(2));
-    b.slot->history = b.whole.narrow(2, b.whole.size(2) - keep, keep).clone();
+  if (b.replicate_pending) {
+    auto head = b.whole.narrow(2, 0, past);
+    head.copy_(b.whole.narrow(2, past, 1).expand_as(head));
   }
-  b.slot->started = true;
-  return convolve(b.whole, with_bias);
+  // The history keeps the halo rows too, so that the next chunk's buffer takes it whole; the next chunk
+  // fetches them again.
+  if (b.top > 0 || b.bottom > 0) fill_halo(b.whole, b.top, b.bottom);
+  if (b.slot) {
+    if (history_ > 0) {
+      const int64_t keep = std::min(history_, b.whole.size(2));
+      b.slot->history = b.whole.narrow(2, b.whole.size(2) - keep, keep).clone();
+    }
+    b.slot->started = true;
+  }
+  if (b.top == 0 && b.bottom == 0) return convolve(b.whole, with_bias);
+  // The halo rows stand in for the vertical padding.
+  auto out = at::conv3d(b.whole, weight_, with_bias ? bias_ : torch::Tensor(),
+                        {stride_[0], stride_[1], stride_[2]}, {0, 0, spatial_padding_[1]});
+  count_conv_flops(out, weight_);
+  return out;
 }
 
 RMSNorm::RMSNorm(int64_t channels, int gamma_rank) : channels_(channels) {

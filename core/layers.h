@@ -94,11 +94,14 @@ class CausalConv3d : public CausalModule {
   // that can write its output anywhere (the fused norm) writes it instead into the tail of a buffer whose
   // head already holds the history: prepare() returns the buffer and the view to fill, run() convolves it and
   // keeps the new history. The result is forward()'s.
+  // In a band of a split run (Note [Bands across devices] in core/band_split.h) whole also has the rows of
+  // the neighbouring bands the convolution reads, `top` above and `bottom` below fill's, which run() fetches.
   struct Buffer {
-    torch::Tensor whole;  // [B, C, past + t, H, W]
-    torch::Tensor fill;   // the last t frames of whole, for the caller to write
+    torch::Tensor whole;  // [B, C, past + t, top + H + bottom, W]
+    torch::Tensor fill;   // the last t frames of whole, interior rows, for the caller to write
     CausalCache::Slot* slot = nullptr;
     bool replicate_pending = false;  // the head copies frame 0, which is known only once fill is written
+    int64_t top = 0, bottom = 0;     // halo rows
   };
   // For a chunk of `sizes` ([B, C, t, H, W]) made with `options` (dtype, device, memory format). Takes the
   // cache slot, as forward() would.
@@ -118,10 +121,16 @@ class CausalConv3d : public CausalModule {
 
   const torch::Tensor& bias() const { return bias_; }
   bool looks_back() const { return history_ > 0 || pad_front_ > 0; }
+  // Whether this call runs in a band of a split run and reads rows past the band's edge.
+  bool needs_halo() const;
   int64_t in_channels() const { return weight_.size(1); }
   int64_t out_channels() const { return weight_.size(0); }
 
  private:
+  // Allocates whole (with halo rows when needs_halo()) and sets fill.
+  void allocate(Buffer& b, std::vector<int64_t> whole_sizes, int64_t past, int64_t frames, int64_t rows,
+                const torch::TensorOptions& options) const;
+
   torch::Tensor weight_;  // [out, in, kt, kh, kw]
   torch::Tensor bias_;    // [out]
   std::array<int64_t, 3> stride_;
@@ -129,6 +138,9 @@ class CausalConv3d : public CausalModule {
   int64_t pad_front_;  // padding frames before frame 0
   int64_t history_;    // frames carried to the next chunk
   CausalPad pad_;
+  // The rows above and below its own that an output row's band reads: top = padding, bottom = kernel -
+  // stride - padding (Note [Bands across devices]).
+  int64_t halo_top_, halo_bottom_;
 };
 
 // Note [Deferred bias]

@@ -1,5 +1,6 @@
 #include "core/models/seedvr2/seedvr2_blocks.h"
 
+#include "core/band_split.h"
 #include "core/engine_report.h"
 #include "core/error.h"
 #include "core/flops.h"
@@ -36,6 +37,7 @@ FrameGroupNorm::FrameGroupNorm(int64_t channels, int64_t groups) : groups_(group
 }
 
 torch::Tensor FrameGroupNorm::forward(const torch::Tensor& x, bool silu) const {
+  if (in_band()) return composite(x, silu);
   if (x.is_cuda()) {
     auto y = torch::empty_like(x);  // keeps x's memory format
     if (kernels::frame_group_norm_into(x, weight_, bias_, groups_, kNormEps, silu, y)) return y;
@@ -44,7 +46,7 @@ torch::Tensor FrameGroupNorm::forward(const torch::Tensor& x, bool silu) const {
 }
 
 void FrameGroupNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out) const {
-  if (kernels::frame_group_norm_into(x, weight_, bias_, groups_, kNormEps, /*silu=*/true, out)) return;
+  if (!in_band() && kernels::frame_group_norm_into(x, weight_, bias_, groups_, kNormEps, /*silu=*/true, out)) return;
   out.copy_(composite(x, /*silu=*/true));
 }
 
@@ -55,6 +57,26 @@ torch::Tensor FrameGroupNorm::composite(const torch::Tensor& x, bool silu) const
   // Statistics per (batch, group, frame): [B, G, C/G, T, H*W] reduced over dims 2 and 4.
   auto xf = x.to(compute).reshape({b, groups_, per_group, t, -1});
   auto [var, mean] = at::var_mean(xf, {2, 4}, /*unbiased=*/false, /*keepdim=*/true);  // [B, G, 1, T, 1]
+  if (in_band()) {
+    // A group's pixels are spread over the bands: pool every band's count, mean and variance (float64),
+    // the variance as the mean of the bands' variances plus the variance of their means, count-weighted.
+    const double count = static_cast<double>(xf.size(2) * xf.size(4));
+    auto all = gather_bands({mean.to(torch::kDouble), var.to(torch::kDouble),
+                             torch::full({}, count, mean.options().dtype(torch::kDouble))});
+    torch::Tensor n_sum, m_sum;
+    for (const auto& band : all) {
+      n_sum = n_sum.defined() ? n_sum + band[2] : band[2];
+      m_sum = m_sum.defined() ? m_sum + band[2] * band[0] : band[2] * band[0];
+    }
+    const auto pooled_mean = m_sum / n_sum;
+    torch::Tensor v_sum;
+    for (const auto& band : all) {
+      auto part = band[2] * (band[1] + (band[0] - pooled_mean).square());
+      v_sum = v_sum.defined() ? v_sum + part : part;
+    }
+    mean = pooled_mean.to(compute);
+    var = (v_sum / n_sum).to(compute);
+  }
   auto weight = weight_.to(compute).reshape({1, groups_, per_group, 1, 1});
   auto bias = bias_.to(compute).reshape({1, groups_, per_group, 1, 1});
   // y = (x - mean) * rstd * weight + bias, as one scale and shift per (batch, channel, frame).
@@ -99,10 +121,15 @@ torch::Tensor SeedVR2Attention::forward(const torch::Tensor& x, CausalCache& cac
   auto q = F::linear(tokens, q_weight_, q_bias_).unsqueeze(1);
   auto k = F::linear(tokens, k_weight_, k_bias_).unsqueeze(1);
   auto v = F::linear(tokens, v_weight_, v_bias_).unsqueeze(1);
+  if (in_band()) {  // a band's queries attend to the whole frame (Note [Bands across devices])
+    auto kv = concat_bands({k, v}, 2);
+    k = kv[0];
+    v = kv[1];
+  }
   log_attention_backend(q, k, v);  // Note [What the engine applied] in core/engine_report.h
   auto attended = at::scaled_dot_product_attention(q, k, v).squeeze(1);  // [B*T, H*W, C]
-  // Projections 2*HW*C*(3C + C), attention scores and weighted sum 2 * 2*HW*HW*C, per frame.
-  FlopCounter::add(2.0 * b * t * h * w * c * 4 * c + 4.0 * b * t * double(h * w) * double(h * w) * c);
+  // Projections 2*HW*C*(3C + C), attention scores and weighted sum 2 * 2*HW*keys*C, per frame.
+  FlopCounter::add(2.0 * b * t * h * w * c * 4 * c + 4.0 * b * t * double(h * w) * double(k.size(2)) * c);
   auto out = F::linear(attended, out_weight_, out_bias_);
   return x + out.reshape({b, t, h, w, c}).permute({0, 4, 1, 2, 3});
 }
@@ -135,11 +162,13 @@ SeedVR2Downsample::SeedVR2Downsample(int64_t channels, bool temporal) {
 }
 
 torch::Tensor SeedVR2Downsample::forward(const torch::Tensor& x, CausalCache& cache) {
-  // Zero-pad right and bottom by one, [B, C, T, H, W] -> [B, C, T, H + 1, W + 1], in the conv's buffer.
+  // Zero-pad right and bottom by one, [B, C, T, H, W] -> [B, C, T, H + 1, W + 1], in the conv's buffer. In a
+  // band of a split run the row below is the next band's, which the conv fetches itself.
   const int64_t h = x.size(3), w = x.size(4);
-  auto buffer =
-      conv_->prepare({x.size(0), x.size(1), x.size(2), h + 1, w + 1}, CausalConv3d::layout_of(x), cache);
-  buffer.fill.narrow(3, h, 1).zero_();
+  const int64_t pad_rows = in_band() ? 0 : 1;
+  auto buffer = conv_->prepare({x.size(0), x.size(1), x.size(2), h + pad_rows, w + 1},
+                               CausalConv3d::layout_of(x), cache);
+  if (pad_rows) buffer.fill.narrow(3, h, 1).zero_();
   buffer.fill.narrow(4, w, 1).zero_();
   buffer.fill.narrow(3, 0, h).narrow(4, 0, w).copy_(x);
   return conv_->run(buffer);

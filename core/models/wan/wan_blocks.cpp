@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/band_split.h"
 #include "core/engine_report.h"
 #include "core/flops.h"
 #include "core/kernels/norm_silu.h"
@@ -53,10 +54,15 @@ torch::Tensor WanAttentionBlock::forward(const torch::Tensor& x, CausalCache& ca
   auto q = qkv.narrow(2, 0, c).unsqueeze(1);
   auto k = qkv.narrow(2, c, c).unsqueeze(1);
   auto v = qkv.narrow(2, 2 * c, c).unsqueeze(1);
+  if (in_band()) {  // a band's queries attend to the whole frame (Note [Bands across devices])
+    auto kv = concat_bands({k, v}, 2);
+    k = kv[0];
+    v = kv[1];
+  }
   log_attention_backend(q, k, v);  // Note [What the engine applied] in core/engine_report.h
   auto attended = at::scaled_dot_product_attention(q, k, v).squeeze(1);  // [B*T, HW, C]
-  // Projections 2*HW*C*(3C + C), attention scores and weighted sum 2 * 2*HW*HW*C, per frame.
-  FlopCounter::add(2.0 * b * t * h * w * c * 4 * c + 4.0 * b * t * double(h * w) * double(h * w) * c);
+  // Projections 2*HW*C*(3C + C), attention scores and weighted sum 2 * 2*HW*keys*C, per frame.
+  FlopCounter::add(2.0 * b * t * h * w * c * 4 * c + 4.0 * b * t * double(h * w) * double(k.size(2)) * c);
   auto out = torch::nn::functional::linear(attended, proj_weight_.flatten(1), proj_bias_);
   return out.reshape({b, t, h, w, c}).permute({0, 4, 1, 2, 3}) + x;
 }
@@ -135,7 +141,9 @@ torch::Tensor WanResample::upsample(const torch::Tensor& x) {
     phase_source_ = weight_.data_ptr();
   }
   const int64_t n = x.size(0), t = x.size(2), h = x.size(3), w = x.size(4), o = weight_.size(0);
-  auto r = at::conv3d(x, phase_weight_, {}, {1, 1, 1}, {0, 1, 1});  // [N, 4O, T, H + 1, W + 1]
+  // In a band the rows above and below come from the neighbours instead of the padding.
+  auto r = in_band() ? at::conv3d(with_halo(x, 1, 1), phase_weight_, {}, {1, 1, 1}, {0, 0, 1})
+                     : at::conv3d(x, phase_weight_, {}, {1, 1, 1}, {0, 1, 1});  // [N, 4O, T, H + 1, W + 1]
   auto out = torch::empty({n, o, t, 2 * h, 2 * w}, x.options().memory_format(format));
   if (!x.is_cuda() || !kernels::interleave_phases_into(r, bias_f32_.of(bias_), out)) {
     // Splitting a dimension is a view in any layout: H -> (h, a), W -> (w, b), the channels -> (phase, O).
@@ -152,9 +160,10 @@ torch::Tensor WanResample::upsample(const torch::Tensor& x) {
 
 torch::Tensor WanResample::spatial(const torch::Tensor& x) {
   if (mode_ == ResampleMode::kDownsample2d || mode_ == ResampleMode::kDownsample3d) {
-    // Zero-pad right and bottom by one, then a stride-2 3x3 conv.
+    // Zero-pad right and bottom by one, then a stride-2 3x3 conv; in a band the row below is the next band's.
     const auto w = weight_.unsqueeze(2);  // [out, C, 1, 3, 3]
-    auto padded = torch::constant_pad_nd(x, {0, 1, 0, 1}).contiguous(x.suggest_memory_format());
+    auto padded = in_band() ? with_halo(torch::constant_pad_nd(x, {0, 1}), 0, 1)
+                            : torch::constant_pad_nd(x, {0, 1, 0, 1}).contiguous(x.suggest_memory_format());
     auto out = at::conv3d(padded, w, bias_, {1, 2, 2});
     count_conv_flops(out, w);
     return out;

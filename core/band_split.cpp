@@ -1,0 +1,221 @@
+#include "core/band_split.h"
+
+#include <exception>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <c10/cuda/CUDAGuard.h>
+
+#include "core/device/memory_faults.h"
+#include "core/error.h"
+
+namespace vaecodec::core {
+namespace {
+
+thread_local BandContext* tls_band = nullptr;
+
+// What a band throws when another band failed: the other band's error is the one reported.
+class BandAborted : public Error {
+ public:
+  BandAborted() : Error("another band of the split run failed") {}
+};
+
+BandContext& band_or_throw(const char* what) {
+  BandContext* c = current_band();
+  if (!c) throw Error(std::string(what) + " outside a band of a split run");
+  return *c;
+}
+
+const std::vector<std::vector<torch::Tensor>>& exchange(BandContext& c, std::vector<torch::Tensor> mine) {
+  return c.link->exchange(c.band, c.step++, std::move(mine));
+}
+
+}  // namespace
+
+std::vector<BandRows> band_rows(int64_t latent_height, int64_t bands) {
+  if (bands < 1) throw Error("a split run needs at least one band");
+  if (latent_height < bands)
+    throw Error("a frame of " + std::to_string(latent_height) + " latent rows cannot be split into " +
+                std::to_string(bands) + " bands of at least one row each");
+  std::vector<BandRows> rows(bands);
+  const int64_t base = latent_height / bands, taller = latent_height % bands;
+  int64_t first = 0;
+  for (int64_t i = 0; i < bands; ++i) {
+    rows[i] = {first, base + (i < taller ? 1 : 0)};
+    first += rows[i].count;
+  }
+  return rows;
+}
+
+BandLink::BandLink(int64_t bands) : bands_(bands) {
+  for (auto& p : posted_) p.resize(bands);
+}
+
+const std::vector<std::vector<torch::Tensor>>& BandLink::exchange(int64_t band, int64_t step,
+                                                                  std::vector<torch::Tensor> mine) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (aborted_) throw BandAborted();
+  posted_[step % 2][band] = std::move(mine);
+  if (++arrived_ == bands_) {
+    arrived_ = 0;
+    completed_ = step;
+    // Every band has reached this step, so every band is done reading the previous one's posts: let their
+    // tensors go (they may hold whole activations alive).
+    for (auto& p : posted_[(step + 1) % 2]) p.clear();
+    changed_.notify_all();
+  } else {
+    changed_.wait(lock, [&] { return aborted_ || completed_ >= step; });
+    if (aborted_) throw BandAborted();
+  }
+  // Not changed before this band's next call: the next writes to this parity come two steps on.
+  return posted_[step % 2];
+}
+
+void BandLink::abort() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  aborted_ = true;
+  changed_.notify_all();
+}
+
+BandContext* current_band() { return tls_band; }
+
+BandScope::BandScope(BandLink& link, int64_t band, torch::Device device) : previous_(tls_band) {
+  context_.link = &link;
+  context_.band = band;
+  context_.device = device;
+  tls_band = &context_;
+}
+
+BandScope::~BandScope() { tls_band = previous_; }
+
+void fill_halo(const torch::Tensor& whole, int64_t top, int64_t bottom) {
+  BandContext& c = band_or_throw("fill_halo");
+  const int64_t rows = whole.size(3) - top - bottom;
+  if (rows < std::max(top, bottom))
+    throw Error("a band of " + std::to_string(rows) + " rows is narrower than its convolution's margin");
+  // The band above reads this band's first `bottom` interior rows, the band below its last `top`.
+  const auto& posted =
+      exchange(c, {whole.narrow(3, top, bottom), whole.narrow(3, top + rows - top, top)});
+  if (top > 0) {
+    auto above = whole.narrow(3, 0, top);
+    if (c.band == 0)
+      above.zero_();
+    else
+      above.copy_(posted[c.band - 1][1]);
+  }
+  if (bottom > 0) {
+    auto below = whole.narrow(3, top + rows, bottom);
+    if (c.band + 1 == c.bands())
+      below.zero_();
+    else
+      below.copy_(posted[c.band + 1][0]);
+  }
+}
+
+torch::Tensor with_halo(const torch::Tensor& x, int64_t top, int64_t bottom) {
+  auto sizes = x.sizes().vec();
+  sizes[3] += top + bottom;
+  auto whole = torch::empty(sizes, x.options().memory_format(x.suggest_memory_format()));
+  whole.narrow(3, top, x.size(3)).copy_(x);
+  fill_halo(whole, top, bottom);
+  return whole;
+}
+
+std::vector<std::vector<torch::Tensor>> gather_bands(const std::vector<torch::Tensor>& mine) {
+  BandContext& c = band_or_throw("gather_bands");
+  const auto& posted = exchange(c, mine);
+  std::vector<std::vector<torch::Tensor>> all(posted.size());
+  for (size_t b = 0; b < posted.size(); ++b)
+    for (const auto& t : posted[b]) all[b].push_back(t.device() == c.device ? t : t.to(c.device));
+  return all;
+}
+
+std::vector<torch::Tensor> concat_bands(const std::vector<torch::Tensor>& mine, int64_t dim) {
+  const auto all = gather_bands(mine);
+  std::vector<torch::Tensor> out;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& band : all) parts.push_back(band.at(i));
+    out.push_back(torch::cat(parts, dim));
+  }
+  return out;
+}
+
+BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Direction direction,
+                 int64_t latent_height)
+    : out_device_(out_device), direction_(direction), latent_height_(latent_height) {
+  const auto rows = band_rows(latent_height, static_cast<int64_t>(places.size()));
+  std::set<VaeModel*> models;
+  for (size_t i = 0; i < places.size(); ++i) {
+    const BandPlace& p = places[i];
+    if (!p.model || !p.device) throw Error("a band of a split run has no model or no device");
+    if (!models.insert(p.model).second) throw Error("two bands of a split run share one model");
+    if (p.model->device() != p.device->torch_device())
+      throw Error("band " + std::to_string(i) + "'s model is on " + p.model->device().str() + ", the band on " +
+                  p.device->torch_device().str());
+    bands_.push_back({p, rows[i], {}});
+  }
+}
+
+int64_t BandSet::cache_bytes() const {
+  int64_t n = 0;
+  for (const auto& b : bands_) n += b.cache.bytes();
+  return n;
+}
+
+torch::Tensor BandSet::run(const torch::Tensor& x) {
+  const int64_t factor = bands_.front().place.model->info().spatial_factor;
+  const int64_t in_scale = direction_ == Direction::kEncode ? factor : 1;
+  if (x.size(3) != latent_height_ * in_scale)
+    throw Error("a split run planned for " + std::to_string(latent_height_ * in_scale) + " rows got " +
+                std::to_string(x.size(3)));
+  before_model_call();
+  const auto n = bands_.size();
+  BandLink link(static_cast<int64_t>(n));
+  std::vector<torch::Tensor> outputs(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        Band& band = bands_[i];
+        VaeModel& model = *band.place.model;
+        const torch::Device device = band.place.device->torch_device();
+        c10::InferenceMode inference;
+        std::optional<c10::cuda::CUDAGuard> on_device;
+        if (device.is_cuda()) on_device.emplace(device);
+        auto part = x.narrow(3, band.rows.first * in_scale, band.rows.count * in_scale)
+                        .to(device, model.dtype())
+                        .contiguous(model.memory_format());
+        BandScope scope(link, static_cast<int64_t>(i), device);
+        outputs[i] = direction_ == Direction::kEncode ? model.encode(part, band.cache)
+                                                      : model.decode(part, band.cache);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        link.abort();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  // The first band's own failure, not the others' report of it.
+  for (const auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const BandAborted&) {
+      continue;
+    }
+  }
+  for (const auto& e : errors)
+    if (e) throw Error("a band of the split run stopped without saying why");
+  c10::InferenceMode inference;
+  std::vector<torch::Tensor> parts;
+  for (auto& out : outputs) parts.push_back(out.to(out_device_.torch_device()));
+  outputs.clear();
+  return torch::cat(parts, 3);
+}
+
+}  // namespace vaecodec::core
