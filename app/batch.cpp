@@ -195,10 +195,13 @@ void run_command(RunCommand command, const RunOptions& options) {
     const io::PipelineOptions pipeline = pipeline_options(options);
     const Batch plan = plan_batch(command, options);
     const bool batch = plan.into_folder;
-    if (!batch && devices.size() > 1)
-      throw UsageError("--devices " + options.devices + ": " + options.inputs[0] +
-                       " is one input, and splitting one clip across devices is not implemented; give "
-                       "several inputs or a folder (a batch), or one device");
+    // One input on several devices: the clip is split across them in bands (Note [Bands across devices] in
+    // core/band_split.h), one model per device, the output on the first.
+    std::vector<torch::Device> split;
+    if (!batch && devices.size() > 1) {
+      split = devices;
+      devices.clear();
+    }
     if (!batch && devices.size() == 1) {  // one input on the one device named
       RunOptions on_one = options;
       on_one.devices.clear();
@@ -256,15 +259,23 @@ void run_command(RunCommand command, const RunOptions& options) {
 
     LoadSeconds load;
     std::shared_ptr<core::VaeModel> model;
+    std::vector<std::shared_ptr<core::VaeModel>> band_models;  // a split's, one per device, the first `model`
     try {
-      model = load_model(options, &load);
+      if (split.empty()) {
+        model = load_model(options, &load);
+      } else {
+        band_models = load_models(options, split, &load);
+        model = band_models.front();
+      }
     } catch (const std::exception&) {  // no input can run: each gets its line, the error goes to main()
       const std::string message = error_line(std::current_exception());
       for (const BatchItem& item : items)
         log.write({item.input, item.output, Status::kFailed, 0, 0, "", message});
       throw;
     }
-    const std::string device = model->device().str();
+    const std::string device = split.empty() ? model->device().str() : device_list(split);
+    io::PipelineOptions run_pipeline = pipeline;
+    for (const auto& m : band_models) run_pipeline.bands.push_back({m.get(), &core::Device::of(m->device())});
     if (options.verbose) {  // Note [What the engine applied]
       core::KernelLog::enable(true);
       for (const std::string& line : core::engine_setup_lines(*model, options.autotune == "on"))
@@ -317,7 +328,7 @@ void run_command(RunCommand command, const RunOptions& options) {
       current_output = item.output;
       const Clock::time_point start = Clock::now();
       StartedRun started =
-          start_batch_input(command, *model, pipeline, item, named_weights(options), /*check_outputs=*/batch);
+          start_batch_input(command, *model, run_pipeline, item, named_weights(options), /*check_outputs=*/batch);
       finish_previous();
       if (started.error) {
         report(item, started.error, start);

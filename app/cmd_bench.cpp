@@ -20,6 +20,7 @@
 
 #include "app/commands.h"
 #include "app/devices.h"
+#include "core/band_split.h"
 #include "app/memory_options.h"
 #include "app/run_options.h"
 #include "core/device/device.h"
@@ -46,6 +47,7 @@ struct BenchOptions {
   std::string op = "decode";
   std::string device = "cuda";
   std::string devices;  // --devices: time every one at once (Note [Benchmark over devices])
+  bool split = false;   // with --devices: one clip split across them (Note [Bands across devices])
   std::string dtype = "bf16";
   int64_t chunk = 1;
   int runs = 3;
@@ -307,7 +309,101 @@ void bench_devices(const BenchOptions& o) {
             << "x one device\n";
 }
 
+// `bench --devices LIST --split`: the clip split across the devices in bands (Note [Bands across devices] in
+// core/band_split.h) against the first device alone, in one call: the time, each device's peak memory and
+// the bytes each device received from the others per run (halo rows, attention keys and values).
+void bench_split(const BenchOptions& o) {
+  if (o.accuracy || o.profile || o.compare_untiled || !o.trace.empty())
+    throw UsageError("--split times the split run; run --accuracy, --profile, --compare-untiled and --trace on "
+                     "one device (--device)");
+  if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
+  if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
+    throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
+  const int64_t count = visible_cuda_devices();
+  const std::vector<torch::Device> devices = parse_devices(o.devices, count);
+  check_device_agrees(o.device, devices, count);
+  if (devices.size() < 2) throw UsageError("--split needs two or more --devices");
+  const DeviceTiming alone = time_on_device(o, devices.front(), nullptr);
+
+  const auto dtype = resolve_dtype(o.dtype, devices.front());
+  std::vector<std::shared_ptr<core::VaeModel>> models;
+  core::ChunkOptions chunks;
+  for (const torch::Device& d : devices) {
+    models.push_back(make_model(o, d, dtype));
+    chunks.bands.push_back({models.back().get(), &core::Device::of(d)});
+  }
+  core::VaeModel& model = *models.front();
+  const BenchClip clip = make_bench_clip(o, model, devices.front(), dtype);
+  core::PlannerOptions untiled = clip.planner;
+  untiled.tiling = false;
+  untiled.tile.reset();
+  const auto [width, height] = parse_frame_size(o.size);
+  const core::Plan plan = core::plan_run(
+      core::band_plan_request(
+          core::PlanRequest::of(model.info(), model.parameter_count(), core::parse_op(o.op), width, height, dtype),
+          static_cast<int64_t>(devices.size())),
+      untiled);
+  chunks.latent_frames = plan.chunk;
+  auto run = [&] {
+    if (o.op == "encode") return core::encode_video(model, clip.video, chunks);
+    if (o.op == "decode") return core::decode_latents(model, clip.latents, chunks);
+    return core::decode_latents(model, core::encode_video(model, clip.video, chunks), chunks);
+  };
+  auto synchronize_all = [&] {
+    for (const torch::Device& d : devices) synchronize(d);
+  };
+  for (int i = 0; i < o.warmup; ++i) run();
+  synchronize_all();
+  for (const torch::Device& d : devices) core::Device::of(d).reset_peak_statistics();
+  core::reset_band_traffic();
+  std::vector<double> seconds;
+  for (int i = 0; i < o.runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    torch::Tensor out = run();
+    synchronize_all();
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::vector<double> sorted = seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  const auto traffic = core::band_traffic();
+  nlohmann::json per_device = nlohmann::json::array();
+  for (const torch::Device& d : devices) {
+    const auto it = traffic.find(d.str());
+    per_device.push_back({{"device", d.str()},
+                          {"peak_allocated_bytes", core::Device::of(d).peak_allocated_bytes()},
+                          {"peak_reserved_bytes", core::Device::of(d).peak_reserved_bytes()},
+                          {"received_bytes_per_run", (it == traffic.end() ? 0 : it->second) / o.runs}});
+  }
+  const nlohmann::json j = {{"op", o.op},
+                            {"size", o.size},
+                            {"frames", o.frames},
+                            {"dtype", o.dtype},
+                            {"split", {{"devices", per_device}, {"runs", seconds}, {"median_s", median},
+                                       {"plan", plan.to_json()}}},
+                            {"one_device",
+                             {{"device", alone.device.str()},
+                              {"median_s", alone.median},
+                              {"peak_allocated_bytes", alone.peak_allocated}}},
+                            {"speedup_vs_one_device", alone.median / median}};
+  if (o.json) {
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(3) << o.op << " " << o.size << " x" << o.frames << " " << o.dtype
+            << " split across " << devices.size() << " devices in bands: median " << median << " s against "
+            << alone.median << " s on " << alone.device.str() << " alone, " << std::setprecision(2)
+            << alone.median / median << "x\n";
+  for (const nlohmann::json& d : per_device)
+    std::cout << "  " << d["device"].get<std::string>() << ": peak " << std::setprecision(2)
+              << d["peak_allocated_bytes"].get<int64_t>() / double(1ull << 30) << " GiB allocated, received "
+              << std::setprecision(1) << d["received_bytes_per_run"].get<int64_t>() / double(1 << 20)
+              << " MiB per run\n";
+}
+
 void bench(const BenchOptions& o) {
+  if (o.split && o.devices.empty()) throw UsageError("--split splits the clip across --devices; give --devices too");
+  if (o.split) return bench_split(o);
   if (!o.devices.empty()) return bench_devices(o);
   parse_frame_size(o.size);  // a malformed --size fails before the model is built
   if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
@@ -487,6 +583,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option(
       "--devices", o->devices,
       "GPUs to time at once, one model each (all, 0,1 or cuda:0,cuda:2), against the first alone");
+  cmd->add_flag("--split", o->split,
+                "With --devices: one clip split across them in bands (exact), against the first device alone");
   cmd->add_option("--dtype", o->dtype, "fp32, bf16 or fp16")->capture_default_str();
   cmd->add_option("--chunk", o->chunk, "Latent frames per chunk")
       ->check(CLI::Range(int64_t{1}, core::kMaxChunk))

@@ -115,7 +115,7 @@ void print_info(const nlohmann::json& j) {
   std::string all;
   for (const auto& d : j["batch_devices"]) all += (all.empty() ? "" : ", ") + d.get<std::string>();
   std::cout << "Batches     --devices all: " << all
-            << ", one input per device at a time, longest first (one clip is not split across devices)\n";
+            << ", one input per device at a time, longest first; one input is split across them in bands\n";
 }
 
 nlohmann::json inspect(const std::string& path) {

@@ -9,6 +9,7 @@
 #include "app/commands.h"
 #include "app/device_batch.h"
 #include "app/devices.h"
+#include "core/band_split.h"
 #include "app/memory_options.h"
 #include "app/run_options.h"
 #include "core/checkpoint.h"
@@ -96,6 +97,21 @@ void plan(const PlanOptions& o) {
   const core::PlanRequest request =
       core::PlanRequest::of(info, params, core::parse_op(o.op), padded_w, padded_h, dtype);
   const core::Plan p = core::plan_run(request, o.memory.planner);
+  // One input across the devices (Note [Bands across devices]): each device planned for its band, untiled.
+  std::optional<core::Plan> band_plan;
+  std::string band_refusal, band_rows_text;
+  if (devices.size() > 1) {
+    core::PlannerOptions untiled = o.memory.planner;
+    untiled.tiling = false;
+    untiled.tile.reset();
+    try {
+      const auto rows = core::band_rows(padded_h / f, static_cast<int64_t>(devices.size()));
+      band_rows_text = std::to_string(rows.back().count * f) + "-" + std::to_string(rows.front().count * f);
+      band_plan = core::plan_run(core::band_plan_request(request, static_cast<int64_t>(devices.size())), untiled);
+    } catch (const Error& e) {
+      band_refusal = e.what();
+    }
+  }
   if (o.json) {
     nlohmann::json j = {
         {"model", info.family},
@@ -109,6 +125,9 @@ void plan(const PlanOptions& o) {
       j["devices"] = nlohmann::json::array();
       for (const torch::Device& d : devices) j["devices"].push_back(d.str());
       if (!o.inputs.empty()) j["split"] = split_json(o, devices);
+      if (devices.size() > 1)
+        j["bands"] = band_plan ? nlohmann::json{{"rows", band_rows_text}, {"plan", band_plan->to_json()}}
+                               : nlohmann::json{{"refused", band_refusal}};
     }
     std::cout << core::json_text(j) << "\n";
     return;
@@ -122,8 +141,14 @@ void plan(const PlanOptions& o) {
             << "  coefficients: " << p.calibration << "\n";
   if (devices.empty()) return;
   std::cout << "devices: a batch runs on " << device_list(devices)
-            << ", one input per device at a time, longest first, each under this plan on its own device; one "
-               "input is not split across devices\n";
+            << ", one input per device at a time, longest first, each under this plan on its own device\n";
+  if (devices.size() > 1) {
+    if (band_plan)
+      std::cout << "one input is split across them in " << devices.size() << " bands of " << band_rows_text
+                << " rows, each device: " << band_plan->summary() << "\n";
+    else
+      std::cout << "one input cannot be split across them: " << band_refusal << "\n";
+  }
   if (o.inputs.empty()) return;
   for (const nlohmann::json& share : split_json(o, devices)) {
     std::string inputs;
@@ -157,7 +182,7 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, core::kMaxChunk));
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->add_option("--devices", o->devices,
-                  "GPUs a batch would be split over (all, 0,1 or cuda:0,cuda:2): shows the split");
+                  "GPUs a batch or one input would be split over (all, 0,1 or cuda:0,cuda:2): shows the split");
   cmd->add_option(
       "inputs", o->inputs,
       "with --devices: a batch's inputs (files or folders), to show which device would take each");

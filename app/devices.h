@@ -16,9 +16,9 @@ namespace vaecodec::app {
 // loaded or written: a device that does not exist, one named twice (two workers on one GPU would share its
 // memory budget, which the planner gives whole to each), `--devices` where there is no CUDA device, the CPU
 // in the list (`--device cpu` runs on it), and a `--device` that says otherwise (`cpu`, or a `cuda:N` not in
-// the list; `cuda` and `auto` agree with any list). One input across several devices (each GPU a band of
-// every frame) is not implemented: one input (one output file) with several devices is refused
-// (app/batch.cpp); with one device it runs there.
+// the list; `cuda` and `auto` agree with any list). One input (one output file) on several devices is split
+// across them, each GPU a band of every frame (Note [Bands across devices] in core/band_split.h); with one
+// device it runs there.
 
 // The CUDA devices `text` names, in its order, given `cuda_count` visible CUDA devices. Throws UsageError
 // (Note [Several devices]) for anything else; the message starts with "--devices TEXT".

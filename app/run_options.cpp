@@ -213,13 +213,20 @@ core::ModelOptions model_options(const RunOptions& options, torch::Device device
 }
 
 std::shared_ptr<core::VaeModel> load_model(const RunOptions& options, LoadSeconds* seconds) {
+  return load_models(options, {resolve_device(options.device)}, seconds).front();
+}
+
+std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& options,
+                                                         const std::vector<torch::Device>& devices,
+                                                         LoadSeconds* seconds) {
   using Clock = std::chrono::steady_clock;
   const fs::path weights = resolve_weights(options);
-  const core::ModelOptions model = model_options(options, resolve_device(options.device));
   const Clock::time_point start = Clock::now();
   const core::Checkpoint checkpoint = core::load_checkpoint(weights);
   const Clock::time_point read = Clock::now();
-  std::shared_ptr<core::VaeModel> built = core::build_model(checkpoint, model);
+  std::vector<std::shared_ptr<core::VaeModel>> built;
+  for (const torch::Device& device : devices)
+    built.push_back(core::build_model(checkpoint, model_options(options, device)));
   if (seconds) {
     seconds->read = std::chrono::duration<double>(read - start).count();
     seconds->build = std::chrono::duration<double>(Clock::now() - read).count();

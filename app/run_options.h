@@ -88,6 +88,10 @@ core::ModelOptions model_options(const RunOptions& options, torch::Device device
 // Loads the weights and builds the model on the chosen device and dtype; `seconds`, when given, gets the
 // time of each step.
 std::shared_ptr<core::VaeModel> load_model(const RunOptions& options, LoadSeconds* seconds = nullptr);
+// The same on each of `devices`, the weights read once (a clip split across devices: one model per device).
+std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& options,
+                                                         const std::vector<torch::Device>& devices,
+                                                         LoadSeconds* seconds = nullptr);
 
 // The pipeline's options from the command line's.
 io::PipelineOptions pipeline_options(const RunOptions& options);

@@ -16,6 +16,19 @@ namespace {
 
 thread_local BandContext* tls_band = nullptr;
 
+std::mutex traffic_mutex;
+std::map<std::string, int64_t> traffic;
+
+// `t` on this band's device, counted as traffic when it comes from another device.
+torch::Tensor received(const BandContext& c, const torch::Tensor& t) {
+  if (t.device() == c.device) return t;
+  {
+    std::lock_guard<std::mutex> lock(traffic_mutex);
+    traffic[c.device.str()] += static_cast<int64_t>(t.numel() * t.element_size());
+  }
+  return t.to(c.device);
+}
+
 // What a band throws when another band failed: the other band's error is the one reported.
 class BandAborted : public Error {
  public:
@@ -47,6 +60,15 @@ std::vector<BandRows> band_rows(int64_t latent_height, int64_t bands) {
     first += rows[i].count;
   }
   return rows;
+}
+
+PlanRequest band_plan_request(const PlanRequest& whole, int64_t bands) {
+  const int64_t f = whole.spatial_factor;
+  const int64_t latent_height = whole.height / f;
+  const int64_t tallest = band_rows(latent_height, bands).front().count;
+  PlanRequest band = whole;
+  band.height = std::min(latent_height, tallest + 2) * f;
+  return band;
 }
 
 BandLink::BandLink(int64_t bands) : bands_(bands) {
@@ -81,6 +103,16 @@ void BandLink::abort() {
 
 BandContext* current_band() { return tls_band; }
 
+std::map<std::string, int64_t> band_traffic() {
+  std::lock_guard<std::mutex> lock(traffic_mutex);
+  return traffic;
+}
+
+void reset_band_traffic() {
+  std::lock_guard<std::mutex> lock(traffic_mutex);
+  traffic.clear();
+}
+
 BandScope::BandScope(BandLink& link, int64_t band, torch::Device device) : previous_(tls_band) {
   context_.link = &link;
   context_.band = band;
@@ -103,14 +135,14 @@ void fill_halo(const torch::Tensor& whole, int64_t top, int64_t bottom) {
     if (c.band == 0)
       above.zero_();
     else
-      above.copy_(posted[c.band - 1][1]);
+      above.copy_(received(c, posted[c.band - 1][1]));
   }
   if (bottom > 0) {
     auto below = whole.narrow(3, top + rows, bottom);
     if (c.band + 1 == c.bands())
       below.zero_();
     else
-      below.copy_(posted[c.band + 1][0]);
+      below.copy_(received(c, posted[c.band + 1][0]));
   }
 }
 
@@ -128,7 +160,7 @@ std::vector<std::vector<torch::Tensor>> gather_bands(const std::vector<torch::Te
   const auto& posted = exchange(c, mine);
   std::vector<std::vector<torch::Tensor>> all(posted.size());
   for (size_t b = 0; b < posted.size(); ++b)
-    for (const auto& t : posted[b]) all[b].push_back(t.device() == c.device ? t : t.to(c.device));
+    for (const auto& t : posted[b]) all[b].push_back(received(c, t));
   return all;
 }
 

@@ -2,6 +2,8 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <mutex>
 #include <vector>
 
@@ -9,6 +11,7 @@
 
 #include "core/causal_cache.h"
 #include "core/device/device.h"
+#include "core/planner.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
@@ -45,6 +48,11 @@ struct BandRows {
   int64_t first = 0, count = 0;
 };
 std::vector<BandRows> band_rows(int64_t latent_height, int64_t bands);
+
+// What one device of a split run must hold: `whole`'s run for the tallest of `bands` bands, plus a latent
+// row above and below for the halo (more than the halo needs at every resolution). Planned untiled, it is
+// the plan of every device of the split.
+PlanRequest band_plan_request(const PlanRequest& whole, int64_t bands);
 
 // The meeting point of the bands of one split run.
 class BandLink {
@@ -103,6 +111,11 @@ torch::Tensor with_halo(const torch::Tensor& x, int64_t top, int64_t bottom);
 std::vector<torch::Tensor> concat_bands(const std::vector<torch::Tensor>& mine, int64_t dim);
 // Every band's `mine`, indexed by band, each copied to this band's device.
 std::vector<std::vector<torch::Tensor>> gather_bands(const std::vector<torch::Tensor>& mine);
+
+// Bytes each device has received from other bands' devices at the exchanges (halo rows, attention keys and
+// values, norm statistics) since the last reset, by device ("cuda:1"); bands sharing a device do not count.
+std::map<std::string, int64_t> band_traffic();
+void reset_band_traffic();
 
 // The bands of a run (Note [Bands across devices]): one model call per band per chunk, each on its own
 // thread, and the bands' outputs joined into the frame on the run's device.

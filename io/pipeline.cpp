@@ -154,6 +154,50 @@ core::PlannerOptions settle_budget(const core::VaeModel& model, core::PlannerOpt
 // (with_replans): the failed attempt's state is gone by then.
 thread_local std::optional<core::PlanRequest> last_plan_request;
 
+// Note [Planning bands]
+// A clip split across devices is planned as the tallest band alone on the device with the least room (each
+// band holds the whole model and its band's activations, caches and input and output, plus the halo rows,
+// which are a few rows per layer): the budget is per device, every device's allocator is capped at it, and
+// the plan's chunk length serves every band. Bands are not tiled: a band that does not fit untiled is refused
+// with what would fit, more devices or a larger budget.
+core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geometry,
+                      const PipelineOptions& options) {
+  const int64_t f = model.info().spatial_factor;
+  const int64_t latent_height = geometry.padded_height / f;
+  const auto rows = core::band_rows(latent_height, static_cast<int64_t>(options.bands.size()));
+  std::optional<core::PlannerOptions> planner;
+  std::string devices;
+  for (const core::BandPlace& band : options.bands) {
+    core::PlannerOptions mine = settle_budget(*band.model, *options.memory);
+    if (!planner || (mine.budget_bytes > 0 && mine.budget_bytes < planner->budget_bytes)) planner = mine;
+    devices += (devices.empty() ? "" : ",") + band.device->torch_device().str();
+  }
+  planner->tiling = false;
+  planner->tile.reset();
+  last_plan_request = core::band_plan_request(
+      core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
+                            geometry.padded_height, model.dtype()),
+      static_cast<int64_t>(rows.size()));
+  core::Plan plan;
+  try {
+    plan = core::plan_run(*last_plan_request, *planner);
+  } catch (const Error& e) {
+    throw Error("one band of " + std::to_string(geometry.padded_width) + "x" + std::to_string(rows.front().count * f) +
+                " (of " + std::to_string(options.bands.size()) + " across " + devices + ") does not fit: " +
+                e.what() + "; use more devices or a larger budget");
+  }
+  plan.tiles = core::TileGrid::whole(latent_height, geometry.padded_width / f);
+  double fraction = 0;
+  for (const core::BandPlace& band : options.bands) fraction = band.device->cap_memory(planner->budget_bytes);
+  if (!options.quiet || verbose())
+    std::cerr << "vaecodec: " << plan.summary() << "; split in " << options.bands.size()
+              << " bands of " << rows.back().count * f << "-" << rows.front().count * f << " rows across "
+              << devices << ", budget per device" << std::endl;
+  if (fraction > 0)
+    verbose_note("allocator", "capped at " + core::format_size(planner->budget_bytes) + " on each of " + devices);
+  return plan;
+}
+
 // The chunk and tiles of a run (core/planner.h): planned when the options ask, else options.chunks untiled.
 // Planning happens here because the frame size is known only once the input is open.
 core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geometry,
@@ -166,6 +210,7 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
     plan.tiles = core::TileGrid::whole(geometry.padded_height / f, geometry.padded_width / f);
     return plan;
   }
+  if (!options.bands.empty()) return plan_bands(model, op, geometry, options);
   const core::PlannerOptions planner = settle_budget(model, *options.memory);
   last_plan_request = core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
                                             geometry.padded_height, model.dtype());
@@ -189,6 +234,15 @@ void report_memory(core::VaeModel& model, const core::Plan& plan, const Pipeline
   if (!options.memory) return;
   summary.plan = plan;
   if (options.quiet || !model.device().is_cuda()) return;
+  if (!options.bands.empty()) {  // each device's peak against the tallest band's estimate
+    std::string peaks;
+    for (const core::BandPlace& band : options.bands)
+      peaks += (peaks.empty() ? "" : ", ") + band.device->torch_device().str() + " " +
+               core::format_size(band.device->peak_allocated_bytes());
+    std::cerr << "vaecodec: peak VRAM " << peaks << " (estimated " << core::format_size(plan.estimate.total())
+              << " per device)" << std::endl;
+    return;
+  }
   std::cerr << "vaecodec: peak VRAM "
             << core::format_size(core::Device::of(model.device()).peak_allocated_bytes()) << " (estimated "
             << core::format_size(plan.estimate.total()) << ")" << std::endl;
@@ -308,7 +362,8 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kRoundtrip, geometry, options);
-  const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
+  core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
+  chunking.bands = options.bands;
 
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
   FinishingRun::State& w = *state;
@@ -372,7 +427,8 @@ static RunSummary encode_once(core::VaeModel& model, const fs::path& input, cons
   if (musubi) check_musubi_size(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kEncode, geometry, options);
-  const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
+  core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
+  chunking.bands = options.bands;
 
   // A musubi cache file is named by what was read; it is made once that is known.
   std::optional<core::AtomicFile> temp;
@@ -573,7 +629,8 @@ static FinishingRun start_decode_once(core::VaeModel& model, const fs::path& inp
   const DecodePlan plan = plan_decode(file, info, input, options);
   const Geometry geometry = Geometry::of(info, plan.format.width, plan.format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kDecode, geometry, options);
-  const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
+  core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
+  chunking.bands = options.bands;
 
   core::Device& device = core::Device::of(model.device());
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);

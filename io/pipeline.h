@@ -31,6 +31,10 @@ namespace vaecodec::io {
 
 struct PipelineOptions {
   core::ChunkOptions chunks;  // latent frames per chunk: memory and speed, not the result
+  // Two or more: the clip is split across these bands' devices (Note [Bands across devices] in
+  // core/band_split.h); the run's model must be the first band's. A plan is then made for the tallest band
+  // on each device, untiled.
+  std::vector<core::BandPlace> bands;
   // With a value the run is planned (core/planner.h): the plan's chunk and tiles replace `chunks`, the
   // allocator is capped at the budget, and the plan and the measured peak go to stderr unless quiet.
   std::optional<core::PlannerOptions> memory;
