@@ -9,7 +9,7 @@
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
 #   BENCH_EXTRA, RUN_EXTRA                           arguments added to every bench / file run
 # Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
-#   profile startup cold heuristics reference batch candidates encoder long
+#   profile startup cold heuristics reference batch candidates encoder split long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -43,7 +43,7 @@ ninja -C "$BUILD" >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/b
 
 if has tests; then
   step "GPU tests"
-  timeout 240 "$BUILD/tests/vaecodec_tests" "[gpu]" >"$OUT/gpu_tests.log" 2>&1
+  timeout 420 "$BUILD/tests/vaecodec_tests" "[gpu]" >"$OUT/gpu_tests.log" 2>&1
   echo "gpu tests exit $?"; tail -4 "$OUT/gpu_tests.log"
   grep -E "FAILED|failed" -A8 "$OUT/gpu_tests.log" | head -40
   timeout 120 "$BUILD/tests/vaecodec_tests" "[golden]" -s 2>/dev/null | grep "^golden" | tee "$OUT/golden.txt"
@@ -80,6 +80,20 @@ if has models; then
         --accuracy --json | tee -a "$OUT/bench.jsonl"
     done
   done
+fi
+
+if has split; then  # needs two or more GPUs: one clip split across them in bands, against one GPU
+  step "split: one clip across every GPU in bands (bench --split), against the first GPU alone"
+  if (( $(nvidia-smi -L | wc -l) < 2 )); then
+    echo "  one GPU here: nothing to split across"
+  else
+    for row in wan2.1-vae:decode:3840x2160 wan2.1-vae:decode:1280x720 wan2.1-vae:encode:1280x720 \
+               seedvr2-vae:decode:1920x1080 wan2.2-vae:decode:1280x704; do
+      IFS=: read -r model op size <<<"$row"
+      timeout 300 "$BUILD/vaecodec" bench --random --model "$model" --op "$op" --size "$size" --frames 81 \
+        --dtype bf16 --runs "$RUNS" --devices all --split --json | tee -a "$OUT/split.jsonl"
+    done
+  fi
 fi
 
 if has memory; then
