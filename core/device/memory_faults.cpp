@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -23,9 +24,10 @@ struct Hook {
 // VAECODEC_TEST_OOM, parsed once; a malformed value is an error at the first model call, not ignored.
 Hook& hook() {
   static Hook* h = [] {
-    auto* parsed = new Hook;
+    // Owned until parsed: a malformed value throws, and then nothing is kept (a sanitizer's leak report).
+    auto parsed = std::make_unique<Hook>();
     const char* text = std::getenv("VAECODEC_TEST_OOM");
-    if (text == nullptr || *text == '\0') return parsed;
+    if (text == nullptr || *text == '\0') return parsed.release();
     const std::string spec = text;
     size_t start = 0;
     while (start <= spec.size()) {
@@ -45,7 +47,7 @@ Hook& hook() {
       }
       start = comma + 1;
     }
-    return parsed;
+    return parsed.release();
   }();
   return *h;
 }
