@@ -82,20 +82,6 @@ if has models; then
   done
 fi
 
-if has split; then  # needs two or more GPUs: one clip split across them in bands, against one GPU
-  step "split: one clip across every GPU in bands (bench --split), against the first GPU alone"
-  if (( $(nvidia-smi -L | wc -l) < 2 )); then
-    echo "  one GPU here: nothing to split across"
-  else
-    for row in wan2.1-vae:decode:3840x2160 wan2.1-vae:decode:1280x720 wan2.1-vae:encode:1280x720 \
-               seedvr2-vae:decode:1920x1080 wan2.2-vae:decode:1280x704; do
-      IFS=: read -r model op size <<<"$row"
-      timeout 300 "$BUILD/vaecodec" bench --random --model "$model" --op "$op" --size "$size" --frames 81 \
-        --dtype bf16 --runs "$RUNS" --devices all --split --json | tee -a "$OUT/split.jsonl"
-    done
-  fi
-fi
-
 if has memory; then
   step "memory: GPU tiers emulated by capping the allocator at the preset's budget"
   for row in none:decode:1920x1080 rtx4060-8g:decode:1280x720 rtx4060-8g:encode:1280x720 \
@@ -347,6 +333,34 @@ if has reference; then
       --dtype bf16 --accuracy --json | python3 -c "import json,sys; j=json.load(sys.stdin); print(json.dumps({'vaecodec': 'bench --accuracy', 'op': j['op'], 'size': j['size'], 'frames': j['frames'], 'relative_l2_bf16_vs_fp32': j['relative_l2_vs_fp32']}))" \
       | tee -a "$OUT/reference.jsonl"
   done
+fi
+
+if has split; then  # needs two or more GPUs: one clip split across them in bands, against one GPU
+  step "split: one clip across every GPU in bands (bench --split), against the first GPU alone"
+  if (( $(nvidia-smi -L | wc -l) < 2 )); then
+    echo "  one GPU here: nothing to split across"
+  else
+    for row in wan2.1-vae:decode:3840x2160 wan2.1-vae:decode:1280x720 wan2.1-vae:encode:1280x720 \
+               seedvr2-vae:decode:1920x1080 wan2.2-vae:decode:1280x704; do
+      IFS=: read -r model op size <<<"$row"
+      timeout 300 "$BUILD/vaecodec" bench --random --model "$model" --op "$op" --size "$size" --frames 81 \
+        --dtype bf16 --runs "$RUNS" --devices all --split --json | tee -a "$OUT/split.jsonl"
+    done
+    # A batch of 8 clips over every GPU against the first GPU alone, files to files, one command each.
+    step "split: a batch of ${SPLIT_CLIPS:-8} 720p x81 clips (round trip) on every GPU against the first alone"
+    make_weights
+    clip 81 /tmp/clip81.mp4
+    rm -rf /tmp/devbatch_in && mkdir -p /tmp/devbatch_in
+    for i in $(seq 1 "${SPLIT_CLIPS:-8}"); do cp /tmp/clip81.mp4 "/tmp/devbatch_in/clip$i.mp4"; done
+    for devices in "--device cuda:0" "--devices all"; do
+      rm -rf /tmp/devbatch_out
+      start=$(date +%s.%N)
+      timeout 500 "$BUILD/vaecodec" roundtrip /tmp/devbatch_in -o /tmp/devbatch_out --weights /tmp/wan21_random.pth \
+        --quiet $devices >/dev/null 2>>"$OUT/runs.err"
+      rc=$?
+      echo "  batch ${devices}: $(python3 -c "import sys,time; print('%.1f' % (time.time()-float(sys.argv[1])))" "$start") s (exit $rc)"
+    done
+  fi
 fi
 
 if has batch; then
