@@ -201,6 +201,7 @@ void run_command(RunCommand command, const RunOptions& options) {
     if (!batch && devices.size() > 1) {
       split = devices;
       devices.clear();
+      use_plain_allocator_for_peers();
     }
     if (!batch && devices.size() == 1) {  // one input on the one device named
       RunOptions on_one = options;

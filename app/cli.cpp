@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "app/commands.h"
+#include "app/devices.h"
 #include "app/errors.h"
 #include "app/record.h"
 #include "core/error.h"
@@ -18,7 +19,7 @@ int run_cli(int argc, char** argv) {
   // budget on an H100; with expandable segments (one growing mapping instead of fixed blocks) the cap held at
   // 5% over the allocated peak (docs/benchmarks.md, "Fragmentation"). Set before the first CUDA allocation,
   // unless the user chose allocator settings; the planner's margin (PlannerOptions::margin) assumes it.
-  setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
+  setenv("PYTORCH_CUDA_ALLOC_CONF", kDefaultAllocatorSettings, /*overwrite=*/0);
   CLI::App app{"vaecodec: run videos through causal video VAEs (encode, decode, round trip) on the GPU"};
   app.set_version_flag("--version", std::string("vaecodec ") + VAECODEC_VERSION);
   app.require_subcommand(1);

@@ -323,6 +323,7 @@ void bench_split(const BenchOptions& o) {
   const std::vector<torch::Device> devices = parse_devices(o.devices, count);
   check_device_agrees(o.device, devices, count);
   if (devices.size() < 2) throw UsageError("--split needs two or more --devices");
+  use_plain_allocator_for_peers();  // for the one-device run too, so that both use the same allocator
   const DeviceTiming alone = time_on_device(o, devices.front(), nullptr);
 
   const auto dtype = resolve_dtype(o.dtype, devices.front());

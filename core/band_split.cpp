@@ -16,6 +16,16 @@ namespace {
 
 thread_local BandContext* tls_band = nullptr;
 
+// Note [Copies between GPUs]
+// Everything one band hands another GPU is dense and of the receiver's dtype, so that LibTorch copies it with
+// one cudaMemcpyPeerAsync on the sender's stream (ordered after the work that made it, the receiver's stream
+// waiting for it) rather than with a strided copy kernel reading or writing the other GPU's memory.
+// The one run on two H200s before this (2026-11-23, bench --split, 720p) failed in 2 of 3 runs with "an
+// illegal memory access was encountered" while the same exchanges passed the two-GPU tests, which run
+// without the expandable segments the CLI turns on (app/cli.cpp): a run split across several GPUs now uses
+// LibTorch's plain caching allocator (app/devices.h, use_plain_allocator_for_peers()), whose memory peer
+// access covers as soon as it is enabled. Not yet measured again on two GPUs.
+
 std::mutex traffic_mutex;
 std::map<std::string, int64_t> traffic;
 
@@ -127,9 +137,11 @@ void fill_halo(const torch::Tensor& whole, int64_t top, int64_t bottom) {
   const int64_t rows = whole.size(3) - top - bottom;
   if (rows < std::max(top, bottom))
     throw Error("a band of " + std::to_string(rows) + " rows is narrower than its convolution's margin");
-  // The band above reads this band's first `bottom` interior rows, the band below its last `top`.
-  const auto& posted =
-      exchange(c, {whole.narrow(3, top, bottom), whole.narrow(3, top + rows - top, top)});
+  // The band above reads this band's first `bottom` interior rows, the band below its last `top`: posted as
+  // dense copies, so that a band on another GPU fetches them with one plain peer copy (Note [Copies between
+  // GPUs]).
+  const auto& posted = exchange(c, {whole.narrow(3, top, bottom).contiguous(),
+                                    whole.narrow(3, top + rows - top, top).contiguous()});
   if (top > 0) {
     auto above = whole.narrow(3, 0, top);
     if (c.band == 0)
@@ -157,7 +169,9 @@ torch::Tensor with_halo(const torch::Tensor& x, int64_t top, int64_t bottom) {
 
 std::vector<std::vector<torch::Tensor>> gather_bands(const std::vector<torch::Tensor>& mine) {
   BandContext& c = band_or_throw("gather_bands");
-  const auto& posted = exchange(c, mine);
+  std::vector<torch::Tensor> dense;
+  for (const auto& t : mine) dense.push_back(t.contiguous());
+  const auto& posted = exchange(c, std::move(dense));
   std::vector<std::vector<torch::Tensor>> all(posted.size());
   for (size_t b = 0; b < posted.size(); ++b)
     for (const auto& t : posted[b]) all[b].push_back(received(c, t));
@@ -219,8 +233,11 @@ torch::Tensor BandSet::run(const torch::Tensor& x) {
         c10::InferenceMode inference;
         std::optional<c10::cuda::CUDAGuard> on_device;
         if (device.is_cuda()) on_device.emplace(device);
+        // Cut, converted and made dense where x is, then one plain copy to the band's device.
         auto part = x.narrow(3, band.rows.first * in_scale, band.rows.count * in_scale)
-                        .to(device, model.dtype())
+                        .to(model.dtype())
+                        .contiguous(model.memory_format())
+                        .to(device)
                         .contiguous(model.memory_format());
         BandScope scope(link, static_cast<int64_t>(i), device);
         outputs[i] = direction_ == Direction::kEncode ? model.encode(part, band.cache)
