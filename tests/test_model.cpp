@@ -6,6 +6,7 @@
 #include "core/device/device.h"
 #include "core/engine.h"
 #include "core/error.h"
+#include "core/kernels/norm_silu.h"
 #include "core/layers.h"
 #include "core/models/registry.h"
 #include "core/models/wan/wan_blocks.h"
@@ -135,6 +136,40 @@ TEST_CASE("the channels-last layout computes the same function", "[model][layout
     CHECK(relative_error(decoded, core::decode_latents(*plain, latent, {chunk})) <= 1e-12);
     const auto encoded = core::encode_video(*last, video, {chunk});
     CHECK(relative_error(encoded, core::encode_video(*plain, video, {chunk})) <= 1e-12);
+  }
+}
+
+TEST_CASE("the temporal upsampler hands on, in every chunk, a layout the GPU kernels take",
+          "[model][layout]") {
+  // Note [Doubled frames' layout]: the upsampler's output goes to the next residual block, whose fused norm
+  // writes into its convolution's causal buffer and whose residual add reads it; the kernels' own layout
+  // conditions are checked here, on the CPU. Chunks of one latent frame after the first once handed them a
+  // strided view, and a first chunk of several frames a contiguous tensor. The same function in both layouts.
+  torch::manual_seed(0);
+  const int64_t in = 16, out = 8;
+  core::WanResample layer(in, core::ResampleMode::kUpsample3d, out);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : layer.parameters()) p.copy_(torch::randn(p.sizes()) / std::sqrt(double(in * 3)));
+  }
+  layer.to(torch::kDouble);
+  auto next = core::wan_conv3(out, out);
+  next->to(torch::kDouble);
+  for (const auto& chunks : std::vector<std::vector<int64_t>>{{1, 1, 1}, {2, 1, 3}}) {
+    core::CausalCache last_cache, plain_cache;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      INFO("chunk " << i << " (" << chunks[i] << " frame(s)) of a run whose first has " << chunks[0]);
+      const auto x = torch::randn({1, in, chunks[i], 5, 6}, torch::kDouble);
+      last_cache.rewind();  // as the model does at the start of each chunk
+      plain_cache.rewind();
+      const auto got = layer.forward(x.contiguous(torch::MemoryFormat::ChannelsLast3d), last_cache);
+      const auto expected = layer.forward(x, plain_cache);
+      CHECK(got.is_contiguous(torch::MemoryFormat::ChannelsLast3d));
+      core::CausalCache::Slot slot;  // the next convolution's, as norm_silu_conv prepares it
+      CHECK(core::kernels::rms_norm_silu_takes_layout(got, next->prepare_with(got, slot).fill));
+      CHECK(core::kernels::add_residual_takes_layout(torch::empty_like(got), got));
+      CHECK(relative_error(got, expected) <= 1e-12);
+    }
   }
 }
 

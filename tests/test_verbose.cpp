@@ -8,8 +8,10 @@
 #include <torch/torch.h>
 
 #include "app/errors.h"
+#include "core/engine.h"
 #include "core/engine_report.h"
 #include "core/error.h"
+#include "core/models/registry.h"
 #include "io/log.h"
 #include "tests/video_test_support.h"
 
@@ -138,18 +140,59 @@ TEST_CASE("cli --verbose: the engine's set-up, the plan and the kernels that ran
 TEST_CASE("cli --verbose on the GPU: own kernels and a fused attention backend ran", "[gpu][verbose]") {
   REQUIRE(torch::cuda::is_available());
   ScratchDir dir;
+  // 17 frames in chunks of one latent frame: 5 chunks each way, the chunks after the first counted too.
   const auto clip =
-      make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=256x128:rate=24 -frames:v 9 -c:v libx264");
-  const CliResult r = run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "out.mp4") +
-                              " --device cuda --dtype bf16 --verbose --weights " + quote(tiny_weights()));
+      make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=256x128:rate=24 -frames:v 17 -c:v libx264");
+  const CliResult r =
+      run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "out.mp4") +
+              " --device cuda --dtype bf16 --chunk 1 --verbose --weights " + quote(tiny_weights()));
   INFO("stderr: " << r.err);
   REQUIRE(r.status == 0);
   CHECK_THAT(r.err, Contains("compute capability"));
   CHECK_THAT(r.err, Contains("layout channels-last (NDHWC)"));
   CHECK_THAT(r.err, Contains("vaecodec: engine: convolutions: cuDNN "));
   CHECK_THAT(r.err, Contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
-  CHECK(calls(r.err, "rms_norm_silu", "own kernel") > 0);
   CHECK(calls(r.err, "attention", "(?:flash|memory-efficient|cuDNN)") > 0);
+  // Every call of our kernels took them, in the encoder and the decoder (Note [Doubled frames' layout] in
+  // core/models/wan/wan_blocks.cpp: once each chunk after the first handed them a layout they refuse).
+  for (const char* kernel : {"rms_norm_silu", "add_residual", "interleave_phases"}) {
+    INFO(kernel);
+    CHECK(calls(r.err, kernel, "own kernel") > 0);
+    CHECK(calls(r.err, kernel, "composite") == 0);
+  }
+}
+
+TEST_CASE("on the GPU a channels-last bf16 decode runs our kernels on every call of every chunk",
+          "[gpu][verbose]") {
+  // Note [Doubled frames' layout] (core/models/wan/wan_blocks.cpp): each chunk after the first once handed
+  // the interleave, the norm and the residual add a tensor they refuse, and a first chunk of several latent
+  // frames did too. Counted as --verbose counts them (Note [What the engine applied]).
+  REQUIRE(torch::cuda::is_available());
+  auto model = core::build_model(core::load_checkpoint(tiny_weights()), {"", torch::kCUDA, torch::kBFloat16});
+  REQUIRE(model->channels_last());
+  const auto latent = read_tensors(data_dir() / "wan21-tiny" / "cases.safetensors").at("latent");
+  REQUIRE(latent.size(2) == 5);
+  for (const int64_t chunk : {1, 2}) {  // 5 chunks; 3 chunks, the first of two latent frames
+    INFO("chunks of " << chunk << " latent frame(s)");
+    core::KernelLog::reset();
+    core::KernelLog::enable(true);
+    const auto decoded = core::decode_latents(*model, latent, {chunk});
+    core::KernelLog::enable(false);
+    const auto entries = core::KernelLog::entries();
+    core::KernelLog::reset();
+    CHECK(decoded.size(2) == 17);
+    const auto count = [&](const std::string& kernel, const std::string& path) {
+      int64_t n = 0;
+      for (const auto& e : entries)
+        if (e.kernel == kernel && e.path == path) n += e.calls;
+      return n;
+    };
+    for (const char* kernel : {"rms_norm_silu", "add_residual", "interleave_phases"}) {
+      INFO(kernel);
+      CHECK(count(kernel, "own kernel") > 0);
+      CHECK(count(kernel, "composite") == 0);
+    }
+  }
 }
 
 }  // namespace vaecodec::test

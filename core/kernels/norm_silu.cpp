@@ -53,6 +53,34 @@ torch::Tensor as_float(const torch::Tensor& p, const torch::Device& device) {
 
 }  // namespace
 
+bool rms_norm_silu_takes_layout(const torch::Tensor& x, const torch::Tensor& out) {
+  if (x.dim() != 5) return false;
+  const bool channels_last = x.is_contiguous(torch::MemoryFormat::ChannelsLast3d) && x.size(1) > 1;
+  if (!channels_last && !x.is_contiguous()) return false;
+  if (channels_last && x.size(1) > 1024) return false;
+  return same_layout(x, out);
+}
+
+bool add_residual_takes_layout(const torch::Tensor& y, const torch::Tensor& s) {
+  const auto format = torch::MemoryFormat::ChannelsLast3d;
+  if (y.dim() != 5 || s.sizes() != y.sizes() || s.element_size() != y.element_size() ||
+      !y.is_contiguous(format) || !s.is_contiguous(format))
+    return false;
+  return (y.size(1) * y.element_size()) % 16 == 0 && reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(s.data_ptr()) % 16 == 0;
+}
+
+bool interleave_phases_takes_layout(const torch::Tensor& phases, const torch::Tensor& out) {
+  const auto format = torch::MemoryFormat::ChannelsLast3d;
+  if (phases.dim() != 5 || out.dim() != 5 || !phases.is_contiguous(format) || !out.is_contiguous(format))
+    return false;
+  const int64_t n = out.size(0), c = out.size(1), t = out.size(2), h = out.size(3) / 2, w = out.size(4) / 2;
+  return phases.sizes() == at::IntArrayRef({n, 4 * c, t, h + 1, w + 1}) && out.size(3) == 2 * h &&
+         out.size(4) == 2 * w && phases.element_size() == out.element_size() &&
+         (c * out.element_size()) % 16 == 0 && reinterpret_cast<uintptr_t>(phases.data_ptr()) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0;
+}
+
 static bool frame_group_norm_into_impl(const torch::Tensor& x, const torch::Tensor& weight,
                                        const torch::Tensor& bias, int64_t groups, double eps, bool silu,
                                        const torch::Tensor& out) {
@@ -113,13 +141,10 @@ static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor&
   if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type())
     return false;
   const auto type = element_type(x.scalar_type());
-  if (!type) return false;
+  if (!type || !rms_norm_silu_takes_layout(x, out)) return false;
   const bool channels_last = x.is_contiguous(torch::MemoryFormat::ChannelsLast3d) && x.size(1) > 1;
-  if (!channels_last && !x.is_contiguous()) return false;
-  if (!same_layout(x, out)) return false;
   const int64_t batch = x.size(0), channels = x.size(1),
                 spatial = x.numel() / std::max<int64_t>(1, batch * channels);
-  if (channels_last && channels > 1024) return false;
   const auto g = as_float(gamma, x.device()).reshape({channels});
   torch::Tensor b;
   if (bias.defined()) b = as_float(bias, x.device()).reshape({channels});
@@ -133,16 +158,10 @@ static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor&
 }
 
 static bool add_residual_impl(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias) {
-  if (!y.is_cuda() || y.dim() != 5 || s.device() != y.device() || s.scalar_type() != y.scalar_type() ||
-      s.sizes() != y.sizes())
-    return false;
+  if (!y.is_cuda() || s.device() != y.device() || s.scalar_type() != y.scalar_type()) return false;
   const auto type = element_type(y.scalar_type());
-  const auto format = torch::MemoryFormat::ChannelsLast3d;
-  if (!type || !y.is_contiguous(format) || !s.is_contiguous(format)) return false;
+  if (!type || !add_residual_takes_layout(y, s)) return false;
   const int64_t channels = y.size(1);
-  if ((channels * y.element_size()) % 16 != 0 || reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(s.data_ptr()) % 16 != 0)
-    return false;
   const auto b = as_float(bias, y.device()).reshape({channels});
   const int processors = at::cuda::getDeviceProperties(y.device().index())->multiProcessorCount;
   const auto stream = c10::cuda::getCurrentCUDAStream(y.device().index());
@@ -155,17 +174,11 @@ static bool add_residual_impl(const torch::Tensor& y, const torch::Tensor& s, co
 
 static bool interleave_phases_into_impl(const torch::Tensor& phases, const torch::Tensor& bias,
                                         const torch::Tensor& out) {
-  const auto format = torch::MemoryFormat::ChannelsLast3d;
-  if (!phases.is_cuda() || phases.dim() != 5 || out.dim() != 5 || out.device() != phases.device() ||
-      out.scalar_type() != phases.scalar_type() || !phases.is_contiguous(format) ||
-      !out.is_contiguous(format))
+  if (!phases.is_cuda() || out.device() != phases.device() || out.scalar_type() != phases.scalar_type())
     return false;
   const auto type = element_type(phases.scalar_type());
-  if (!type) return false;
+  if (!type || !interleave_phases_takes_layout(phases, out)) return false;
   const int64_t n = out.size(0), c = out.size(1), t = out.size(2), h = out.size(3) / 2, w = out.size(4) / 2;
-  if (phases.sizes() != at::IntArrayRef({n, 4 * c, t, h + 1, w + 1}) || out.size(3) != 2 * h ||
-      out.size(4) != 2 * w)
-    return false;
   if (bias.defined() && (bias.scalar_type() != torch::kFloat || !bias.is_contiguous() || bias.numel() != c ||
                          bias.device() != out.device()))
     return false;

@@ -21,6 +21,13 @@ bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::
 // [C], optional). False when the kernel does not apply and nothing was written.
 bool interleave_phases_into(const torch::Tensor& phases, const torch::Tensor& bias, const torch::Tensor& out);
 
+// Whether the kernels above take these tensors' shapes, strides and, where their accesses are 16 bytes wide,
+// alignment: the entry points' conditions on the layout, device and dtype aside, so callable on CPU tensors
+// (a CPU test checks what a GPU run would hand the kernels). Arguments as in the functions above.
+bool rms_norm_silu_takes_layout(const torch::Tensor& x, const torch::Tensor& out);
+bool add_residual_takes_layout(const torch::Tensor& y, const torch::Tensor& s);
+bool interleave_phases_takes_layout(const torch::Tensor& phases, const torch::Tensor& out);
+
 // SeedVR2's per-frame GroupNorm (then SiLU when `silu`) written into `out`, for a 5-D CUDA tensor whose
 // frames are channels-last inside (x and out: [B, C, T, H, W] with strides 1 over C, C over W, W * C over H;
 // any batch and frame strides, so out may be a causal buffer's tail). False when the kernel does not apply

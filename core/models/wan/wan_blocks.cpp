@@ -84,13 +84,10 @@ torch::Tensor WanHead::forward(const torch::Tensor& x, CausalCache& cache) {
   return norm_silu_conv(*norm_, *conv_, x, cache);
 }
 
-torch::Tensor interleave_frames(const torch::Tensor& y) {
+void interleave_frames_into(const torch::Tensor& y, const torch::Tensor& out) {
   const int64_t b = y.size(0), c = y.size(1) / 2, t = y.size(2), h = y.size(3), w = y.size(4);
-  if (y.suggest_memory_format() == torch::MemoryFormat::ChannelsLast3d) {
-    auto v = y.permute({0, 2, 3, 4, 1}).reshape({b, t, h, w, 2, c}).permute({0, 1, 4, 2, 3, 5});
-    return v.reshape({b, 2 * t, h, w, c}).permute({0, 4, 1, 2, 3});
-  }
-  return y.view({b, 2, c, t, h, w}).permute({0, 2, 3, 1, 4, 5}).reshape({b, c, 2 * t, h, w});
+  // Splitting a dimension is a view in any layout: y's channels -> (pair, C), out's frames -> (t, pair).
+  out.view({b, c, t, 2, h, w}).copy_(y.view({b, 2, c, t, h, w}).permute({0, 2, 3, 1, 4, 5}));
 }
 
 WanResample::WanResample(int64_t channels, ResampleMode mode, int64_t spatial_out) : mode_(mode) {
@@ -171,6 +168,18 @@ torch::Tensor WanResample::spatial(const torch::Tensor& x) {
   return upsample(x);
 }
 
+// Note [Doubled frames' layout]
+// upsample3d hands its spatial part one tensor, dense in the layout of its input x (channels-last on the
+// GPU): frame 0 when the chunk has it, then the doubled frames, written there by one copy. The reshape this
+// replaced copied only when it had to: for t = 1 (every chunk of one latent frame after the first) it
+// returned a view of the temporal conv's output whose channels are 1 apart but whose columns are 2C apart,
+// neither layout. suggest_memory_format() calls that contiguous, so the phase convolution copied it into
+// NCDHW and answered in NCDHW, and the fused interleave, the next residual block's norm (its causal buffer
+// laid out like x) and its residual add (the 1x1x1 shortcut's weight is contiguous and channels-last at
+// once, so its output followed x) all took the composite path: 20 times each in the 21 chunks of a Wan2.1
+// 720p decode on the H100. A first chunk of several latent frames lost the layout the same way, in cat()
+// with frame 0. The one copy left is the one the convolution made, now into the right layout; cat()'s is
+// gone.
 torch::Tensor WanResample::forward(const torch::Tensor& x, CausalCache& cache) {
   switch (mode_) {
     case ResampleMode::kUpsample2d:
@@ -184,11 +193,16 @@ torch::Tensor WanResample::forward(const torch::Tensor& x, CausalCache& cache) {
         head = x.narrow(2, 0, 1);
         rest = x.narrow(2, 1, x.size(2) - 1);
       }
-      torch::Tensor doubled;
-      if (rest.size(2) > 0) doubled = interleave_frames(time_conv_->forward_with(rest, slot));
-      torch::Tensor frames = !head.defined()      ? doubled
-                             : !doubled.defined() ? head
-                                                  : torch::cat({head, doubled}, 2);
+      if (rest.size(2) == 0) return spatial(head);
+      auto y = time_conv_->forward_with(rest, slot);  // [B, 2C, t, H, W]
+      // Note [Doubled frames' layout]: frame 0 when the chunk has it, then the doubled frames, in one tensor
+      // dense in the block's layout.
+      const int64_t first = head.defined() ? 1 : 0;
+      auto frames = torch::empty({x.size(0), x.size(1), first + 2 * y.size(2), x.size(3), x.size(4)},
+                                 CausalConv3d::layout_of(x));
+      if (head.defined()) frames.narrow(2, 0, 1).copy_(head);
+      interleave_frames_into(y, frames.narrow(2, first, 2 * y.size(2)));
+      y.reset();  // before the spatial convolution allocates its output
       return spatial(frames);
     }
     case ResampleMode::kDownsample3d: {

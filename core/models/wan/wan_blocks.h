@@ -56,9 +56,9 @@ class WanHead : public CausalModule {
 
 enum class ResampleMode { kUpsample2d, kUpsample3d, kDownsample2d, kDownsample3d };
 
-// [B, 2C, t, H, W] -> [B, C, 2t, H, W]: output frame i's channels [0, C) become frame 2i, [C, 2C) frame 2i
-// + 1. Keeps the layout.
-torch::Tensor interleave_frames(const torch::Tensor& y);
+// [B, 2C, t, H, W] -> [B, C, 2t, H, W], written into out (any strides: e.g. the frames after frame 0 in a
+// larger tensor): frame i's channels [0, C) become frame 2i, [C, 2C) frame 2i + 1.
+void interleave_frames_into(const torch::Tensor& y, const torch::Tensor& out);
 
 // Note [Wan resampling and frame 0]
 // downsample3d: after the spatial stride-2 conv, a temporal conv (kernel 3, stride 2, no padding) over input
@@ -67,7 +67,8 @@ torch::Tensor interleave_frames(const torch::Tensor& y);
 // upsample3d: frame 0 skips the temporal conv and is not doubled. Frames 1.. go through a causal conv (C ->
 // 2C)
 //   whose history starts empty (zeros) at frame 1, not at frame 0; each output frame's 2C channels become two
-//   frames, channels [0, C) first. Then the nearest 2x spatial upsample and a 3x3 conv, per frame.
+//   frames, channels [0, C) first (Note [Doubled frames' layout] in wan_blocks.cpp). Then the nearest 2x
+//   spatial upsample and a 3x3 conv, per frame.
 // The spatial parts run as (1, 3, 3) 3-D convolutions: the same arithmetic as the reference's per-frame
 // Conv2d, without reshaping the video into a batch of images. Keys: resample.1.{weight, bias} ([out, C, 3,
 // 3]), time_conv.{weight, bias} for the 3-D modes.
