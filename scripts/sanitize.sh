@@ -41,7 +41,9 @@ if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
     "${extra[@]}" >/dev/null
 fi
 ninja -C "$BUILD_DIR"
-# protect_shadow_gap=0: the CUDA runtime maps memory where ASan keeps its gap.
+# protect_shadow_gap=0: the CUDA runtime maps memory where ASan keeps its gap. The leak suppressions name
+# LibTorch's own leaks only (scripts/lsan.supp says which and why); ours are all reported.
+export LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp
 export ASAN_OPTIONS=detect_leaks=1:protect_shadow_gap=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir "$BUILD_DIR" --output-on-failure -LE gpu -j"${JOBS:-2}" "$@"
