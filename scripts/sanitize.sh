@@ -14,7 +14,7 @@ if [[ ${1:-} == --parsers ]]; then
   FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
   scripts/fuzz.sh --build-only
   ninja -C "$FUZZ_BUILD_DIR" parser_tests
-  ASAN_OPTIONS=detect_leaks=1:protect_shadow_gap=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  LSAN_OPTIONS=suppressions=$PWD/fuzz/lsan.supp ASAN_OPTIONS=detect_leaks=1:protect_shadow_gap=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$FUZZ_BUILD_DIR/parser_tests" "$@"
   exit
 fi
@@ -42,8 +42,8 @@ if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
 fi
 ninja -C "$BUILD_DIR"
 # protect_shadow_gap=0: the CUDA runtime maps memory where ASan keeps its gap. The leak suppressions name
-# LibTorch's own leaks only (scripts/lsan.supp says which and why); ours are all reported.
-export LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp
+# LibTorch's own leak only (fuzz/lsan.supp says which and why); ours are all reported.
+export LSAN_OPTIONS=suppressions=$PWD/fuzz/lsan.supp
 export ASAN_OPTIONS=detect_leaks=1:protect_shadow_gap=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir "$BUILD_DIR" --output-on-failure -LE gpu -j"${JOBS:-2}" "$@"
