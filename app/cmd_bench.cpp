@@ -311,7 +311,8 @@ void bench_devices(const BenchOptions& o) {
 
 // `bench --devices LIST --split`: the clip split across the devices in bands (Note [Bands across devices] in
 // core/band_split.h) against the first device alone, in one call: the time, each device's peak memory and
-// the bytes each device received from the others per run (halo rows, attention keys and values).
+// the bytes each device received from the others per run (halo rows, attention keys and values), and how far
+// the split's output is from the first device's own run (rounding only: Note [Bands across devices]).
 void bench_split(const BenchOptions& o) {
   if (o.accuracy || o.profile || o.compare_untiled || !o.trace.empty())
     throw UsageError("--split times the split run; run --accuracy, --profile, --compare-untiled and --trace on "
@@ -368,6 +369,29 @@ void bench_split(const BenchOptions& o) {
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
   const auto traffic = core::band_traffic();
+  // The split's output against the first device's own run of the same model, frame by frame in float32 (the
+  // whole clip in float64 would not fit beside it at 4K): the split should change rounding only.
+  // A failure here (the one-device run may not fit where the bands did) leaves the timing standing.
+  std::optional<double> split_error;
+  try {
+    core::ChunkOptions whole = chunks;
+    whole.bands.clear();
+    const torch::Tensor mine = run();
+    const torch::Tensor reference =
+        o.op == "encode"   ? core::encode_video(model, clip.video, whole)
+        : o.op == "decode" ? core::decode_latents(model, clip.latents, whole)
+                           : core::decode_latents(model, core::encode_video(model, clip.video, whole), whole);
+    double diff = 0, norm = 0;
+    for (int64_t t = 0; t < reference.size(2); ++t) {
+      const auto r = reference.select(2, t).to(torch::kFloat);
+      diff += (mine.select(2, t).to(torch::kFloat) - r).pow(2).sum().item<double>();
+      norm += r.pow(2).sum().item<double>();
+    }
+    split_error = std::sqrt(diff / std::max(norm, 1e-300));
+  } catch (const std::exception& e) {
+    std::cerr << "vaecodec: warning: the split's output was not compared with one device's: " << e.what()
+              << std::endl;
+  }
   nlohmann::json per_device = nlohmann::json::array();
   for (const torch::Device& d : devices) {
     const auto it = traffic.find(d.str());
@@ -381,6 +405,8 @@ void bench_split(const BenchOptions& o) {
                             {"frames", o.frames},
                             {"dtype", o.dtype},
                             {"split", {{"devices", per_device}, {"runs", seconds}, {"median_s", median},
+                                       {"relative_error_vs_one_device",
+                                        split_error ? nlohmann::json(*split_error) : nlohmann::json()},
                                        {"plan", plan.to_json()}}},
                             {"one_device",
                              {{"device", alone.device.str()},
@@ -394,7 +420,11 @@ void bench_split(const BenchOptions& o) {
   std::cout << std::fixed << std::setprecision(3) << o.op << " " << o.size << " x" << o.frames << " " << o.dtype
             << " split across " << devices.size() << " devices in bands: median " << median << " s against "
             << alone.median << " s on " << alone.device.str() << " alone, " << std::setprecision(2)
-            << alone.median / median << "x\n";
+            << alone.median / median << "x";
+  if (split_error)
+    std::cout << "; relative error against the first device's own run " << std::scientific
+              << std::setprecision(2) << *split_error << std::fixed;
+  std::cout << "\n";
   for (const nlohmann::json& d : per_device)
     std::cout << "  " << d["device"].get<std::string>() << ": peak " << std::setprecision(2)
               << d["peak_allocated_bytes"].get<int64_t>() / double(1ull << 30) << " GiB allocated, received "

@@ -312,6 +312,8 @@ TEST_CASE("cli --devices: refused in one line where it cannot be", "[devices][cl
     return r.err;
   };
   const int64_t gpus = app::visible_cuda_devices();
+  CHECK(refused("bench --op decode --size 64x64 --frames 5 --split") ==
+        "vaecodec: error: --split splits the clip across --devices; give --devices too\n");
   if (gpus == 0) {
     CHECK(refused("roundtrip " + quote(in) + " -o " + quote(dir / "out.mp4") + " --devices 0") ==
           "vaecodec: error: --devices 0: there are no GPUs to spread the work over: there is no CUDA device "
