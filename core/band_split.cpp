@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include <ATen/cuda/PeerToPeerAccess.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include "core/device/memory_faults.h"
@@ -24,7 +25,8 @@ thread_local BandContext* tls_band = nullptr;
 // illegal memory access was encountered" while the same exchanges passed the two-GPU tests, which run
 // without the expandable segments the CLI turns on (app/cli.cpp): a run split across several GPUs now uses
 // LibTorch's plain caching allocator (app/devices.h, use_plain_allocator_for_peers()), whose memory peer
-// access covers as soon as it is enabled. Not yet measured again on two GPUs.
+// access covers as soon as it is enabled, and peer access between the split's GPUs is enabled when the split
+// is made (BandSet), not by the first copy while other threads allocate. Not yet measured again on two GPUs.
 
 std::mutex traffic_mutex;
 std::map<std::string, int64_t> traffic;
@@ -203,6 +205,13 @@ BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Direction di
                   p.device->torch_device().str());
     bands_.push_back({p, rows[i], {}});
   }
+  // Peer access between every two GPUs of the split, both ways, once and before any band runs, rather than by
+  // LibTorch's first copy between them while the other bands' threads allocate (Note [Copies between GPUs]).
+  for (const Band& a : bands_)
+    for (const Band& b : bands_) {
+      const torch::Device da = a.place.device->torch_device(), db = b.place.device->torch_device();
+      if (da.is_cuda() && db.is_cuda() && da != db) at::cuda::get_p2p_access(da.index(), db.index());
+    }
 }
 
 int64_t BandSet::cache_bytes() const {
