@@ -220,6 +220,62 @@ int64_t BandSet::cache_bytes() const {
   return n;
 }
 
+BandSet::~BandSet() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  start_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void BandSet::serve(size_t i) {
+  const torch::Device device = bands_[i].place.device->torch_device();
+  c10::InferenceMode inference;
+  std::optional<c10::cuda::CUDAGuard> on_device;
+  if (device.is_cuda()) on_device.emplace(device);
+  int64_t done = 0;
+  while (true) {
+    const torch::Tensor* x = nullptr;
+    BandLink* link = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      start_.wait(lock, [&] { return stopping_ || chunk_ > done; });
+      if (stopping_) return;
+      done = chunk_;
+      x = input_;
+      link = link_;
+    }
+    std::exception_ptr error;
+    try {
+      run_band(i, *x, *link);
+    } catch (...) {
+      error = std::current_exception();
+      link->abort();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    errors_[i] = error;
+    if (++finished_ == bands_.size()) finished_all_.notify_all();
+  }
+}
+
+void BandSet::run_band(size_t i, const torch::Tensor& x, BandLink& link) {
+  Band& band = bands_[i];
+  VaeModel& model = *band.place.model;
+  const torch::Device device = band.place.device->torch_device();
+  const int64_t in_scale = direction_ == Direction::kEncode ? model.info().spatial_factor : 1;
+  // Cut, converted and made dense where x is, then one plain copy to the band's device.
+  auto part = x.narrow(3, band.rows.first * in_scale, band.rows.count * in_scale)
+                  .to(model.dtype())
+                  .contiguous(model.memory_format())
+                  .to(device)
+                  .contiguous(model.memory_format());
+  BandScope scope(link, static_cast<int64_t>(i), device);
+  auto out = direction_ == Direction::kEncode ? model.encode(part, band.cache) : model.decode(part, band.cache);
+  std::lock_guard<std::mutex> lock(mutex_);
+  outputs_[i] = std::move(out);
+}
+
 torch::Tensor BandSet::run(const torch::Tensor& x) {
   const int64_t factor = bands_.front().place.model->info().spatial_factor;
   const int64_t in_scale = direction_ == Direction::kEncode ? factor : 1;
@@ -229,35 +285,28 @@ torch::Tensor BandSet::run(const torch::Tensor& x) {
   before_model_call();
   const auto n = bands_.size();
   BandLink link(static_cast<int64_t>(n));
-  std::vector<torch::Tensor> outputs(n);
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<std::thread> threads;
-  threads.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        Band& band = bands_[i];
-        VaeModel& model = *band.place.model;
-        const torch::Device device = band.place.device->torch_device();
-        c10::InferenceMode inference;
-        std::optional<c10::cuda::CUDAGuard> on_device;
-        if (device.is_cuda()) on_device.emplace(device);
-        // Cut, converted and made dense where x is, then one plain copy to the band's device.
-        auto part = x.narrow(3, band.rows.first * in_scale, band.rows.count * in_scale)
-                        .to(model.dtype())
-                        .contiguous(model.memory_format())
-                        .to(device)
-                        .contiguous(model.memory_format());
-        BandScope scope(link, static_cast<int64_t>(i), device);
-        outputs[i] = direction_ == Direction::kEncode ? model.encode(part, band.cache)
-                                                      : model.decode(part, band.cache);
-      } catch (...) {
-        errors[i] = std::current_exception();
-        link.abort();
-      }
-    });
+  std::vector<torch::Tensor> outputs;
+  std::vector<std::exception_ptr> errors;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (threads_.empty()) {
+      outputs_.assign(n, {});
+      errors_.assign(n, nullptr);
+      for (size_t i = 0; i < n; ++i) threads_.emplace_back([this, i] { serve(i); });
+    }
+    input_ = &x;
+    link_ = &link;
+    finished_ = 0;
+    ++chunk_;
+    start_.notify_all();
+    finished_all_.wait(lock, [&] { return finished_ == n; });
+    outputs.swap(outputs_);
+    errors.swap(errors_);
+    outputs_.assign(n, {});
+    errors_.assign(n, nullptr);
+    input_ = nullptr;
+    link_ = nullptr;
   }
-  for (auto& t : threads) t.join();
   // The first band's own failure, not the others' report of it.
   for (const auto& e : errors) {
     if (!e) continue;

@@ -117,14 +117,18 @@ std::vector<std::vector<torch::Tensor>> gather_bands(const std::vector<torch::Te
 std::map<std::string, int64_t> band_traffic();
 void reset_band_traffic();
 
-// The bands of a run (Note [Bands across devices]): one model call per band per chunk, each on its own
-// thread, and the bands' outputs joined into the frame on the run's device.
+// The bands of a run (Note [Bands across devices]): one model call per band per chunk, each on its band's own
+// thread (made with the set and kept for the run, its device current and LibTorch's inference mode on), and
+// the bands' outputs joined into the frame on the run's device.
 class BandSet {
  public:
   enum class Direction { kEncode, kDecode };
   // latent_height: the frame's height in latent rows. Every place's model must be of the same family and
   // weights (the caller's business) and on its place's device.
   BandSet(std::vector<BandPlace> places, Device& out_device, Direction direction, int64_t latent_height);
+  ~BandSet();
+  BandSet(const BandSet&) = delete;
+  BandSet& operator=(const BandSet&) = delete;
   // x: one chunk of the whole frame, [B, C, t, H, W] (pixels for encode, latents for decode), any device.
   torch::Tensor run(const torch::Tensor& x);
   int64_t cache_bytes() const;
@@ -135,10 +139,27 @@ class BandSet {
     BandRows rows;
     CausalCache cache;
   };
+  // Band i's thread: runs band i of each chunk handed over by run() until the set is destroyed.
+  void serve(size_t i);
+  void run_band(size_t i, const torch::Tensor& x, BandLink& link);
+
   std::vector<Band> bands_;
   Device& out_device_;
   Direction direction_;
   int64_t latent_height_;
+
+  // The chunk in hand, guarded by mutex_: run() sets it and bumps `chunk_`, each thread runs its band once per
+  // bump and counts itself in `finished_`.
+  std::mutex mutex_;
+  std::condition_variable start_, finished_all_;
+  int64_t chunk_ = 0;
+  size_t finished_ = 0;
+  bool stopping_ = false;
+  const torch::Tensor* input_ = nullptr;
+  BandLink* link_ = nullptr;
+  std::vector<torch::Tensor> outputs_;
+  std::vector<std::exception_ptr> errors_;
+  std::vector<std::thread> threads_;  // last: made once the state above exists
 };
 
 }  // namespace vaecodec::core

@@ -28,7 +28,7 @@ struct ChunkOptions {
   // and the family. Not together with tiles.
   std::vector<BandPlace> bands;
 
-  static ChunkOptions of(const Plan& plan) { return {plan.chunk, plan.tiles, plan.offload}; }
+  static ChunkOptions of(const Plan& plan) { return {plan.chunk, plan.tiles, plan.offload, {}}; }
 };
 
 // Streams a video through the encoder. Push frames as they arrive (any number at a time); the run cuts them
