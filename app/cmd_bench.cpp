@@ -96,11 +96,21 @@ void synchronize(const torch::Device& device) {
 
 // One operation over the whole clip, in the plan's chunks and tiles, as the tool runs it.
 torch::Tensor run_op(core::VaeModel& model, const std::string& op, const torch::Tensor& video,
-                     const torch::Tensor& latents, const core::Plan& plan) {
-  const auto chunks = core::ChunkOptions::of(plan);
+                     const torch::Tensor& latents, const core::ChunkOptions& chunks) {
   if (op == "encode") return core::encode_video(model, video, chunks);
   if (op == "decode") return core::decode_latents(model, latents, chunks);
   return core::decode_latents(model, core::encode_video(model, video, chunks), chunks);
+}
+
+torch::Tensor run_op(core::VaeModel& model, const std::string& op, const torch::Tensor& video,
+                     const torch::Tensor& latents, const core::Plan& plan) {
+  return run_op(model, op, video, latents, core::ChunkOptions::of(plan));
+}
+
+// The middle of the timed runs (the upper one of an even count).
+double median_of(std::vector<double> seconds) {
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
 }
 
 // The same run untiled, for the tiles' accuracy.
@@ -218,9 +228,7 @@ DeviceTiming time_on_device(const BenchOptions& o, torch::Device device, std::la
       where.synchronize();
       t.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    std::vector<double> sorted = t.seconds;
-    std::sort(sorted.begin(), sorted.end());
-    t.median = sorted[sorted.size() / 2];
+    t.median = median_of(t.seconds);
     t.peak_allocated = where.peak_allocated_bytes();
     t.peak_reserved = where.peak_reserved_bytes();
     return t;
@@ -336,21 +344,12 @@ void bench_split(const BenchOptions& o) {
   }
   core::VaeModel& model = *models.front();
   const BenchClip clip = make_bench_clip(o, model, devices.front(), dtype);
-  core::PlannerOptions untiled = clip.planner;
-  untiled.tiling = false;
-  untiled.tile.reset();
   const auto [width, height] = parse_frame_size(o.size);
-  const core::Plan plan = core::plan_run(
-      core::band_plan_request(
-          core::PlanRequest::of(model.info(), model.parameter_count(), core::parse_op(o.op), width, height, dtype),
-          static_cast<int64_t>(devices.size())),
-      untiled);
+  const core::Plan plan = core::plan_band_run(
+      core::PlanRequest::of(model.info(), model.parameter_count(), core::parse_op(o.op), width, height, dtype),
+      static_cast<int64_t>(devices.size()), clip.planner);
   chunks.latent_frames = plan.chunk;
-  auto run = [&] {
-    if (o.op == "encode") return core::encode_video(model, clip.video, chunks);
-    if (o.op == "decode") return core::decode_latents(model, clip.latents, chunks);
-    return core::decode_latents(model, core::encode_video(model, clip.video, chunks), chunks);
-  };
+  auto run = [&] { return run_op(model, o.op, clip.video, clip.latents, chunks); };
   auto synchronize_all = [&] {
     for (const torch::Device& d : devices) synchronize(d);
   };
@@ -365,9 +364,7 @@ void bench_split(const BenchOptions& o) {
     synchronize_all();
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  std::vector<double> sorted = seconds;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted[sorted.size() / 2];
+  const double median = median_of(seconds);
   const auto traffic = core::band_traffic();
   // The split's output against the first device's own run of the same model, frame by frame in float32 (the
   // whole clip in float64 would not fit beside it at 4K): the split should change rounding only.
@@ -377,10 +374,7 @@ void bench_split(const BenchOptions& o) {
     core::ChunkOptions whole = chunks;
     whole.bands.clear();
     const torch::Tensor mine = run();
-    const torch::Tensor reference =
-        o.op == "encode"   ? core::encode_video(model, clip.video, whole)
-        : o.op == "decode" ? core::decode_latents(model, clip.latents, whole)
-                           : core::decode_latents(model, core::encode_video(model, clip.video, whole), whole);
+    const torch::Tensor reference = run_op(model, o.op, clip.video, clip.latents, whole);
     double diff = 0, norm = 0;
     for (int64_t t = 0; t < reference.size(2); ++t) {
       const auto r = reference.select(2, t).to(torch::kFloat);
@@ -487,8 +481,7 @@ void bench(const BenchOptions& o) {
       run_op(*model, o.op, video, latents, plan);
       synchronize(device);
     });
-  std::sort(seconds.begin(), seconds.end());
-  const double median = seconds[seconds.size() / 2];
+  const double median = median_of(seconds);
   const double tflop = static_cast<double>(core::FlopCounter::total()) / 1e12;
 
   nlohmann::json j = {{"model", info.family},

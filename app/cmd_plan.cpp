@@ -101,13 +101,10 @@ void plan(const PlanOptions& o) {
   std::optional<core::Plan> band_plan;
   std::string band_refusal, band_rows_text;
   if (devices.size() > 1) {
-    core::PlannerOptions untiled = o.memory.planner;
-    untiled.tiling = false;
-    untiled.tile.reset();
     try {
       const auto rows = core::band_rows(padded_h / f, static_cast<int64_t>(devices.size()));
       band_rows_text = std::to_string(rows.back().count * f) + "-" + std::to_string(rows.front().count * f);
-      band_plan = core::plan_run(core::band_plan_request(request, static_cast<int64_t>(devices.size())), untiled);
+      band_plan = core::plan_band_run(request, static_cast<int64_t>(devices.size()), o.memory.planner);
     } catch (const Error& e) {
       band_refusal = e.what();
     }

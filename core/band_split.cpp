@@ -83,6 +83,14 @@ PlanRequest band_plan_request(const PlanRequest& whole, int64_t bands) {
   return band;
 }
 
+Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions options) {
+  options.tiling = false;
+  options.tile.reset();
+  Plan plan = plan_run(band_plan_request(whole, bands), options);
+  plan.tiles = TileGrid::whole(whole.height / whole.spatial_factor, whole.width / whole.spatial_factor);
+  return plan;
+}
+
 BandLink::BandLink(int64_t bands) : bands_(bands) {
   for (auto& p : posted_) p.resize(bands);
 }

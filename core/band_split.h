@@ -53,6 +53,9 @@ std::vector<BandRows> band_rows(int64_t latent_height, int64_t bands);
 // row above and below for the halo (more than the halo needs at every resolution). Planned untiled, it is
 // the plan of every device of the split.
 PlanRequest band_plan_request(const PlanRequest& whole, int64_t bands);
+// The plan of every device of that split: band_plan_request's run under `options` with tiling off, its tiles
+// the whole frame. Throws what plan_run throws when the band does not fit.
+Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions options);
 
 // The meeting point of the bands of one split run.
 class BandLink {

@@ -172,21 +172,17 @@ core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geomet
     if (!planner || (mine.budget_bytes > 0 && mine.budget_bytes < planner->budget_bytes)) planner = mine;
     devices += (devices.empty() ? "" : ",") + band.device->torch_device().str();
   }
-  planner->tiling = false;
-  planner->tile.reset();
-  last_plan_request = core::band_plan_request(
-      core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
-                            geometry.padded_height, model.dtype()),
-      static_cast<int64_t>(rows.size()));
+  const auto whole = core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
+                                           geometry.padded_height, model.dtype());
+  last_plan_request = core::band_plan_request(whole, static_cast<int64_t>(rows.size()));
   core::Plan plan;
   try {
-    plan = core::plan_run(*last_plan_request, *planner);
+    plan = core::plan_band_run(whole, static_cast<int64_t>(rows.size()), *planner);
   } catch (const Error& e) {
     throw Error("one band of " + std::to_string(geometry.padded_width) + "x" + std::to_string(rows.front().count * f) +
                 " (of " + std::to_string(options.bands.size()) + " across " + devices + ") does not fit: " +
                 e.what() + "; use more devices or a larger budget");
   }
-  plan.tiles = core::TileGrid::whole(latent_height, geometry.padded_width / f);
   double fraction = 0;
   for (const core::BandPlace& band : options.bands) fraction = band.device->cap_memory(planner->budget_bytes);
   if (!options.quiet || verbose())
