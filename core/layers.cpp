@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/band_split.h"
+#include "core/engine_report.h"
 #include "core/error.h"
 #include "core/flops.h"
 #include "core/kernels/norm_silu.h"
@@ -15,6 +16,20 @@ void count_conv_flops(const torch::Tensor& out, const torch::Tensor& weight) {
   if (!FlopCounter::enabled()) return;
   FlopCounter::add(2.0 * static_cast<double>(out.numel()) *
                    static_cast<double>(weight.numel() / weight.size(0)));
+}
+
+torch::Tensor frame_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v) {
+  if (in_band()) {
+    auto kv = concat_bands({k, v}, 2);
+    k = kv[0];
+    v = kv[1];
+  }
+  log_attention_backend(q, k, v);
+  auto attended = at::scaled_dot_product_attention(q, k, v).squeeze(1);
+  // Scores and weighted sum: 2 * 2 * queries * keys * C per frame.
+  FlopCounter::add(4.0 * static_cast<double>(q.size(0)) * static_cast<double>(q.size(2)) *
+                   static_cast<double>(k.size(2)) * static_cast<double>(q.size(3)));
+  return attended;
 }
 
 CausalConv3d::CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kernel,
@@ -41,8 +56,12 @@ void CausalConv3d::allocate(Buffer& b, std::vector<int64_t> whole_sizes, int64_t
 }
 
 torch::Tensor CausalConv3d::convolve(const torch::Tensor& x, bool with_bias) const {
+  return convolve_rows(x, with_bias, spatial_padding_[0]);
+}
+
+torch::Tensor CausalConv3d::convolve_rows(const torch::Tensor& x, bool with_bias, int64_t row_padding) const {
   auto out = at::conv3d(x, weight_, with_bias ? bias_ : torch::Tensor(), {stride_[0], stride_[1], stride_[2]},
-                        {0, spatial_padding_[0], spatial_padding_[1]});
+                        {0, row_padding, spatial_padding_[1]});
   count_conv_flops(out, weight_);
   return out;
 }
@@ -97,7 +116,8 @@ torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias) {
   }
   // The history keeps the halo rows too, so that the next chunk's buffer takes it whole; the next chunk
   // fetches them again.
-  if (b.top > 0 || b.bottom > 0) fill_halo(b.whole, b.top, b.bottom);
+  const bool halo = b.top > 0 || b.bottom > 0;
+  if (halo) fill_halo(b.whole, b.top, b.bottom);
   if (b.slot) {
     if (history_ > 0) {
       const int64_t keep = std::min(history_, b.whole.size(2));
@@ -105,12 +125,8 @@ torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias) {
     }
     b.slot->started = true;
   }
-  if (b.top == 0 && b.bottom == 0) return convolve(b.whole, with_bias);
-  // The halo rows stand in for the vertical padding.
-  auto out = at::conv3d(b.whole, weight_, with_bias ? bias_ : torch::Tensor(),
-                        {stride_[0], stride_[1], stride_[2]}, {0, 0, spatial_padding_[1]});
-  count_conv_flops(out, weight_);
-  return out;
+  // Halo rows, where there are any, stand in for the vertical padding.
+  return convolve_rows(b.whole, with_bias, halo ? 0 : spatial_padding_[0]);
 }
 
 RMSNorm::RMSNorm(int64_t channels, int gamma_rank) : channels_(channels) {

@@ -127,6 +127,8 @@ class CausalConv3d : public CausalModule {
   int64_t out_channels() const { return weight_.size(0); }
 
  private:
+  // convolve() with `row_padding` zero rows above and below instead of the layer's own.
+  torch::Tensor convolve_rows(const torch::Tensor& x, bool with_bias, int64_t row_padding) const;
   // Allocates whole (with halo rows when needs_halo()) and sets fill.
   void allocate(Buffer& b, std::vector<int64_t> whole_sizes, int64_t past, int64_t frames, int64_t rows,
                 const torch::TensorOptions& options) const;
@@ -214,6 +216,13 @@ inline torch::Tensor norm_silu_conv_deferred(const RMSNorm& norm, CausalConv3d& 
   x.reset();
   return conv.run(buffer, /*with_bias=*/false);
 }
+
+// One-head attention of each frame's pixels to each other: q, k, v [B*T, 1, pixels, C] -> [B*T, pixels, C],
+// scaled by 1/sqrt(C). In a band of a split run the keys and values are gathered from every band, so a band's
+// queries see the whole frame (Note [Bands across devices] in core/band_split.h). Logs the backend LibTorch
+// picks (Note [What the engine applied]) and counts the scores' and weighted sum's FLOPs; the caller counts
+// its projections.
+torch::Tensor frame_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v);
 
 // Adds a convolution's FLOPs to the FlopCounter, from its output and weight.
 void count_conv_flops(const torch::Tensor& out, const torch::Tensor& weight);

@@ -1,7 +1,6 @@
 #include "core/models/seedvr2/seedvr2_blocks.h"
 
 #include "core/band_split.h"
-#include "core/engine_report.h"
 #include "core/error.h"
 #include "core/flops.h"
 #include "core/kernels/norm_silu.h"
@@ -61,21 +60,18 @@ torch::Tensor FrameGroupNorm::composite(const torch::Tensor& x, bool silu) const
     // A group's pixels are spread over the bands: pool every band's count, mean and variance (float64),
     // the variance as the mean of the bands' variances plus the variance of their means, count-weighted.
     const double count = static_cast<double>(xf.size(2) * xf.size(4));
-    auto all = gather_bands({mean.to(torch::kDouble), var.to(torch::kDouble),
-                             torch::full({}, count, mean.options().dtype(torch::kDouble))});
-    torch::Tensor n_sum, m_sum;
-    for (const auto& band : all) {
-      n_sum = n_sum.defined() ? n_sum + band[2] : band[2];
-      m_sum = m_sum.defined() ? m_sum + band[2] * band[0] : band[2] * band[0];
+    std::vector<torch::Tensor> counts, means, vars;
+    for (auto& band : gather_bands({torch::full({1, 1, 1, 1, 1}, count, mean.options().dtype(torch::kDouble)),
+                                    mean.to(torch::kDouble), var.to(torch::kDouble)})) {
+      counts.push_back(band[0]);
+      means.push_back(band[1]);
+      vars.push_back(band[2]);
     }
-    const auto pooled_mean = m_sum / n_sum;
-    torch::Tensor v_sum;
-    for (const auto& band : all) {
-      auto part = band[2] * (band[1] + (band[0] - pooled_mean).square());
-      v_sum = v_sum.defined() ? v_sum + part : part;
-    }
+    const auto n = torch::stack(counts), m = torch::stack(means), v = torch::stack(vars);  // [bands, ...]
+    const auto total = n.sum(0);
+    const auto pooled_mean = (n * m).sum(0) / total;
     mean = pooled_mean.to(compute);
-    var = (v_sum / n_sum).to(compute);
+    var = ((n * (v + (m - pooled_mean).square())).sum(0) / total).to(compute);
   }
   auto weight = weight_.to(compute).reshape({1, groups_, per_group, 1, 1});
   auto bias = bias_.to(compute).reshape({1, groups_, per_group, 1, 1});
@@ -121,15 +117,8 @@ torch::Tensor SeedVR2Attention::forward(const torch::Tensor& x, CausalCache& cac
   auto q = F::linear(tokens, q_weight_, q_bias_).unsqueeze(1);
   auto k = F::linear(tokens, k_weight_, k_bias_).unsqueeze(1);
   auto v = F::linear(tokens, v_weight_, v_bias_).unsqueeze(1);
-  if (in_band()) {  // a band's queries attend to the whole frame (Note [Bands across devices])
-    auto kv = concat_bands({k, v}, 2);
-    k = kv[0];
-    v = kv[1];
-  }
-  log_attention_backend(q, k, v);  // Note [What the engine applied] in core/engine_report.h
-  auto attended = at::scaled_dot_product_attention(q, k, v).squeeze(1);  // [B*T, H*W, C]
-  // Projections 2*HW*C*(3C + C), attention scores and weighted sum 2 * 2*HW*keys*C, per frame.
-  FlopCounter::add(2.0 * b * t * h * w * c * 4 * c + 4.0 * b * t * double(h * w) * double(k.size(2)) * c);
+  auto attended = frame_attention(q, k, v);  // [B*T, H*W, C]
+  FlopCounter::add(2.0 * b * t * h * w * c * 4 * c);  // the projections: 2*HW*C*(3C + C) per frame
   auto out = F::linear(attended, out_weight_, out_bias_);
   return x + out.reshape({b, t, h, w, c}).permute({0, 4, 1, 2, 3});
 }

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "core/band_split.h"
-#include "core/engine_report.h"
 #include "core/flops.h"
 #include "core/kernels/norm_silu.h"
 
@@ -54,15 +53,8 @@ torch::Tensor WanAttentionBlock::forward(const torch::Tensor& x, CausalCache& ca
   auto q = qkv.narrow(2, 0, c).unsqueeze(1);
   auto k = qkv.narrow(2, c, c).unsqueeze(1);
   auto v = qkv.narrow(2, 2 * c, c).unsqueeze(1);
-  if (in_band()) {  // a band's queries attend to the whole frame (Note [Bands across devices])
-    auto kv = concat_bands({k, v}, 2);
-    k = kv[0];
-    v = kv[1];
-  }
-  log_attention_backend(q, k, v);  // Note [What the engine applied] in core/engine_report.h
-  auto attended = at::scaled_dot_product_attention(q, k, v).squeeze(1);  // [B*T, HW, C]
-  // Projections 2*HW*C*(3C + C), attention scores and weighted sum 2 * 2*HW*keys*C, per frame.
-  FlopCounter::add(2.0 * b * t * h * w * c * 4 * c + 4.0 * b * t * double(h * w) * double(k.size(2)) * c);
+  auto attended = frame_attention(q, k, v);  // [B*T, HW, C]
+  FlopCounter::add(2.0 * b * t * h * w * c * 4 * c);  // the projections: 2*HW*C*(3C + C) per frame
   auto out = torch::nn::functional::linear(attended, proj_weight_.flatten(1), proj_bias_);
   return out.reshape({b, t, h, w, c}).permute({0, 4, 1, 2, 3}) + x;
 }
