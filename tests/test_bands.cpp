@@ -87,18 +87,17 @@ TEST_CASE("band rows: near-equal whole latent rows, the taller bands first", "[b
   CHECK_THROWS_WITH(core::band_rows(2, 3), Catch::Contains("2 latent rows cannot be split into 3 bands"));
 }
 
-TEST_CASE("a split decode equals the one-device decode, every family, float64 and float32", "[bands]") {
+// For every family in float64 and float32: `run(family, model, chunks)` on one device against the same with the
+// frame split into 2 and 3 bands of that many more models, at `chunk` latent frames per call.
+template <typename Run>
+void check_split_equals_whole(int64_t chunk, Run run) {
   for (const auto& family : kFamilies) {
     for (auto dtype : {torch::kDouble, torch::kFloat}) {
       auto model = load(family, torch::kCPU, dtype);
-      const int64_t z = model->info().latent_channels;
-      torch::manual_seed(3);
-      // 7 latent rows (odd) by 5 columns, 4 latent frames.
-      auto latents = torch::randn({1, z, 4, 7, 5}, torch::TensorOptions().dtype(dtype));
-      const auto whole = core::decode_latents(*model, latents, {2});
+      const auto whole = run(family, *model, core::ChunkOptions{chunk});
       for (int64_t n : {2, 3}) {
         Bands bands(family, n, torch::kCPU, dtype);
-        const auto banded = core::decode_latents(*model, latents, split(bands, 2));
+        const auto banded = run(family, *model, split(bands, chunk));
         INFO(family.folder << " " << c10::toString(dtype) << ", " << n << " bands");
         REQUIRE(banded.sizes() == whole.sizes());
         CHECK(relative_error(banded, whole) <= (dtype == torch::kDouble ? 1e-12 : 1e-5));
@@ -107,22 +106,21 @@ TEST_CASE("a split decode equals the one-device decode, every family, float64 an
   }
 }
 
+TEST_CASE("a split decode equals the one-device decode, every family, float64 and float32", "[bands]") {
+  check_split_equals_whole(2, [](const Family&, core::VaeModel& model, const core::ChunkOptions& chunks) {
+    // 7 latent rows (odd) by 5 columns, 4 latent frames.
+    torch::manual_seed(3);
+    const auto latents =
+        torch::randn({1, model.info().latent_channels, 4, 7, 5}, torch::TensorOptions().dtype(model.dtype()));
+    return core::decode_latents(model, latents, chunks);
+  });
+}
+
 TEST_CASE("a split encode equals the one-device encode, every family, float64 and float32", "[bands]") {
-  for (const auto& family : kFamilies) {
-    for (auto dtype : {torch::kDouble, torch::kFloat}) {
-      auto model = load(family, torch::kCPU, dtype);
-      // 5 latent rows, 3 latent columns, 9 frames.
-      const auto frames = video(9, 5 * family.factor, 3 * family.factor, dtype);
-      const auto whole = core::encode_video(*model, frames, {1});
-      for (int64_t n : {2, 3}) {
-        Bands bands(family, n, torch::kCPU, dtype);
-        const auto banded = core::encode_video(*model, frames, split(bands, 1));
-        INFO(family.folder << " " << c10::toString(dtype) << ", " << n << " bands");
-        REQUIRE(banded.sizes() == whole.sizes());
-        CHECK(relative_error(banded, whole) <= (dtype == torch::kDouble ? 1e-12 : 1e-5));
-      }
-    }
-  }
+  check_split_equals_whole(1, [](const Family& family, core::VaeModel& model, const core::ChunkOptions& chunks) {
+    // 5 latent rows, 3 latent columns, 9 frames.
+    return core::encode_video(model, video(9, 5 * family.factor, 3 * family.factor, model.dtype()), chunks);
+  });
 }
 
 TEST_CASE("a split run does not depend on its chunking, and streams like the one-device run", "[bands][chunks]") {

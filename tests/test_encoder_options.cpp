@@ -32,16 +32,14 @@ TEST_CASE("x264 looks ahead 10 frames unless --encoder-options says otherwise (N
       make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 9 -c:v libx264");
   const std::string common = " --device cpu --quiet --weights " + quote(tiny_weights());
   // x264 writes its settings into the stream (an SEI message: "... rc_lookahead=N ...").
-  REQUIRE(run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "default.mp4") + common).status == 0);
-  CHECK_THAT(read_text(dir / "default.mp4"), Contains(" rc_lookahead=10 "));
-  REQUIRE(run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "own.mp4") + common +
-                  " --encoder-options rc-lookahead=25")
-              .status == 0);
-  CHECK_THAT(read_text(dir / "own.mp4"), Contains(" rc_lookahead=25 "));
-  REQUIRE(run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "params.mp4") + common +
-                  " --encoder-options x264-params=rc-lookahead=30")
-              .status == 0);
-  CHECK_THAT(read_text(dir / "params.mp4"), Contains(" rc_lookahead=30 "));
+  auto lookahead_of = [&](const std::string& name, const std::string& options) {
+    REQUIRE(run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / name) + common + options).status == 0);
+    return read_text(dir / name);
+  };
+  CHECK_THAT(lookahead_of("default.mp4", ""), Contains(" rc_lookahead=10 "));
+  CHECK_THAT(lookahead_of("own.mp4", " --encoder-options rc-lookahead=25"), Contains(" rc_lookahead=25 "));
+  CHECK_THAT(lookahead_of("params.mp4", " --encoder-options x264-params=rc-lookahead=30"),
+             Contains(" rc_lookahead=30 "));
 }
 
 TEST_CASE("cli --encoder-options: reach the encoder, and a wrong one fails in one line before any work",
