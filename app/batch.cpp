@@ -328,8 +328,8 @@ void run_command(RunCommand command, const RunOptions& options) {
     for (const BatchItem& item : items) {
       current_output = item.output;
       const Clock::time_point start = Clock::now();
-      StartedRun started =
-          start_batch_input(command, *model, run_pipeline, item, named_weights(options), /*check_outputs=*/batch);
+      StartedRun started = start_batch_input(command, *model, run_pipeline, item, named_weights(options),
+                                             /*check_outputs=*/batch);
       finish_previous();
       if (started.error) {
         report(item, started.error, start);

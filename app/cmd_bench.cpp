@@ -20,9 +20,9 @@
 
 #include "app/commands.h"
 #include "app/devices.h"
-#include "core/band_split.h"
 #include "app/memory_options.h"
 #include "app/run_options.h"
+#include "core/band_split.h"
 #include "core/device/device.h"
 #include "core/engine.h"
 #include "core/engine_report.h"
@@ -323,8 +323,9 @@ void bench_devices(const BenchOptions& o) {
 // the split's output is from the first device's own run (rounding only: Note [Bands across devices]).
 void bench_split(const BenchOptions& o) {
   if (o.accuracy || o.profile || o.compare_untiled || !o.trace.empty())
-    throw UsageError("--split times the split run; run --accuracy, --profile, --compare-untiled and --trace on "
-                     "one device (--device)");
+    throw UsageError(
+        "--split times the split run; run --accuracy, --profile, --compare-untiled and --trace on "
+        "one device (--device)");
   if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
   if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
     throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
@@ -345,9 +346,10 @@ void bench_split(const BenchOptions& o) {
   core::VaeModel& model = *models.front();
   const BenchClip clip = make_bench_clip(o, model, devices.front(), dtype);
   const auto [width, height] = parse_frame_size(o.size);
-  const core::Plan plan = core::plan_band_run(
-      core::PlanRequest::of(model.info(), model.parameter_count(), core::parse_op(o.op), width, height, dtype),
-      static_cast<int64_t>(devices.size()), clip.planner);
+  const core::Plan plan =
+      core::plan_band_run(core::PlanRequest::of(model.info(), model.parameter_count(), core::parse_op(o.op),
+                                                width, height, dtype),
+                          static_cast<int64_t>(devices.size()), clip.planner);
   chunks.latent_frames = plan.chunk;
   auto run = [&] { return run_op(model, o.op, clip.video, clip.latents, chunks); };
   auto synchronize_all = [&] {
@@ -394,27 +396,30 @@ void bench_split(const BenchOptions& o) {
                           {"peak_reserved_bytes", core::Device::of(d).peak_reserved_bytes()},
                           {"received_bytes_per_run", (it == traffic.end() ? 0 : it->second) / o.runs}});
   }
-  const nlohmann::json j = {{"op", o.op},
-                            {"size", o.size},
-                            {"frames", o.frames},
-                            {"dtype", o.dtype},
-                            {"split", {{"devices", per_device}, {"runs", seconds}, {"median_s", median},
-                                       {"relative_error_vs_one_device",
-                                        split_error ? nlohmann::json(*split_error) : nlohmann::json()},
-                                       {"plan", plan.to_json()}}},
-                            {"one_device",
-                             {{"device", alone.device.str()},
-                              {"median_s", alone.median},
-                              {"peak_allocated_bytes", alone.peak_allocated}}},
-                            {"speedup_vs_one_device", alone.median / median}};
+  const nlohmann::json j = {
+      {"op", o.op},
+      {"size", o.size},
+      {"frames", o.frames},
+      {"dtype", o.dtype},
+      {"split",
+       {{"devices", per_device},
+        {"runs", seconds},
+        {"median_s", median},
+        {"relative_error_vs_one_device", split_error ? nlohmann::json(*split_error) : nlohmann::json()},
+        {"plan", plan.to_json()}}},
+      {"one_device",
+       {{"device", alone.device.str()},
+        {"median_s", alone.median},
+        {"peak_allocated_bytes", alone.peak_allocated}}},
+      {"speedup_vs_one_device", alone.median / median}};
   if (o.json) {
     std::cout << j.dump() << "\n";
     return;
   }
-  std::cout << std::fixed << std::setprecision(3) << o.op << " " << o.size << " x" << o.frames << " " << o.dtype
-            << " split across " << devices.size() << " devices in bands: median " << median << " s against "
-            << alone.median << " s on " << alone.device.str() << " alone, " << std::setprecision(2)
-            << alone.median / median << "x";
+  std::cout << std::fixed << std::setprecision(3) << o.op << " " << o.size << " x" << o.frames << " "
+            << o.dtype << " split across " << devices.size() << " devices in bands: median " << median
+            << " s against " << alone.median << " s on " << alone.device.str() << " alone, "
+            << std::setprecision(2) << alone.median / median << "x";
   if (split_error)
     std::cout << "; relative error against the first device's own run " << std::scientific
               << std::setprecision(2) << *split_error << std::fixed;
@@ -427,7 +432,8 @@ void bench_split(const BenchOptions& o) {
 }
 
 void bench(const BenchOptions& o) {
-  if (o.split && o.devices.empty()) throw UsageError("--split splits the clip across --devices; give --devices too");
+  if (o.split && o.devices.empty())
+    throw UsageError("--split splits the clip across --devices; give --devices too");
   if (o.split) return bench_split(o);
   if (!o.devices.empty()) return bench_devices(o);
   parse_frame_size(o.size);  // a malformed --size fails before the model is built
@@ -607,8 +613,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option(
       "--devices", o->devices,
       "GPUs to time at once, one model each (all, 0,1 or cuda:0,cuda:2), against the first alone");
-  cmd->add_flag("--split", o->split,
-                "With --devices: one clip split across them in bands (exact), against the first device alone");
+  cmd->add_flag(
+      "--split", o->split,
+      "With --devices: one clip split across them in bands (exact), against the first device alone");
   cmd->add_option("--dtype", o->dtype, "fp32, bf16 or fp16")->capture_default_str();
   cmd->add_option("--chunk", o->chunk, "Latent frames per chunk")
       ->check(CLI::Range(int64_t{1}, core::kMaxChunk))

@@ -9,9 +9,9 @@
 #include "app/commands.h"
 #include "app/device_batch.h"
 #include "app/devices.h"
-#include "core/band_split.h"
 #include "app/memory_options.h"
 #include "app/run_options.h"
+#include "core/band_split.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/json_text.h"
@@ -178,8 +178,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--chunk", o->chunk, "Fixed latent frames per chunk (default: the planner's)")
       ->check(CLI::Range(int64_t{1}, core::kMaxChunk));
   cmd->add_flag("--json", o->json, "Print one JSON object");
-  cmd->add_option("--devices", o->devices,
-                  "GPUs a batch or one input would be split over (all, 0,1 or cuda:0,cuda:2): shows the split");
+  cmd->add_option(
+      "--devices", o->devices,
+      "GPUs a batch or one input would be split over (all, 0,1 or cuda:0,cuda:2): shows the split");
   cmd->add_option(
       "inputs", o->inputs,
       "with --devices: a batch's inputs (files or folders), to show which device would take each");

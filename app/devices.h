@@ -39,9 +39,9 @@ std::string device_list(const std::vector<torch::Device>& devices);
 
 // The allocator settings the CLI starts with (app/cli.cpp), unless the user gave PYTORCH_CUDA_ALLOC_CONF.
 inline constexpr const char* kDefaultAllocatorSettings = "expandable_segments:True";
-// For one clip split across several GPUs (Note [Copies between GPUs] in core/band_split.cpp): LibTorch's plain
-// caching allocator instead of expandable segments, unless the user chose the settings. Call before the first
-// CUDA allocation.
+// For one clip split across several GPUs (Note [Copies between GPUs] in core/band_split.cpp): LibTorch's
+// plain caching allocator instead of expandable segments, unless the user chose the settings. Call before the
+// first CUDA allocation.
 void use_plain_allocator_for_peers();
 
 }  // namespace vaecodec::app

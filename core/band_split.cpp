@@ -121,7 +121,9 @@ void BandLink::abort() {
   changed_.notify_all();
 }
 
-BandContext* current_band() { return tls_band; }
+BandContext* current_band() {
+  return tls_band;
+}
 
 std::map<std::string, int64_t> band_traffic() {
   std::lock_guard<std::mutex> lock(traffic_mutex);
@@ -140,7 +142,9 @@ BandScope::BandScope(BandLink& link, int64_t band, torch::Device device) : previ
   tls_band = &context_;
 }
 
-BandScope::~BandScope() { tls_band = previous_; }
+BandScope::~BandScope() {
+  tls_band = previous_;
+}
 
 void fill_halo(const torch::Tensor& whole, int64_t top, int64_t bottom) {
   BandContext& c = band_or_throw("fill_halo");
@@ -150,8 +154,8 @@ void fill_halo(const torch::Tensor& whole, int64_t top, int64_t bottom) {
   // The band above reads this band's first `bottom` interior rows, the band below its last `top`: posted as
   // dense copies, so that a band on another GPU fetches them with one plain peer copy (Note [Copies between
   // GPUs]).
-  const auto& posted = exchange(c, {whole.narrow(3, top, bottom).contiguous(),
-                                    whole.narrow(3, top + rows - top, top).contiguous()});
+  const auto& posted = exchange(
+      c, {whole.narrow(3, top, bottom).contiguous(), whole.narrow(3, top + rows - top, top).contiguous()});
   if (top > 0) {
     auto above = whole.narrow(3, 0, top);
     if (c.band == 0)
@@ -209,8 +213,8 @@ BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Direction di
     if (!p.model || !p.device) throw Error("a band of a split run has no model or no device");
     if (!models.insert(p.model).second) throw Error("two bands of a split run share one model");
     if (p.model->device() != p.device->torch_device())
-      throw Error("band " + std::to_string(i) + "'s model is on " + p.model->device().str() + ", the band on " +
-                  p.device->torch_device().str());
+      throw Error("band " + std::to_string(i) + "'s model is on " + p.model->device().str() +
+                  ", the band on " + p.device->torch_device().str());
     bands_.push_back({p, rows[i], {}});
   }
   // Peer access between every two GPUs of the split, both ways, once and before any band runs, rather than by
@@ -279,7 +283,8 @@ void BandSet::run_band(size_t i, const torch::Tensor& x, BandLink& link) {
                   .to(device)
                   .contiguous(model.memory_format());
   BandScope scope(link, static_cast<int64_t>(i), device);
-  auto out = direction_ == Direction::kEncode ? model.encode(part, band.cache) : model.decode(part, band.cache);
+  auto out =
+      direction_ == Direction::kEncode ? model.encode(part, band.cache) : model.decode(part, band.cache);
   std::lock_guard<std::mutex> lock(mutex_);
   outputs_[i] = std::move(out);
 }

@@ -3,8 +3,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <string>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
@@ -24,7 +24,8 @@ namespace vaecodec::core {
 //   - a convolution with a spatial kernel (and the resamplers' padded ones) reads `top` rows above and
 //     `bottom` rows below each output row's band: before it runs, each band copies those rows from its
 //     neighbours' inputs into a margin of its own input (fill_halo), and zeros where the frame ends, which is
-//     the models' own zero padding. For a kernel k, stride s and top padding p, top = p and bottom = k - s - p;
+//     the models' own zero padding. For a kernel k, stride s and top padding p, top = p and bottom = k - s -
+//     p;
 //   - attention over a frame's pixels gathers the keys and values of every band (its queries stay its own);
 //   - SeedVR2's per-frame GroupNorm combines every band's mean and variance of each group and frame.
 // Every other layer works per pixel or within 2x2 blocks that never straddle a band's edge. So each band's
@@ -89,7 +90,9 @@ struct BandContext {
   int64_t bands() const { return link->bands(); }
 };
 BandContext* current_band();
-inline bool in_band() { return current_band() != nullptr; }
+inline bool in_band() {
+  return current_band() != nullptr;
+}
 
 // Makes the calling thread band `band` of `link`, on `device`, until destroyed.
 class BandScope {
@@ -151,8 +154,8 @@ class BandSet {
   Direction direction_;
   int64_t latent_height_;
 
-  // The chunk in hand, guarded by mutex_: run() sets it and bumps `chunk_`, each thread runs its band once per
-  // bump and counts itself in `finished_`.
+  // The chunk in hand, guarded by mutex_: run() sets it and bumps `chunk_`, each thread runs its band once
+  // per bump and counts itself in `finished_`.
   std::mutex mutex_;
   std::condition_variable start_, finished_all_;
   int64_t chunk_ = 0;

@@ -27,11 +27,10 @@ void check_placed(const VaeModel& model, const Device& device) {
 }
 
 // A band split: two or more bands and no tiles.
-std::unique_ptr<BandSet> make_band_set(const ChunkOptions& chunks, Device& device, BandSet::Direction direction,
-                                       int64_t latent_height) {
+std::unique_ptr<BandSet> make_band_set(const ChunkOptions& chunks, Device& device,
+                                       BandSet::Direction direction, int64_t latent_height) {
   if (chunks.bands.size() < 2) return nullptr;
-  if (chunks.tiles.tiled())
-    throw Error("a run split across devices does not also cut its bands into tiles");
+  if (chunks.tiles.tiled()) throw Error("a run split across devices does not also cut its bands into tiles");
   return std::make_unique<BandSet>(chunks.bands, device, direction, latent_height);
 }
 
@@ -67,7 +66,8 @@ torch::Tensor EncodeRun::push(const torch::Tensor& frames) {
   if (frames.size(3) % f || frames.size(4) % f)
     throw Error("frame size " + std::to_string(frames.size(4)) + "x" + std::to_string(frames.size(3)) +
                 " is not a multiple of " + std::to_string(f));
-  if (frames_in_ == 0) bands_ = make_band_set(chunks_, device_, BandSet::Direction::kEncode, frames.size(3) / f);
+  if (frames_in_ == 0)
+    bands_ = make_band_set(chunks_, device_, BandSet::Direction::kEncode, frames.size(3) / f);
   if (frames_in_ == 0 && !bands_)
     tiles_ = make_tile_set(model_, device_, chunks_.tiles, TileSet::Direction::kEncode, chunks_.offload,
                            frames.size(3) / f, frames.size(4) / f);
@@ -120,7 +120,8 @@ torch::Tensor DecodeRun::push(const torch::Tensor& latents) {
     throw Error("decode expects latents shaped [B, " + std::to_string(model_.info().latent_channels) +
                 ", T, h, w], got " + std::to_string(latents.dim()) + "-D with " +
                 std::to_string(latents.dim() > 1 ? latents.size(1) : 0) + " channels");
-  if (latents_in_ == 0) bands_ = make_band_set(chunks_, device_, BandSet::Direction::kDecode, latents.size(3));
+  if (latents_in_ == 0)
+    bands_ = make_band_set(chunks_, device_, BandSet::Direction::kDecode, latents.size(3));
   if (latents_in_ == 0 && !bands_)
     tiles_ = make_tile_set(model_, device_, chunks_.tiles, TileSet::Direction::kDecode, chunks_.offload,
                            latents.size(3), latents.size(4));

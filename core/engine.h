@@ -16,8 +16,8 @@ namespace vaecodec::core {
 class TileSet;
 
 // How a run splits a sequence in time and space. Chunks in time and bands across devices do not change the
-// result; spatial tiles (Note [Tile blending] in core/tiling.h) change it slightly. Memory and speed depend on
-// all three.
+// result; spatial tiles (Note [Tile blending] in core/tiling.h) change it slightly. Memory and speed depend
+// on all three.
 struct ChunkOptions {
   int64_t latent_frames =
       1;                 // latent frames per chunk; an encode chunk is temporal_factor * this many frames

@@ -42,7 +42,9 @@ CausalConv3d::CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kerne
   halo_bottom_ = std::max<int64_t>(0, kernel[1] - stride[1] - padding[1]);
 }
 
-bool CausalConv3d::needs_halo() const { return (halo_top_ > 0 || halo_bottom_ > 0) && in_band(); }
+bool CausalConv3d::needs_halo() const {
+  return (halo_top_ > 0 || halo_bottom_ > 0) && in_band();
+}
 
 void CausalConv3d::allocate(Buffer& b, std::vector<int64_t> whole_sizes, int64_t past, int64_t frames,
                             int64_t rows, const torch::TensorOptions& options) const {

@@ -179,18 +179,20 @@ core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geomet
   try {
     plan = core::plan_band_run(whole, static_cast<int64_t>(rows.size()), *planner);
   } catch (const Error& e) {
-    throw Error("one band of " + std::to_string(geometry.padded_width) + "x" + std::to_string(rows.front().count * f) +
-                " (of " + std::to_string(options.bands.size()) + " across " + devices + ") does not fit: " +
-                e.what() + "; use more devices or a larger budget");
+    throw Error("one band of " + std::to_string(geometry.padded_width) + "x" +
+                std::to_string(rows.front().count * f) + " (of " + std::to_string(options.bands.size()) +
+                " across " + devices + ") does not fit: " + e.what() +
+                "; use more devices or a larger budget");
   }
   double fraction = 0;
   for (const core::BandPlace& band : options.bands) fraction = band.device->cap_memory(planner->budget_bytes);
   if (!options.quiet || verbose())
-    std::cerr << "vaecodec: " << plan.summary() << "; split in " << options.bands.size()
-              << " bands of " << rows.back().count * f << "-" << rows.front().count * f << " rows across "
-              << devices << ", budget per device" << std::endl;
+    std::cerr << "vaecodec: " << plan.summary() << "; split in " << options.bands.size() << " bands of "
+              << rows.back().count * f << "-" << rows.front().count * f << " rows across " << devices
+              << ", budget per device" << std::endl;
   if (fraction > 0)
-    verbose_note("allocator", "capped at " + core::format_size(planner->budget_bytes) + " on each of " + devices);
+    verbose_note("allocator",
+                 "capped at " + core::format_size(planner->budget_bytes) + " on each of " + devices);
   return plan;
 }
 

@@ -32,7 +32,8 @@ std::shared_ptr<core::VaeModel> load(const Family& family, torch::Device device,
   options.device = device;
   options.dtype = dtype;
   options.config = read_json(data_dir() / family.folder / "meta.json").at("config");
-  return core::build_model(core::load_checkpoint(data_dir() / family.folder / "weights.safetensors"), options);
+  return core::build_model(core::load_checkpoint(data_dir() / family.folder / "weights.safetensors"),
+                           options);
 }
 
 // `n` models of the family on `device`, and their places.
@@ -61,7 +62,8 @@ torch::Tensor video(int64_t frames, int64_t height, int64_t width, torch::Scalar
   auto y = torch::linspace(0, 3, height, opts).view({1, 1, 1, height, 1});
   auto x = torch::linspace(0, 4, width, opts).view({1, 1, 1, 1, width});
   auto t = torch::arange(frames, opts).view({1, 1, frames, 1, 1});
-  auto picture = torch::sin(x + 0.4 * t) * torch::cos(y - 0.3 * t) * 0.6 + 0.3 * torch::rand({1, 3, frames, height, width}, opts) - 0.15;
+  auto picture = torch::sin(x + 0.4 * t) * torch::cos(y - 0.3 * t) * 0.6 +
+                 0.3 * torch::rand({1, 3, frames, height, width}, opts) - 0.15;
   return picture.clamp(-1, 1).to(dtype);
 }
 
@@ -87,8 +89,8 @@ TEST_CASE("band rows: near-equal whole latent rows, the taller bands first", "[b
   CHECK_THROWS_WITH(core::band_rows(2, 3), Catch::Contains("2 latent rows cannot be split into 3 bands"));
 }
 
-// For every family in float64 and float32: `run(family, model, chunks)` on one device against the same with the
-// frame split into 2 and 3 bands of that many more models, at `chunk` latent frames per call.
+// For every family in float64 and float32: `run(family, model, chunks)` on one device against the same with
+// the frame split into 2 and 3 bands of that many more models, at `chunk` latent frames per call.
 template <typename Run>
 void check_split_equals_whole(int64_t chunk, Run run) {
   for (const auto& family : kFamilies) {
@@ -117,13 +119,15 @@ TEST_CASE("a split decode equals the one-device decode, every family, float64 an
 }
 
 TEST_CASE("a split encode equals the one-device encode, every family, float64 and float32", "[bands]") {
-  check_split_equals_whole(1, [](const Family& family, core::VaeModel& model, const core::ChunkOptions& chunks) {
+  check_split_equals_whole(1, [](const Family& family, core::VaeModel& model,
+                                 const core::ChunkOptions& chunks) {
     // 5 latent rows, 3 latent columns, 9 frames.
     return core::encode_video(model, video(9, 5 * family.factor, 3 * family.factor, model.dtype()), chunks);
   });
 }
 
-TEST_CASE("a split run does not depend on its chunking, and streams like the one-device run", "[bands][chunks]") {
+TEST_CASE("a split run does not depend on its chunking, and streams like the one-device run",
+          "[bands][chunks]") {
   const Family& family = kFamilies[0];
   auto model = load(family, torch::kCPU, torch::kDouble);
   torch::manual_seed(5);
@@ -160,7 +164,8 @@ TEST_CASE("a failing band stops the split run with its own error, and the others
   auto wan21 = load(kFamilies[0], torch::kCPU, torch::kFloat);
   auto wan22 = load(kFamilies[1], torch::kCPU, torch::kFloat);
   core::ChunkOptions options;
-  options.bands = {{wan21.get(), &core::Device::of(torch::kCPU)}, {wan22.get(), &core::Device::of(torch::kCPU)}};
+  options.bands = {{wan21.get(), &core::Device::of(torch::kCPU)},
+                   {wan22.get(), &core::Device::of(torch::kCPU)}};
   auto latents = torch::randn({1, 16, 1, 4, 4});
   try {
     core::decode_latents(*wan21, latents, options);

@@ -375,17 +375,19 @@ TEST_CASE("gpu: one clip split across --devices 0,1 writes what one GPU writes",
   // video equals the one-GPU decode's up to the 8-bit output's rounding.
   REQUIRE(torch::cuda::is_available());
   if (app::visible_cuda_devices() < 2) {
-    WARN("one CUDA device here: one clip split across two GPUs did not run (core's [bands][gpu] test splits "
-         "across two bands of one GPU)");
+    WARN(
+        "one CUDA device here: one clip split across two GPUs did not run (core's [bands][gpu] test splits "
+        "across two bands of one GPU)");
     return;
   }
   ScratchDir dir;
-  make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=176x208:rate=24 -frames:v 9 -c:v libx264 -pix_fmt yuv420p");
+  make_clip(dir / "in.mp4",
+            "-f lavfi -i testsrc2=size=176x208:rate=24 -frames:v 9 -c:v libx264 -pix_fmt yuv420p");
   const std::string weights = " --weights " + quote(tiny_weights()) + " --dtype fp32";
   for (const std::string devices : {"--device cuda:0", "--devices 0,1"}) {
     const std::string tag = devices == "--device cuda:0" ? "one" : "split";
-    const CliResult e = run_cli("encode " + quote(dir / "in.mp4") + " -o " + quote(dir / (tag + ".safetensors")) +
-                                weights + " " + devices);
+    const CliResult e = run_cli("encode " + quote(dir / "in.mp4") + " -o " +
+                                quote(dir / (tag + ".safetensors")) + weights + " " + devices);
     INFO(e.err);
     REQUIRE(e.status == 0);
     const CliResult d = run_cli("decode " + quote(dir / (tag + ".safetensors")) + " -o " +
@@ -396,7 +398,8 @@ TEST_CASE("gpu: one clip split across --devices 0,1 writes what one GPU writes",
   const auto one = read_tensors(dir / "one.safetensors"), split = read_tensors(dir / "split.safetensors");
   REQUIRE(one.size() == split.size());
   for (const auto& [name, t] : one) CHECK(relative_error(split.at(name), t) <= 1e-5);
-  const CliResult c = run_cli("compare " + quote(dir / "one.mkv") + " " + quote(dir / "split.mkv") + " --json");
+  const CliResult c =
+      run_cli("compare " + quote(dir / "one.mkv") + " " + quote(dir / "split.mkv") + " --json");
   REQUIRE(c.status == 0);
   const auto j = nlohmann::json::parse(c.out);
   INFO(c.out);

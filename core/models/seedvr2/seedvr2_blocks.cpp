@@ -45,7 +45,8 @@ torch::Tensor FrameGroupNorm::forward(const torch::Tensor& x, bool silu) const {
 }
 
 void FrameGroupNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out) const {
-  if (!in_band() && kernels::frame_group_norm_into(x, weight_, bias_, groups_, kNormEps, /*silu=*/true, out)) return;
+  if (!in_band() && kernels::frame_group_norm_into(x, weight_, bias_, groups_, kNormEps, /*silu=*/true, out))
+    return;
   out.copy_(composite(x, /*silu=*/true));
 }
 
@@ -117,7 +118,7 @@ torch::Tensor SeedVR2Attention::forward(const torch::Tensor& x, CausalCache& cac
   auto q = F::linear(tokens, q_weight_, q_bias_).unsqueeze(1);
   auto k = F::linear(tokens, k_weight_, k_bias_).unsqueeze(1);
   auto v = F::linear(tokens, v_weight_, v_bias_).unsqueeze(1);
-  auto attended = frame_attention(q, k, v);  // [B*T, H*W, C]
+  auto attended = frame_attention(q, k, v);           // [B*T, H*W, C]
   FlopCounter::add(2.0 * b * t * h * w * c * 4 * c);  // the projections: 2*HW*C*(3C + C) per frame
   auto out = F::linear(attended, out_weight_, out_bias_);
   return x + out.reshape({b, t, h, w, c}).permute({0, 4, 1, 2, 3});

@@ -53,7 +53,7 @@ torch::Tensor WanAttentionBlock::forward(const torch::Tensor& x, CausalCache& ca
   auto q = qkv.narrow(2, 0, c).unsqueeze(1);
   auto k = qkv.narrow(2, c, c).unsqueeze(1);
   auto v = qkv.narrow(2, 2 * c, c).unsqueeze(1);
-  auto attended = frame_attention(q, k, v);  // [B*T, HW, C]
+  auto attended = frame_attention(q, k, v);           // [B*T, HW, C]
   FlopCounter::add(2.0 * b * t * h * w * c * 4 * c);  // the projections: 2*HW*C*(3C + C) per frame
   auto out = torch::nn::functional::linear(attended, proj_weight_.flatten(1), proj_bias_);
   return out.reshape({b, t, h, w, c}).permute({0, 4, 1, 2, 3}) + x;
