@@ -351,6 +351,7 @@ void bench_split(const BenchOptions& o) {
                                                 width, height, dtype),
                           static_cast<int64_t>(devices.size()), clip.planner);
   chunks.latent_frames = plan.chunk;
+  chunks.tiles = plan.tiles;  // columns, where a band does not fit whole
   auto run = [&] { return run_op(model, o.op, clip.video, clip.latents, chunks); };
   auto synchronize_all = [&] {
     for (const torch::Device& d : devices) synchronize(d);

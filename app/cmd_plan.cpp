@@ -97,7 +97,8 @@ void plan(const PlanOptions& o) {
   const core::PlanRequest request =
       core::PlanRequest::of(info, params, core::parse_op(o.op), padded_w, padded_h, dtype);
   const core::Plan p = core::plan_run(request, o.memory.planner);
-  // One input across the devices (Note [Bands across devices]): each device planned for its band, untiled.
+  // One input across the devices (Note [Bands across devices]): each device planned for its band (in columns
+  // where it does not fit whole).
   std::optional<core::Plan> band_plan;
   std::string band_refusal, band_rows_text;
   if (devices.size() > 1) {

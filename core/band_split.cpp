@@ -84,11 +84,40 @@ PlanRequest band_plan_request(const PlanRequest& whole, int64_t bands) {
 }
 
 Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions options) {
+  const int64_t f = whole.spatial_factor, latent_height = whole.height / f, latent_width = whole.width / f;
+  const PlanRequest band = band_plan_request(whole, bands);
+  const int64_t overlap = options.tile_overlap;
+  // The column widths to try, widest first: the whole frame, then 2, 3, ... columns down to min_tile.
+  std::vector<int64_t> widths;
+  if (options.tile) {
+    widths.push_back(options.tile->width);
+  } else {
+    widths.push_back(latent_width);
+    for (int64_t n = 2; options.tiling; ++n) {
+      const int64_t width = (latent_width + (n - 1) * overlap + n - 1) / n;  // n columns sharing `overlap`
+      if (width < options.min_tile || width <= overlap) break;
+      if (width < widths.back()) widths.push_back(width);
+    }
+  }
   options.tiling = false;
-  options.tile.reset();
-  Plan plan = plan_run(band_plan_request(whole, bands), options);
-  plan.tiles = TileGrid::whole(whole.height / whole.spatial_factor, whole.width / whole.spatial_factor);
-  return plan;
+  options.offload = false;
+  std::string refusal;
+  for (const int64_t width : widths) {
+    if (width < latent_width)
+      options.tile = TileSize{band.height / f, width};
+    else
+      options.tile.reset();
+    try {
+      Plan plan = plan_run(band, options);
+      plan.tiles = width < latent_width
+                       ? TileGrid::cover(latent_height, latent_width, {latent_height, width}, overlap)
+                       : TileGrid::whole(latent_height, latent_width);
+      return plan;
+    } catch (const Error& e) {
+      refusal = e.what();
+    }
+  }
+  throw Error(refusal);
 }
 
 BandLink::BandLink(int64_t bands) : bands_(bands) {
@@ -204,9 +233,12 @@ std::vector<torch::Tensor> concat_bands(const std::vector<torch::Tensor>& mine, 
 }
 
 BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Direction direction,
-                 int64_t latent_height)
-    : out_device_(out_device), direction_(direction), latent_height_(latent_height) {
-  const auto rows = band_rows(latent_height, static_cast<int64_t>(places.size()));
+                 const TileGrid& columns)
+    : out_device_(out_device), direction_(direction), columns_(columns) {
+  if (columns_.rows != 1)
+    throw Error("a split run cuts its bands into columns, not into " + std::to_string(columns_.rows) +
+                " rows of tiles");
+  const auto rows = band_rows(columns_.latent_height, static_cast<int64_t>(places.size()));
   std::set<VaeModel*> models;
   for (size_t i = 0; i < places.size(); ++i) {
     const BandPlace& p = places[i];
@@ -215,7 +247,7 @@ BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Direction di
     if (p.model->device() != p.device->torch_device())
       throw Error("band " + std::to_string(i) + "'s model is on " + p.model->device().str() +
                   ", the band on " + p.device->torch_device().str());
-    bands_.push_back({p, rows[i], {}});
+    bands_.push_back({p, rows[i], std::vector<CausalCache>(static_cast<size_t>(columns_.cols))});
   }
   // Peer access between every two GPUs of the split, both ways, once and before any band runs, rather than by
   // LibTorch's first copy between them while the other bands' threads allocate (Note [Copies between GPUs]).
@@ -228,7 +260,8 @@ BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Direction di
 
 int64_t BandSet::cache_bytes() const {
   int64_t n = 0;
-  for (const auto& b : bands_) n += b.cache.bytes();
+  for (const auto& b : bands_)
+    for (const auto& c : b.caches) n += c.bytes();
   return n;
 }
 
@@ -276,29 +309,36 @@ void BandSet::run_band(size_t i, const torch::Tensor& x, BandLink& link) {
   VaeModel& model = *band.place.model;
   const torch::Device device = band.place.device->torch_device();
   const int64_t in_scale = direction_ == Direction::kEncode ? model.info().spatial_factor : 1;
-  // Cut, converted and made dense where x is, then one plain copy to the band's device.
-  auto part = x.narrow(3, band.rows.first * in_scale, band.rows.count * in_scale)
-                  .to(model.dtype())
-                  .contiguous(model.memory_format())
-                  .to(device)
-                  .contiguous(model.memory_format());
   BandScope scope(link, static_cast<int64_t>(i), device);
-  auto out =
-      direction_ == Direction::kEncode ? model.encode(part, band.cache) : model.decode(part, band.cache);
+  std::vector<torch::Tensor> outs;
+  for (int64_t c = 0; c < columns_.cols; ++c) {
+    // Cut, converted and made dense where x is, then one plain copy to the band's device.
+    auto part = x.narrow(3, band.rows.first * in_scale, band.rows.count * in_scale)
+                    .narrow(4, columns_.col_origin(c) * in_scale, columns_.tile_width * in_scale)
+                    .to(model.dtype())
+                    .contiguous(model.memory_format())
+                    .to(device)
+                    .contiguous(model.memory_format());
+    CausalCache& cache = band.caches[static_cast<size_t>(c)];
+    outs.push_back(direction_ == Direction::kEncode ? model.encode(part, cache) : model.decode(part, cache));
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  outputs_[i] = std::move(out);
+  outputs_[i] = std::move(outs);
 }
 
 torch::Tensor BandSet::run(const torch::Tensor& x) {
-  const int64_t factor = bands_.front().place.model->info().spatial_factor;
-  const int64_t in_scale = direction_ == Direction::kEncode ? factor : 1;
-  if (x.size(3) != latent_height_ * in_scale)
-    throw Error("a split run planned for " + std::to_string(latent_height_ * in_scale) + " rows got " +
-                std::to_string(x.size(3)));
+  const VaeModel& model = *bands_.front().place.model;
+  const int64_t factor = model.info().spatial_factor;
+  const bool encode = direction_ == Direction::kEncode;
+  const int64_t in_scale = encode ? factor : 1;
+  if (x.size(3) != columns_.latent_height * in_scale || x.size(4) != columns_.latent_width * in_scale)
+    throw Error("a split run planned for " + std::to_string(columns_.latent_width * in_scale) + "x" +
+                std::to_string(columns_.latent_height * in_scale) + " got " + std::to_string(x.size(4)) +
+                "x" + std::to_string(x.size(3)));
   before_model_call();
   const auto n = bands_.size();
   BandLink link(static_cast<int64_t>(n));
-  std::vector<torch::Tensor> outputs;
+  std::vector<std::vector<torch::Tensor>> outputs;
   std::vector<std::exception_ptr> errors;
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -332,10 +372,17 @@ torch::Tensor BandSet::run(const torch::Tensor& x) {
   for (const auto& e : errors)
     if (e) throw Error("a band of the split run stopped without saying why");
   c10::InferenceMode inference;
-  std::vector<torch::Tensor> parts;
-  for (auto& out : outputs) parts.push_back(out.to(out_device_.torch_device()));
-  outputs.clear();
-  return torch::cat(parts, 3);
+  const torch::Device out_device = out_device_.torch_device();
+  // Column c of the frame: every band's column c, top to bottom.
+  auto column = [&](int64_t c) {
+    std::vector<torch::Tensor> parts;
+    for (auto& out : outputs) parts.push_back(out[static_cast<size_t>(c)].to(out_device));
+    return torch::cat(parts, 3);
+  };
+  if (!columns_.tiled()) return column(0);
+  if (!blend_) blend_ = std::make_unique<TileBlend>(columns_, encode ? 1 : factor, out_device, model.dtype());
+  for (int64_t c = 0; c < columns_.cols; ++c) blend_->add(static_cast<size_t>(c), column(c));
+  return blend_->take();
 }
 
 }  // namespace vaecodec::core

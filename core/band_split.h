@@ -12,6 +12,7 @@
 #include "core/causal_cache.h"
 #include "core/device/device.h"
 #include "core/planner.h"
+#include "core/tiling.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
@@ -35,6 +36,11 @@ namespace vaecodec::core {
 // every band has posted (BandLink), then copies what it needs onto its own device and goes on. On CUDA no
 // thread waits for the GPU there: a copy from another device is queued on that device's stream after the work
 // that made its source, and the band's own stream waits for the copy, so the GPUs run ahead of the threads.
+// A band too large for its device is cut into columns, the same columns in every band: each band runs column
+// c of its rows with column c's own causal cache, every band on the same column at once, so that column c of
+// the split is one-device column tile c cut into bands, and the columns are blended as tiles are (Note [Tile
+// blending] in core/tiling.h). The split then equals the one-device run tiled in those columns, as exactly
+// as an untiled split equals the untiled run.
 
 // One band's place: its own model (bands never share a model object: the layers keep per-call caches) on its
 // device. Several bands may share a device.
@@ -51,11 +57,13 @@ struct BandRows {
 std::vector<BandRows> band_rows(int64_t latent_height, int64_t bands);
 
 // What one device of a split run must hold: `whole`'s run for the tallest of `bands` bands, plus a latent
-// row above and below for the halo (more than the halo needs at every resolution). Planned untiled, it is
-// the plan of every device of the split.
+// row above and below for the halo (more than the halo needs at every resolution). Its plan is the plan of
+// every device of the split.
 PlanRequest band_plan_request(const PlanRequest& whole, int64_t bands);
-// The plan of every device of that split: band_plan_request's run under `options` with tiling off, its tiles
-// the whole frame. Throws what plan_run throws when the band does not fit.
+// The plan of every device of that split: band_plan_request's run under `options`, untiled where it fits;
+// else, where `options` allow tiles, in the fewest columns that fit (a given options.tile: columns of its
+// width), never rows of tiles nor offloaded caches. plan.tiles is the grid of the whole frame. Throws what
+// plan_run throws for the last plan tried when none fits.
 Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions options);
 
 // The meeting point of the bands of one split run.
@@ -123,15 +131,16 @@ std::vector<std::vector<torch::Tensor>> gather_bands(const std::vector<torch::Te
 std::map<std::string, int64_t> band_traffic();
 void reset_band_traffic();
 
-// The bands of a run (Note [Bands across devices]): one model call per band per chunk, each on its band's own
-// thread (made with the set and kept for the run, its device current and LibTorch's inference mode on), and
-// the bands' outputs joined into the frame on the run's device.
+// The bands of a run (Note [Bands across devices]): one model call per band and column per chunk, each band
+// on its own thread (made with the set and kept for the run, its device current and LibTorch's inference mode
+// on), and the bands' outputs joined into the frame on the run's device.
 class BandSet {
  public:
   enum class Direction { kEncode, kDecode };
-  // latent_height: the frame's height in latent rows. Every place's model must be of the same family and
-  // weights (the caller's business) and on its place's device.
-  BandSet(std::vector<BandPlace> places, Device& out_device, Direction direction, int64_t latent_height);
+  // columns: the frame's grid in latent pixels, one row of tiles (TileGrid::whole: the bands are not cut).
+  // Every place's model must be of the same family and weights (the caller's business) and on its place's
+  // device.
+  BandSet(std::vector<BandPlace> places, Device& out_device, Direction direction, const TileGrid& columns);
   ~BandSet();
   BandSet(const BandSet&) = delete;
   BandSet& operator=(const BandSet&) = delete;
@@ -143,7 +152,7 @@ class BandSet {
   struct Band {
     BandPlace place;
     BandRows rows;
-    CausalCache cache;
+    std::vector<CausalCache> caches;  // one per column
   };
   // Band i's thread: runs band i of each chunk handed over by run() until the set is destroyed.
   void serve(size_t i);
@@ -152,7 +161,8 @@ class BandSet {
   std::vector<Band> bands_;
   Device& out_device_;
   Direction direction_;
-  int64_t latent_height_;
+  TileGrid columns_;
+  std::unique_ptr<TileBlend> blend_;  // made at the first chunk when there are several columns
 
   // The chunk in hand, guarded by mutex_: run() sets it and bumps `chunk_`, each thread runs its band once
   // per bump and counts itself in `finished_`.
@@ -163,7 +173,7 @@ class BandSet {
   bool stopping_ = false;
   const torch::Tensor* input_ = nullptr;
   BandLink* link_ = nullptr;
-  std::vector<torch::Tensor> outputs_;
+  std::vector<std::vector<torch::Tensor>> outputs_;  // by band, then column
   std::vector<std::exception_ptr> errors_;
   std::vector<std::thread> threads_;  // last: made once the state above exists
 };

@@ -26,12 +26,16 @@ void check_placed(const VaeModel& model, const Device& device) {
     throw Error("the model is on " + model.device().str() + ", the run on " + device.torch_device().str());
 }
 
-// A band split: two or more bands and no tiles.
+// A band split: two or more bands, each cut into the grid's columns if it has several.
 std::unique_ptr<BandSet> make_band_set(const ChunkOptions& chunks, Device& device,
-                                       BandSet::Direction direction, int64_t latent_height) {
+                                       BandSet::Direction direction, int64_t latent_height,
+                                       int64_t latent_width) {
   if (chunks.bands.size() < 2) return nullptr;
-  if (chunks.tiles.tiled()) throw Error("a run split across devices does not also cut its bands into tiles");
-  return std::make_unique<BandSet>(chunks.bands, device, direction, latent_height);
+  const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
+  if (grid.tiled() && chunks.offload)
+    throw Error(
+        "a run split across devices keeps its columns' caches on the devices: it does not offload them");
+  return std::make_unique<BandSet>(chunks.bands, device, direction, grid);
 }
 
 }  // namespace
@@ -67,7 +71,8 @@ torch::Tensor EncodeRun::push(const torch::Tensor& frames) {
     throw Error("frame size " + std::to_string(frames.size(4)) + "x" + std::to_string(frames.size(3)) +
                 " is not a multiple of " + std::to_string(f));
   if (frames_in_ == 0)
-    bands_ = make_band_set(chunks_, device_, BandSet::Direction::kEncode, frames.size(3) / f);
+    bands_ =
+        make_band_set(chunks_, device_, BandSet::Direction::kEncode, frames.size(3) / f, frames.size(4) / f);
   if (frames_in_ == 0 && !bands_)
     tiles_ = make_tile_set(model_, device_, chunks_.tiles, TileSet::Direction::kEncode, chunks_.offload,
                            frames.size(3) / f, frames.size(4) / f);
@@ -121,7 +126,7 @@ torch::Tensor DecodeRun::push(const torch::Tensor& latents) {
                 ", T, h, w], got " + std::to_string(latents.dim()) + "-D with " +
                 std::to_string(latents.dim() > 1 ? latents.size(1) : 0) + " channels");
   if (latents_in_ == 0)
-    bands_ = make_band_set(chunks_, device_, BandSet::Direction::kDecode, latents.size(3));
+    bands_ = make_band_set(chunks_, device_, BandSet::Direction::kDecode, latents.size(3), latents.size(4));
   if (latents_in_ == 0 && !bands_)
     tiles_ = make_tile_set(model_, device_, chunks_.tiles, TileSet::Direction::kDecode, chunks_.offload,
                            latents.size(3), latents.size(4));

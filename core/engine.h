@@ -25,7 +25,8 @@ struct ChunkOptions {
   bool offload = false;  // tiles' caches wait in host memory while other tiles run
   // Two or more: the frame is split into these bands, top to bottom, each run by its place's model (Note
   // [Bands across devices] in core/band_split.h); the run's own model then only names the output's device
-  // and the family. Not together with tiles.
+  // and the family. `tiles` may then cut the frame into columns (one row of tiles, no offload): each band
+  // runs the same columns.
   std::vector<BandPlace> bands;
 
   static ChunkOptions of(const Plan& plan) { return {plan.chunk, plan.tiles, plan.offload, {}}; }

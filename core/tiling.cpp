@@ -44,7 +44,9 @@ torch::ScalarType accumulation_dtype(torch::ScalarType dtype) {
   return dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
 }
 
-TileGrid resolve(const TileGrid& grid, int64_t latent_height, int64_t latent_width) {
+}  // namespace
+
+TileGrid resolve_grid(const TileGrid& grid, int64_t latent_height, int64_t latent_width) {
   if (grid.latent_height == 0 && grid.latent_width == 0) return TileGrid::whole(latent_height, latent_width);
   if (grid.latent_height != latent_height || grid.latent_width != latent_width)
     throw Error("the tile plan is for " + std::to_string(grid.latent_width) + "x" +
@@ -52,8 +54,6 @@ TileGrid resolve(const TileGrid& grid, int64_t latent_height, int64_t latent_wid
                 std::to_string(latent_width) + "x" + std::to_string(latent_height));
   return grid;
 }
-
-}  // namespace
 
 std::vector<torch::Tensor> blend_weights(const TileGrid& grid, int64_t scale) {
   std::vector<int64_t> rows, cols;
@@ -68,6 +68,33 @@ std::vector<torch::Tensor> blend_weights(const TileGrid& grid, int64_t scale) {
     for (int64_t c = 0; c < grid.cols; ++c) out.push_back(torch::outer(y, torch::tensor(wx[c], f64)));
   }
   return out;
+}
+
+TileBlend::TileBlend(const TileGrid& grid, int64_t scale, torch::Device device, torch::ScalarType model_dtype)
+    : grid_(grid), scale_(scale), sum_dtype_(accumulation_dtype(model_dtype)) {
+  for (const auto& w : blend_weights(grid_, scale_))
+    weights_.push_back(w.to(device, sum_dtype_).view({1, 1, 1, w.size(0), w.size(1)}));
+}
+
+void TileBlend::add(size_t index, const torch::Tensor& out) {
+  if (!sum_.defined()) {
+    out_dtype_ = out.scalar_type();
+    auto sizes = out.sizes().vec();
+    sizes[3] = grid_.latent_height * scale_;
+    sizes[4] = grid_.latent_width * scale_;
+    sum_ = torch::zeros(sizes, out.options().device(weights_[index].device()).dtype(sum_dtype_));
+  }
+  if (out.size(2) == 0) return;
+  const int64_t r = static_cast<int64_t>(index) / grid_.cols, c = static_cast<int64_t>(index) % grid_.cols;
+  sum_.narrow(3, grid_.row_origin(r) * scale_, out.size(3))
+      .narrow(4, grid_.col_origin(c) * scale_, out.size(4))
+      .add_(out.to(sum_.device(), sum_dtype_) * weights_[index]);
+}
+
+torch::Tensor TileBlend::take() {
+  torch::Tensor frame = sum_.to(out_dtype_);
+  sum_ = torch::Tensor();
+  return frame;
 }
 
 TileSet::TileSet(VaeModel& model, Device& device, TileGrid grid, Direction direction, bool offload)
@@ -171,16 +198,8 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
   };
   const int64_t f = model_.info().spatial_factor;
   const int64_t in_scale = encode ? f : 1, out_scale = encode ? 1 : f;
-  if (!tiles_.front().weight.defined()) {
-    const auto weights = blend_weights(grid_, out_scale);
-    for (size_t i = 0; i < tiles_.size(); ++i)
-      tiles_[i].weight = weights[i]
-                             .to(device, accumulation_dtype(dtype))
-                             .view({1, 1, 1, weights[i].size(0), weights[i].size(1)});
-  }
+  if (!blend_) blend_ = std::make_unique<TileBlend>(grid_, out_scale, device, dtype);
   const bool overlap = offload_ && device.is_cuda();
-  torch::Tensor sum;
-  torch::ScalarType out_dtype = dtype;  // the model's output dtype (encode answers float32 latents)
   for (size_t i = 0; i < tiles_.size(); ++i) {
     Tile& tile = tiles_[i];
     const torch::Tensor crop = x.narrow(3, tile.row * in_scale, grid_.tile_height * in_scale)
@@ -203,25 +222,15 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
     } else {
       out = call(crop, tile.cache);  // off CUDA the caches stay where they are: in host memory already
     }
-    if (!sum.defined()) {
-      out_dtype = out.scalar_type();
-      auto sizes = out.sizes().vec();
-      sizes[3] = grid_.latent_height * out_scale;
-      sizes[4] = grid_.latent_width * out_scale;
-      sum = torch::zeros(sizes, out.options().dtype(accumulation_dtype(dtype)));
-    }
-    if (out.size(2) == 0) continue;
-    sum.narrow(3, tile.row * out_scale, out.size(3))
-        .narrow(4, tile.col * out_scale, out.size(4))
-        .add_(out.to(sum.scalar_type()) * tile.weight);
+    blend_->add(i, out);
   }
-  return sum.to(out_dtype);
+  return blend_->take();
 }
 
 std::unique_ptr<TileSet> make_tile_set(VaeModel& model, Device& device, const TileGrid& grid,
                                        TileSet::Direction direction, bool offload, int64_t latent_height,
                                        int64_t latent_width) {
-  const TileGrid resolved = resolve(grid, latent_height, latent_width);
+  const TileGrid resolved = resolve_grid(grid, latent_height, latent_width);
   if (!resolved.tiled()) return nullptr;
   return std::make_unique<TileSet>(model, device, resolved, direction, offload);
 }

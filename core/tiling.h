@@ -30,6 +30,27 @@ namespace vaecodec::core {
 // the CPU; `scale` is the output's pixels per latent pixel (the spatial factor for decode, 1 for encode).
 std::vector<torch::Tensor> blend_weights(const TileGrid& grid, int64_t scale);
 
+// The weighted sum of a chunk's tile outputs into the frame (Note [Tile blending]), on `device`, in float64
+// for a float64 model and in float32 otherwise. Tiles are added in the order given; the same order gives the
+// same bits, whichever device each tile ran on.
+class TileBlend {
+ public:
+  // scale: output pixels per latent pixel; model_dtype: the model's compute dtype.
+  TileBlend(const TileGrid& grid, int64_t scale, torch::Device device, torch::ScalarType model_dtype);
+  // Adds tile `index`'s output (row-major index, [B, C, t, h, w] in output pixels, any device).
+  void add(size_t index, const torch::Tensor& out);
+  // The frame in the dtype of the tiles' outputs; starts the next chunk's sum.
+  torch::Tensor take();
+
+ private:
+  TileGrid grid_;
+  int64_t scale_;
+  std::vector<torch::Tensor> weights_;  // [1, 1, 1, h, w] each, on the device in the sum's dtype
+  torch::ScalarType sum_dtype_;
+  torch::Tensor sum_;
+  torch::ScalarType out_dtype_ = torch::kFloat;
+};
+
 // The tiles of a run, their caches and the blend (Note [Tile blending]). One model call per tile per chunk;
 // the engine's EncodeRun/DecodeRun use it when ChunkOptions::tiles cuts the frame. With `offload`, a tile's
 // cache waits in (pinned) host memory while the other tiles run (Note [Offloaded caches]).
@@ -49,7 +70,6 @@ class TileSet {
   struct Tile {
     int64_t row = 0, col = 0;  // origin, latent pixels
     CausalCache cache;
-    torch::Tensor weight;  // [1, 1, 1, h, w] on the device in the accumulation dtype; undefined until needed
     // Offloaded on a CUDA device: the cache's copies and the tile's last model call.
     std::vector<torch::Tensor> host;     // per cache slot: its pinned host buffer
     std::vector<torch::Tensor> leaving;  // the device tensors of a download in flight
@@ -71,8 +91,13 @@ class TileSet {
   Direction direction_;
   bool offload_;
   std::vector<Tile> tiles_;
-  Tile* leaving_ = nullptr;  // the tile whose download was queued last
+  std::unique_ptr<TileBlend> blend_;  // made at the first chunk
+  Tile* leaving_ = nullptr;           // the tile whose download was queued last
 };
+
+// `grid` for frames of latent_height x latent_width: a default grid is the whole frame. Throws when the grid
+// was planned for another frame size.
+TileGrid resolve_grid(const TileGrid& grid, int64_t latent_height, int64_t latent_width);
 
 // The tiles for frames of latent_height x latent_width, or nullptr when `grid` does not cut them (a default
 // grid means the whole frame). Throws when the grid was planned for another frame size.

@@ -158,8 +158,9 @@ thread_local std::optional<core::PlanRequest> last_plan_request;
 // A clip split across devices is planned as the tallest band alone on the device with the least room (each
 // band holds the whole model and its band's activations, caches and input and output, plus the halo rows,
 // which are a few rows per layer): the budget is per device, every device's allocator is capped at it, and
-// the plan's chunk length serves every band. Bands are not tiled: a band that does not fit untiled is refused
-// with what would fit, more devices or a larger budget.
+// the plan's chunk length serves every band. A band that does not fit whole is cut into the fewest columns
+// that fit, the same in every band (Note [Bands across devices]); one that does not fit in the narrowest
+// columns is refused with what would fit, more devices or a larger budget.
 core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geometry,
                       const PipelineOptions& options) {
   const int64_t f = model.info().spatial_factor;

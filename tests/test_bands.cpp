@@ -5,6 +5,7 @@
 #include <torch/cuda.h>
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/models/registry.h"
+#include "core/planner.h"
 #include "tests/test_support.h"
 
 namespace vaecodec::test {
@@ -126,6 +128,25 @@ TEST_CASE("a split encode equals the one-device encode, every family, float64 an
   });
 }
 
+TEST_CASE("4 and 8 bands, as on 4 and 8 GPUs, equal the one-device run, every family", "[bands]") {
+  // The split of the 4- and 8-GPU machines, simulated on the CPU: bands of 2 and 3 latent rows, so that every
+  // band's halo comes from both neighbours at every resolution.
+  for (const auto& family : kFamilies) {
+    auto model = load(family, torch::kCPU, torch::kDouble);
+    torch::manual_seed(17);
+    const auto latents = torch::randn({1, model->info().latent_channels, 2, 17, 3}, torch::kDouble);
+    const auto frames = video(5, 17 * family.factor, 2 * family.factor, torch::kDouble);
+    const auto decoded = core::decode_latents(*model, latents, {1});
+    const auto encoded = core::encode_video(*model, frames, {1});
+    for (int64_t n : {4, 8}) {
+      INFO(family.folder << ", " << n << " bands");
+      Bands bands(family, n, torch::kCPU, torch::kDouble);
+      CHECK(relative_error(core::decode_latents(*model, latents, split(bands, 1)), decoded) <= 1e-12);
+      CHECK(relative_error(core::encode_video(*model, frames, split(bands, 1)), encoded) <= 1e-12);
+    }
+  }
+}
+
 TEST_CASE("a split run does not depend on its chunking, and streams like the one-device run",
           "[bands][chunks]") {
   const Family& family = kFamilies[0];
@@ -189,7 +210,93 @@ TEST_CASE("a split run refuses what it cannot do", "[bands]") {
   auto tiled = split(bands, 1);
   tiled.tiles = core::TileGrid::cover(6, 4, {3, 4}, 1);
   CHECK_THROWS_WITH(core::decode_latents(*model, torch::randn({1, 16, 1, 6, 4}), tiled),
-                    Catch::Contains("tiles"));
+                    Catch::Contains("not into 3 rows of tiles"));
+  auto offloaded = split(bands, 1);
+  offloaded.tiles = core::TileGrid::cover(6, 6, {6, 4}, 1);
+  offloaded.offload = true;
+  CHECK_THROWS_WITH(core::decode_latents(*model, torch::randn({1, 16, 1, 6, 6}), offloaded),
+                    Catch::Contains("does not offload"));
+}
+
+TEST_CASE("a split run in columns equals the one-device run tiled in the same columns, every family",
+          "[bands][tiles]") {
+  // Bands cut into columns (Note [Bands across devices]): column c of the split is one-device tile c cut
+  // into bands, blended as the one-device tiles are.
+  for (const auto& family : kFamilies) {
+    for (auto dtype : {torch::kDouble, torch::kFloat}) {
+      auto model = load(family, torch::kCPU, dtype);
+      Bands bands(family, 2, torch::kCPU, dtype);
+      // Decode: 7 x 9 latent pixels in 3 columns of 5 sharing 2; encode: 5 x 7 in 2 columns of 4 sharing 1.
+      torch::manual_seed(13);
+      const auto latents =
+          torch::randn({1, model->info().latent_channels, 3, 7, 9}, torch::TensorOptions().dtype(dtype));
+      const auto frames = video(5, 5 * family.factor, 7 * family.factor, dtype);
+      struct Case {
+        const char* op;
+        core::TileGrid columns;
+        std::function<torch::Tensor(const core::ChunkOptions&)> run;
+      };
+      const Case cases[] = {
+          {"decode", core::TileGrid::cover(7, 9, {7, 5}, 2),
+           [&](const core::ChunkOptions& c) { return core::decode_latents(*model, latents, c); }},
+          {"encode", core::TileGrid::cover(5, 7, {5, 4}, 1),
+           [&](const core::ChunkOptions& c) { return core::encode_video(*model, frames, c); }},
+      };
+      for (const auto& c : cases) {
+        INFO(family.folder << " " << c10::toString(dtype) << " " << c.op);
+        REQUIRE(c.columns.rows == 1);
+        REQUIRE(c.columns.cols >= 2);
+        core::ChunkOptions one{1, c.columns};
+        core::ChunkOptions cut = split(bands, 1);
+        cut.tiles = c.columns;
+        const auto tiled = c.run(one);
+        const auto banded = c.run(cut);
+        REQUIRE(banded.sizes() == tiled.sizes());
+        CHECK(relative_error(banded, tiled) <= (dtype == torch::kDouble ? 1e-12 : 1e-5));
+        // The columns are real tiles: the untiled run differs from both.
+        CHECK(relative_error(c.run(core::ChunkOptions{1}), tiled) > 1e-4);
+      }
+    }
+  }
+}
+
+TEST_CASE("a band that does not fit whole is planned in the fewest columns that fit", "[bands][planner]") {
+  const auto& family = core::find_model_family("wan2.1-vae");
+  const auto model = family.build(family.released_config);
+  const auto whole = core::PlanRequest::of(model->info(), model->parameter_count(), core::Op::kDecode, 1920,
+                                           1088, torch::kBFloat16);
+  core::PlannerOptions options;
+  options.max_chunk = 2;
+  const core::Plan roomy = core::plan_band_run(whole, 2, options);
+  CHECK_FALSE(roomy.tiles.tiled());
+  // Just under what the whole band needs: columns, and under the budget.
+  options.tiling = false;
+  options.budget_bytes = core::smallest_budget(core::band_plan_request(whole, 2), options) - 1;
+  CHECK_THROWS_WITH(core::plan_band_run(whole, 2, options), Catch::Contains("needs"));
+  options.tiling = true;
+  const core::Plan cut = core::plan_band_run(whole, 2, options);
+  CHECK(cut.tiles.rows == 1);
+  CHECK(cut.tiles.cols == 2);
+  CHECK(cut.tiles.latent_width == 1920 / 8);
+  CHECK(cut.tiles.latent_height == 1088 / 8);
+  CHECK_FALSE(cut.offload);
+  CHECK(cut.estimate.total() <= options.budget_bytes);
+  // Tighter: more columns, each narrower.
+  options.budget_bytes = options.budget_bytes * 3 / 4;
+  const core::Plan tighter = core::plan_band_run(whole, 2, options);
+  CHECK(tighter.tiles.rows == 1);
+  CHECK(tighter.tiles.cols > 2);
+  CHECK(tighter.estimate.total() <= options.budget_bytes);
+  // A given tile size: columns of its width, whatever its height.
+  options.budget_bytes = 0;
+  options.tile = core::TileSize{32, 96};
+  const core::Plan given = core::plan_band_run(whole, 2, options);
+  CHECK(given.tiles.rows == 1);
+  CHECK(given.tiles.tile_width == 96);
+  // Nothing fits: the narrowest columns' refusal.
+  options.tile.reset();
+  options.budget_bytes = int64_t{1} << 28;
+  CHECK_THROWS_WITH(core::plan_band_run(whole, 2, options), Catch::Contains("needs"));
 }
 
 TEST_CASE("on CUDA, a split decode and encode equal the one-device run (two bands per GPU, and across GPUs)",
