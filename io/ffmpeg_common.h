@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -70,6 +71,22 @@ int check_av(int code, const std::string& what, const std::filesystem::path& pat
 
 // "yuv420p10le" for a format, "none" for AV_PIX_FMT_NONE.
 std::string pixel_format_name(AVPixelFormat format);
+
+// Keeps the error lines libav* logs on this thread while it lives (whatever the log level), for errors that
+// FFmpeg explains only in its log: a bad filter graph ("No such filter: 'foo'"), an encoder that cannot open
+// ("Cannot load libcuda.so.1") where the code it returns says only "Invalid argument".
+class LogCapture {
+ public:
+  LogCapture();
+  ~LogCapture();
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  const std::vector<std::string>& lines() const { return lines_; }
+
+ private:
+  std::vector<std::string> lines_;
+  std::vector<std::string>* previous_;
+};
 
 // Quiets libav*'s own logging to errors only (or `level`), once for the process. Our messages are the ones
 // the user sees; FFmpeg's chatter ("deprecated pixel format used") is noise on a progress line.

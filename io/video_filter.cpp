@@ -1,8 +1,5 @@
 #include "io/video_filter.h"
 
-#include <cstdarg>
-#include <cstdio>
-#include <mutex>
 #include <vector>
 
 extern "C" {
@@ -16,43 +13,11 @@ namespace vaecodec::io {
 namespace {
 
 // libavfilter explains a bad graph only in its log ("No such filter: 'foo'"); the code it returns says
-// "Invalid argument". While a graph is built, the error lines logged on this thread are kept here.
-thread_local std::vector<std::string>* captured_log = nullptr;
-
-void capturing_log_callback(void* context, int level, const char* format, va_list args) {
-  if (captured_log && level <= AV_LOG_ERROR) {
-    char line[1024];
-    va_list copy;
-    va_copy(copy, args);
-    std::vsnprintf(line, sizeof line, format, copy);
-    va_end(copy);
-    std::string text = line;
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-    if (!text.empty()) captured_log->push_back(text);
-  }
-  av_log_default_callback(context, level, format, args);
+// "Invalid argument". "--vf 'GRAPH': FFmpeg's first error line" (its code's message when it logged none).
+[[noreturn]] void fail(const LogCapture& log, const std::string& graph, int code) {
+  throw UsageError("--vf '" + graph +
+                   "': " + (log.lines().empty() ? av_error_string(code) : log.lines().front()));
 }
-
-// Keeps libav's error lines of this thread for the scope.
-class LogCapture {
- public:
-  LogCapture() {
-    static std::once_flag installed;
-    std::call_once(installed, [] { av_log_set_callback(capturing_log_callback); });
-    captured_log = &lines_;
-  }
-  ~LogCapture() { captured_log = nullptr; }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-  // "--vf 'GRAPH': FFmpeg's first error line" (its code's message when it logged none).
-  [[noreturn]] void fail(const std::string& graph, int code) const {
-    const std::string why = lines_.empty() ? av_error_string(code) : lines_.front();
-    throw UsageError("--vf '" + graph + "': " + why);
-  }
-
- private:
-  std::vector<std::string> lines_;
-};
 
 std::string rational_arg(AVRational q) {
   return std::to_string(q.num) + "/" + std::to_string(q.den);
@@ -71,10 +36,10 @@ void build(AVFilterGraph* filters, const std::string& graph, const FilterInput& 
     args += ":frame_rate=" + rational_arg(input.frame_rate);
   int code = avfilter_graph_create_filter(source, avfilter_get_by_name("buffer"), "in", args.c_str(), nullptr,
                                           filters);
-  if (code < 0) log.fail(graph, code);
+  if (code < 0) fail(log, graph, code);
   code = avfilter_graph_create_filter(sink, avfilter_get_by_name("buffersink"), "out", nullptr, nullptr,
                                       filters);
-  if (code < 0) log.fail(graph, code);
+  if (code < 0) fail(log, graph, code);
 
   // The graph's open input is fed by "in", its open output feeds "out" (FFmpeg's doc/examples).
   FilterInOutPtr outputs(avfilter_inout_alloc()), inputs(avfilter_inout_alloc());
@@ -88,7 +53,7 @@ void build(AVFilterGraph* filters, const std::string& graph, const FilterInput& 
   code = avfilter_graph_parse_ptr(filters, graph.c_str(), &open_inputs, &open_outputs, nullptr);
   avfilter_inout_free(&open_inputs);
   avfilter_inout_free(&open_outputs);
-  if (code < 0) log.fail(graph, code);
+  if (code < 0) fail(log, graph, code);
   for (unsigned i = 0; i < filters->nb_filters; ++i) {
     const AVFilterContext* filter = filters->filters[i];
     for (unsigned p = 0; p < filter->nb_outputs; ++p)
@@ -106,7 +71,7 @@ VideoFilter::VideoFilter(const std::string& graph, const FilterInput& input) : g
   if (!filters_) throw Error("cannot allocate a filter graph: out of memory");
   build(filters_.get(), graph, input, &source_, &sink_, log);
   const int code = avfilter_graph_config(filters_.get(), nullptr);
-  if (code < 0) log.fail(graph, code);
+  if (code < 0) fail(log, graph, code);
 }
 
 void VideoFilter::push(AVFrame* frame) {

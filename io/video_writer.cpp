@@ -1,6 +1,8 @@
 #include "io/video_writer.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 extern "C" {
 #include <libavutil/opt.h>
@@ -86,8 +88,7 @@ AVChromaLocation chroma_location_for(AVChromaLocation input, AVPixelFormat out_f
 // s instead of 5.6-5.9 s; at the same CRF the files were 2.2% smaller with PSNR 0.004 dB and SSIM 0.0001
 // lower (a mandelbrot zoom, 81 frames of 720p; docs/benchmarks.md, "x264's tail"). Sliced threads, which hold
 // no frames per thread, did not pay: the encoder then fell behind the GPU. So libx264 gets rc-lookahead 10
-// unless
-// --encoder-options sets it (an x264-params value still wins over both, as in ffmpeg).
+// unless --encoder-options sets it (an x264-params value still wins over both, as in ffmpeg).
 constexpr int kX264Lookahead = 10;
 
 // --encoder-options, parsed: "key=value:key=value" into a dictionary for avcodec_open2. Each key must be an
@@ -119,14 +120,81 @@ AVDictionary* encoder_settings(const AVCodec* codec, const std::string& text) {
   return settings;
 }
 
-void check_preset(const std::string& codec, const std::string& preset) {
-  if (preset.empty() || (codec != "libx264" && codec != "libx265")) return;
-  const std::vector<std::string> names = {"ultrafast", "superfast", "veryfast", "faster",   "fast",
-                                          "medium",    "slow",      "slower",   "veryslow", "placebo"};
+// An --encoder-preset the encoder does not know fails before any work: x264's and x265's from their
+// documented list (their option is free text), an encoder whose option has named values (NVENC's p1 ... p7,
+// slow, ...) from those.
+void check_preset(const AVCodec* codec, const std::string& preset) {
+  if (preset.empty() || !has_option(codec, "preset")) return;
+  const std::string name = codec->name;
+  std::vector<std::string> names;
+  if (name == "libx264" || name == "libx265") {
+    names = {"ultrafast", "superfast", "veryfast", "faster",   "fast",
+             "medium",    "slow",      "slower",   "veryslow", "placebo"};
+  } else {
+    const AVClass* private_class = codec->priv_class;
+    const AVOption* option = av_opt_find(&private_class, "preset", nullptr, 0, AV_OPT_SEARCH_FAKE_OBJ);
+    if (!option || !option->unit) return;
+    for (const AVOption* o = private_class->option; o && o->name; ++o)
+      if (o->type == AV_OPT_TYPE_CONST && o->unit && std::string(o->unit) == option->unit)
+        names.push_back(o->name);
+    if (names.empty()) return;
+  }
   if (std::find(names.begin(), names.end(), preset) != names.end()) return;
   std::string list;
-  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
-  throw Error("unknown --encoder-preset '" + preset + "' for " + codec + " (one of " + list + ")");
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  throw Error("unknown --encoder-preset '" + preset + "' for " + name + " (one of " + list + ")");
+}
+
+// Note [GPU encoders]
+// NVIDIA's NVENC encoders (h264_nvenc and hevc_nvenc in FFmpeg 5.1) run on the GPU's video engine, beside the
+// cores the VAE uses, and take the CPU's encoding work off the run's critical path. Only some GPUs have that
+// engine (consumer and L40-class cards; the A100, H100 and H200 have none), and it needs NVIDIA's driver
+// library, which FFmpeg loads when the encoder opens. So a hardware encoder is opened once per process on a
+// small frame before any work (hardware_refusal): an explicit `--codec h264_nvenc` that cannot open is
+// refused in one line, and `--codec auto` takes the GPU encoder that suits the container where it opens and
+// the default (libx264) where none does, which --verbose names with the reason. NVENC has no CRF: --crf
+// becomes its constant-quality mode (rc=vbr, cq=CRF, no bitrate target), the same number on another scale;
+// --encoder-options still overrides each of these.
+bool is_hardware(const AVCodec* codec) {
+  return (codec->capabilities & AV_CODEC_CAP_HARDWARE) != 0;
+}
+
+// Why `codec` cannot encode on this machine (FFmpeg's first error line), or "" when it opened on a small
+// frame of `format`; asked once per encoder and process.
+std::string hardware_refusal(const AVCodec* codec, AVPixelFormat format) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = known.find(codec->name); it != known.end()) return it->second;
+  std::string why;
+  {
+    LogCapture log;
+    CodecContextPtr context(avcodec_alloc_context3(codec));
+    if (!context) throw Error(std::string("cannot allocate the ") + codec->name + " encoder: out of memory");
+    context->width = 256;
+    context->height = 256;
+    context->pix_fmt = format;
+    context->time_base = {1, 25};
+    context->framerate = {25, 1};
+    const int opened = avcodec_open2(context.get(), codec, nullptr);
+    if (opened < 0) why = log.lines().empty() ? av_error_string(opened) : log.lines().front();
+  }
+  known[codec->name] = why;
+  return why;
+}
+
+// `--codec auto`'s GPU encoder for the container, or nullptr (with the reasons in `why`) where none opens.
+const AVCodec* working_gpu_encoder(const AVOutputFormat* container, AVPixelFormat wanted,
+                                   const std::string& name, std::string& why) {
+  for (const char* candidate : {"h264_nvenc", "hevc_nvenc"}) {
+    const AVCodec* codec = avcodec_find_encoder_by_name(candidate);
+    if (!codec || avformat_query_codec(container, codec->id, FF_COMPLIANCE_NORMAL) != 1) continue;
+    const std::string refusal = hardware_refusal(codec, choose_pixel_format(codec, wanted, name));
+    if (refusal.empty()) return codec;
+    why += (why.empty() ? "" : "; ") + std::string(candidate) + ": " + refusal;
+  }
+  if (why.empty()) why = "this FFmpeg has no GPU encoder for the container";
+  return nullptr;
 }
 
 }  // namespace
@@ -148,11 +216,19 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const std::filesyste
       audio_in_(audio),
       packet_(make_packet()) {
   container_ = output_container(name);
-  if (options_.codec.empty()) {
+  const AVPixelFormat wanted =
+      options_.pixel_format != AV_PIX_FMT_NONE ? options_.pixel_format : format_.pixel_format;
+  const bool automatic = options_.codec == "auto";
+  if (automatic) {  // Note [GPU encoders]
+    std::string why;
+    codec_ = working_gpu_encoder(container_, wanted, name.string(), why);
+    if (!codec_) verbose_note("encoder", "--codec auto: no GPU encoder works here (" + why + ")");
+  }
+  if (!codec_ && (options_.codec.empty() || automatic)) {
     const bool takes_h264 = avformat_query_codec(container_, AV_CODEC_ID_H264, FF_COMPLIANCE_NORMAL) == 1;
     codec_ = takes_h264 ? avcodec_find_encoder_by_name("libx264") : nullptr;
     if (!codec_) codec_ = avcodec_find_encoder(container_->video_codec);
-  } else {
+  } else if (!codec_) {
     codec_ = avcodec_find_encoder_by_name(options_.codec.c_str());
     if (!codec_) {
       const AVCodecDescriptor* desc = avcodec_descriptor_get_by_name(options_.codec.c_str());
@@ -163,15 +239,21 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const std::filesyste
     throw Error("unknown or unavailable video encoder '" + options_.codec + "' for " + name.string() +
                 " (this FFmpeg has none by that name; try libx264 or ffv1)");
   codec_name_ = codec_->name;
+  if (automatic) verbose_note("encoder", "--codec auto: " + codec_name_);
   if (avformat_query_codec(container_, codec_->id, FF_COMPLIANCE_NORMAL) == 0)
     throw Error("the " + std::string(container_->name) + " container of " + name.string() + " cannot hold " +
                 codec_name_ + " video (try .mkv)");
-  check_preset(codec_name_, options_.preset);
+  check_preset(codec_, options_.preset);
   AVDictionary* checked = encoder_settings(codec_, options_.encoder_options);  // fails before any work
   av_dict_free(&checked);
-  const AVPixelFormat wanted =
-      options_.pixel_format != AV_PIX_FMT_NONE ? options_.pixel_format : format_.pixel_format;
   pixel_format_ = choose_pixel_format(codec_, wanted, name.string());
+  if (!automatic && is_hardware(codec_)) {
+    const std::string why = hardware_refusal(codec_, pixel_format_);
+    if (!why.empty())
+      throw Error("the " + codec_name_ + " encoder cannot encode on this machine: " + why +
+                  " (it needs a GPU with a video encoder and its driver; the A100, H100 and H200 have none): "
+                  "use --codec libx264, or --codec auto to take a GPU encoder only where one works");
+  }
   if (format_.width > 0 && format_.height > 0) make_converter(format_.width, format_.height);
 }
 
@@ -205,6 +287,12 @@ void VideoWriter::open(int width, int height) {
     av_dict_set_int(&settings, "crf", options_.crf, 0);
   if (!options_.preset.empty() && has_option(codec_, "preset"))
     av_dict_set(&settings, "preset", options_.preset.c_str(), 0);
+  if (!has_option(codec_, "crf") && has_option(codec_, "cq") && !av_dict_get(settings, "cq", nullptr, 0)) {
+    // NVENC: --crf as constant quality, no bitrate target (Note [GPU encoders]).
+    av_dict_set_int(&settings, "cq", options_.crf, 0);
+    if (!av_dict_get(settings, "rc", nullptr, 0)) av_dict_set(&settings, "rc", "vbr", 0);
+    enc->bit_rate = 0;
+  }
   if (codec_name_ == "libx264" && !av_dict_get(settings, "rc-lookahead", nullptr, 0))
     av_dict_set_int(&settings, "rc-lookahead", kX264Lookahead, 0);  // Note [x264's tail]
   const int opened = avcodec_open2(enc, codec_, &settings);

@@ -16,10 +16,11 @@
 namespace vaecodec::io {
 
 struct WriterOptions {
-  // Encoder name ("libx264", "ffv1", "libx265", ...). Empty: libx264 when the container takes H.264 (.mp4,
-  // .mkv, .mov), the container's own default otherwise.
+  // Encoder name ("libx264", "ffv1", "libx265", "h264_nvenc", ...). Empty: libx264 when the container takes
+  // H.264 (.mp4, .mkv, .mov), the container's own default otherwise. "auto": a GPU encoder that works here
+  // for the container, else the same default (Note [GPU encoders] in io/video_writer.cpp).
   std::string codec;
-  int crf = 17;        // for encoders with a "crf" option (x264, x265, VP9, AV1); others ignore it
+  int crf = 17;        // x264, x265, VP9, AV1's "crf"; NVENC's "cq" (constant quality); others ignore it
   std::string preset;  // for encoders with a "preset" option; empty: the encoder's default
   // Pixel format of the output; AV_PIX_FMT_NONE: the input's where the encoder takes it (10-bit stays
   // 10-bit), else the closest one it takes.

@@ -346,6 +346,10 @@ if has split; then  # needs two or more GPUs: one clip split across them in band
       timeout 300 "$BUILD/vaecodec" bench --random --model "$model" --op "$op" --size "$size" --frames 81 \
         --dtype bf16 --runs "$RUNS" --devices all --split --json | tee -a "$OUT/split.jsonl"
     done
+    # Bands that do not fit whole: 4K decode under 12 GiB per GPU runs in columns (plan.tiles in the JSON),
+    # its error against the first GPU's run in the same columns.
+    timeout 300 "$BUILD/vaecodec" bench --random --model wan2.1-vae --op decode --size 3840x2160 --frames 81 \
+      --dtype bf16 --runs "$RUNS" --devices all --split --vram 12G --json | tee -a "$OUT/split.jsonl"
     # A batch of 8 clips over every GPU against the first GPU alone, files to files, one command each.
     step "split: a batch of ${SPLIT_CLIPS:-8} 720p x81 clips (round trip) on every GPU against the first alone"
     make_weights

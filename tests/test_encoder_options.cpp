@@ -1,5 +1,6 @@
 // --encoder-options: the encoder's own options, as ffmpeg takes them after -c:v (io::WriterOptions).
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "tests/video_test_support.h"
 
@@ -21,6 +22,15 @@ std::vector<int> key_frames(const std::filesystem::path& path) {
       },
       [](const AVPacket&) {});
   return keys;
+}
+
+// Whether FFmpeg's h264_nvenc encodes on this machine (a GPU with a video encoder and NVIDIA's driver), asked
+// of the ffmpeg program, not of vaecodec: the tests below check each machine's answer.
+bool nvenc_works() {
+  static const bool works = shell(
+                                "ffmpeg -v quiet -f lavfi -i testsrc2=size=256x256:rate=25 -frames:v 2 -c:v "
+                                "h264_nvenc -f null -") == 0;
+  return works;
 }
 
 }  // namespace
@@ -75,6 +85,69 @@ TEST_CASE("cli --encoder-options: reach the encoder, and a wrong one fails in on
     CHECK_THAT(bad.err, Contains(c.says));
     CHECK(std::count(bad.err.begin(), bad.err.end(), '\n') == 1);
     CHECK(list_dir(dir.path()) == before);  // nothing written, no temporary file left
+  }
+}
+
+TEST_CASE("--codec auto takes a GPU encoder where one works, else libx264, and --verbose says why",
+          "[cli][video]") {
+  ScratchDir dir;
+  const auto clip =
+      make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 9 -c:v libx264");
+  const std::string common = " --device cpu --weights " + quote(tiny_weights());
+  for (const char* name : {"auto.mp4", "auto.mkv"}) {
+    const CliResult r = run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / name) + common +
+                                " --codec auto --json --verbose");
+    INFO(name << ": " << r.err);
+    REQUIRE(r.status == 0);
+    const auto summary = nlohmann::json::parse(r.out);
+    const Probe p = probe(dir / name);
+    CHECK(p.codec == std::string("h264"));
+    CHECK(p.pts_seconds.size() == 9);
+    if (nvenc_works()) {
+      CHECK(summary.at("codec") == "h264_nvenc");
+    } else {
+      CHECK(summary.at("codec") == "libx264");
+      CHECK_THAT(r.err, Contains("encoder: --codec auto: no GPU encoder works here (h264_nvenc: "));
+    }
+    CHECK_THAT(r.err, Contains("encoder: --codec auto: " + summary.at("codec").get<std::string>()));
+  }
+  // Without --verbose nothing is said about it: the summary names the encoder.
+  const CliResult quiet = run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "quiet.mp4") + common +
+                                  " --codec auto --quiet");
+  REQUIRE(quiet.status == 0);
+  CHECK(quiet.err.empty());
+}
+
+TEST_CASE(
+    "--codec h264_nvenc: refused in one line before any work where it cannot encode; its presets checked",
+    "[cli][video]") {
+  ScratchDir dir;
+  const auto clip =
+      make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 9 -c:v libx264");
+  const std::string common = " --device cpu --quiet --weights " + quote(tiny_weights());
+  const auto before = list_dir(dir.path());
+  // A preset NVENC does not name: refused from its own list, GPU or not.
+  const CliResult preset = run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "p.mp4") + common +
+                                   " --codec h264_nvenc --encoder-preset nonsense");
+  INFO(preset.err);
+  CHECK(preset.status != 0);
+  CHECK_THAT(preset.err, Contains("unknown --encoder-preset 'nonsense' for h264_nvenc (one of "));
+  CHECK_THAT(preset.err, Contains("p7"));
+  CHECK(std::count(preset.err.begin(), preset.err.end(), '\n') == 1);
+  CHECK(list_dir(dir.path()) == before);
+
+  const CliResult r = run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "nvenc.mp4") + common +
+                              " --codec h264_nvenc");
+  INFO(r.err);
+  if (nvenc_works()) {
+    REQUIRE(r.status == 0);
+    CHECK(probe(dir / "nvenc.mp4").pts_seconds.size() == 9);
+  } else {
+    CHECK(r.status != 0);
+    CHECK_THAT(r.err, Contains("the h264_nvenc encoder cannot encode on this machine: "));
+    CHECK_THAT(r.err, Contains("--codec auto"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(list_dir(dir.path()) == before);
   }
 }
 
