@@ -270,7 +270,7 @@ TEST_CASE("cli SeedVR2 latents are unscaled unless --latent-scale asks", "[cli][
   }));
 }
 
-TEST_CASE("cli --model names the family; weights of another family are refused before any work",
+TEST_CASE("cli --model names the family, weights of another family are refused before any work",
           "[cli][models]") {
   ScratchDir weights, dir;
   const auto in = make_input(dir);

@@ -258,7 +258,7 @@ TEST_CASE("cli encode/decode: latent files reproduce the round trip", "[cli]") {
   }
 }
 
-TEST_CASE("cli batch: a folder encodes into a folder; a bad file is reported and the rest written", "[cli]") {
+TEST_CASE("cli batch: a folder encodes into a folder, a bad file is reported and the rest written", "[cli]") {
   ScratchDir dir;
   std::filesystem::create_directories(dir / "in" / "sub");
   make_clip(dir / "in" / "a.mp4", kTestsrc + "64x48:rate=24 -frames:v 5 -c:v libx264 -pix_fmt yuv420p");
@@ -307,7 +307,7 @@ TEST_CASE("cli batch: a folder encodes into a folder; a bad file is reported and
   }
 }
 
-TEST_CASE("cli batch: files into a folder; clashing names and a file as the folder are refused", "[cli]") {
+TEST_CASE("cli batch: files into a folder, clashing names and a file as the folder are refused", "[cli]") {
   ScratchDir dir;
   const auto a =
       make_clip(dir / "a.mp4", kTestsrc + "64x48:rate=24 -frames:v 5 -c:v libx264 -pix_fmt yuv420p");

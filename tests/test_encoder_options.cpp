@@ -88,7 +88,7 @@ TEST_CASE("cli --encoder-options: reach the encoder, and a wrong one fails in on
   }
 }
 
-TEST_CASE("--codec auto takes a GPU encoder where one works, else libx264, and --verbose says why",
+TEST_CASE("cli --codec auto takes a GPU encoder where one works, else libx264, and --verbose says why",
           "[cli][video]") {
   ScratchDir dir;
   const auto clip =
@@ -119,7 +119,7 @@ TEST_CASE("--codec auto takes a GPU encoder where one works, else libx264, and -
 }
 
 TEST_CASE(
-    "--codec h264_nvenc: refused in one line before any work where it cannot encode; its presets checked",
+    "cli --codec h264_nvenc: refused in one line before any work where it cannot encode, its presets checked",
     "[cli][video]") {
   ScratchDir dir;
   const auto clip =

@@ -143,7 +143,7 @@ TEST_CASE(
   CHECK(ok == 1);
 }
 
-TEST_CASE("cli encode --format musubi: --vf, -ss and --frames name the window; fp32 on request",
+TEST_CASE("cli encode --format musubi: --vf, -ss and --frames name the window, fp32 on request",
           "[cli][musubi]") {
   ScratchDir clips, cache;
   make_clip(clips / "clip.mp4",

@@ -195,7 +195,7 @@ TEST_CASE("info's suggestion: the largest tier whose budget fits the GPU", "[pre
   CHECK_FALSE(core::suggest_preset(4 * kGiB, "NVIDIA GeForce GTX 1650").has_value());
 }
 
-TEST_CASE("cli: presets lists the tiers; bad names and files fail with one line", "[presets][cli]") {
+TEST_CASE("cli: presets lists the tiers, bad names and files fail with one line", "[presets][cli]") {
   const CliResult list = run_cli("presets");
   REQUIRE(list.status == 0);
   for (const auto& p : core::builtin_presets()) CHECK_THAT(list.out, Contains(p.name));

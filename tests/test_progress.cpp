@@ -164,7 +164,7 @@ TEST_CASE("progress updates from several threads", "[progress]") {
   CHECK(whole);
 }
 
-TEST_CASE("progress messages: wiped terminal line, redrawn at the next update; the listener hears all",
+TEST_CASE("progress messages: wiped terminal line, redrawn at the next update, the listener hears all",
           "[progress]") {
   std::ostringstream out;
   double now = 0.0;

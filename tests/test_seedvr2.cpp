@@ -105,7 +105,7 @@ TEST_CASE("a SeedVR2 state dict is recognised and its config read off the shapes
   }
 }
 
-TEST_CASE("a named family overrides detection; a weights file may state its config", "[seedvr2][weights]") {
+TEST_CASE("a named family overrides detection, a weights file may state its config", "[seedvr2][weights]") {
   const auto meta = read_json(seedvr2_dir() / "meta.json").at("config");
   const auto tensors = read_tensors(seedvr2_dir() / "weights.safetensors");
   TempDir dir;
