@@ -79,7 +79,7 @@ TEST_CASE("plain progress with an unknown total, and long times", "[progress]") 
   }
 }
 
-TEST_CASE("terminal progress redraws one line with \\r", "[progress]") {
+TEST_CASE("terminal progress redraws one line with a carriage return", "[progress]") {
   std::ostringstream out;
   double now = 0.0;
   auto progress = std::make_unique<Progress>("encode", 100, fake_options(out, now, /*terminal=*/true));
