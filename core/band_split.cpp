@@ -7,7 +7,10 @@
 #include <thread>
 
 #include <ATen/cuda/PeerToPeerAccess.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include "core/device/memory_faults.h"
 #include "core/error.h"
@@ -18,27 +21,44 @@ namespace {
 thread_local BandContext* tls_band = nullptr;
 
 // Note [Copies between GPUs]
-// Everything one band hands another GPU is dense and of the receiver's dtype, so that LibTorch copies it with
-// one cudaMemcpyPeerAsync on the sender's stream (ordered after the work that made it, the receiver's stream
-// waiting for it) rather than with a strided copy kernel reading or writing the other GPU's memory.
-// The one run on two H200s before this (2026-11-23, bench --split, 720p) failed in 2 of 3 runs with "an
-// illegal memory access was encountered" while the same exchanges passed the two-GPU tests, which run
-// without the expandable segments the CLI turns on (app/cli.cpp): a run split across several GPUs now uses
-// LibTorch's plain caching allocator (app/devices.h, use_plain_allocator_for_peers()), whose memory peer
-// access covers as soon as it is enabled, and peer access between the split's GPUs is enabled when the split
-// is made (BandSet), not by the first copy while other threads allocate. Not yet measured again on two GPUs.
+// A band that needs another GPU's tensor copies it itself, on its own stream, after an event: the sender's
+// thread records `made` on its stream when it posts, the receiver's stream waits for that event and runs one
+// cudaMemcpyPeerAsync of the dense tensor, and the sender's allocator is told that the receiver's stream uses
+// the source (recordStream), so that the sender's later work cannot reuse that memory before the copy has
+// read it. The sender's stream never waits for the receiver. LibTorch's own copy between devices (Tensor::to)
+// would not do: it queues the copy on the *source* device's current stream, whatever thread asks, after a
+// two-way barrier between both devices' streams. Asked by the receiving band's thread, that lands the copy
+// after whatever the sending band has queued since it posted, often its next layer, and makes the receiver
+// wait for that layer too: every exchange would then let one GPU run while the other waits, and a split on
+// two GPUs was slower than one GPU alone (6.92 s against 2.16 s for 720p x17 on two H200s, 2026-11-23).
+// Everything posted is dense, so the copy is one plain memcpy, never a strided kernel reading another GPU.
+// The first run on two H200s also failed with "an illegal memory access" in 2 of 3 runs, while the same
+// exchanges passed the two-GPU tests, which run without the expandable segments the CLI turns on
+// (app/cli.cpp): a split run now uses LibTorch's plain caching allocator (app/devices.h,
+// use_plain_allocator_for_peers()), and peer access between the split's GPUs is enabled when the split is
+// made (BandSet), not during the first copy while other threads allocate. Neither change has run on two GPUs
+// yet.
 
 std::mutex traffic_mutex;
 std::map<std::string, int64_t> traffic;
 
-// `t` on this band's device, counted as traffic when it comes from another device.
-torch::Tensor received(const BandContext& c, const torch::Tensor& t) {
+// Posted tensor `t` of `from` on this band's device: `t` itself on the same device, else a copy, counted as
+// traffic.
+torch::Tensor received(const BandContext& c, const BandPost& from, const torch::Tensor& t) {
   if (t.device() == c.device) return t;
   {
     std::lock_guard<std::mutex> lock(traffic_mutex);
-    traffic[c.device.str()] += static_cast<int64_t>(t.numel() * t.element_size());
+    traffic[c.device.str()] += static_cast<int64_t>(t.nbytes());
   }
-  return t.to(c.device);
+  if (!t.is_cuda() || !c.device.is_cuda() || t.numel() == 0) return t.to(c.device);
+  if (!t.is_contiguous()) throw Error("a band posted a tensor that is not dense");
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(c.device.index());
+  if (from.made) from.made->block(stream);
+  auto out = torch::empty(t.sizes(), t.options().device(c.device));
+  C10_CUDA_CHECK(cudaMemcpyPeerAsync(out.data_ptr(), c.device.index(), t.data_ptr(), t.device().index(),
+                                     t.nbytes(), stream.stream()));
+  c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream);
+  return out;
 }
 
 // What a band throws when another band failed: the other band's error is the one reported.
@@ -53,8 +73,16 @@ BandContext& band_or_throw(const char* what) {
   return *c;
 }
 
-const std::vector<std::vector<torch::Tensor>>& exchange(BandContext& c, std::vector<torch::Tensor> mine) {
-  return c.link->exchange(c.band, c.step++, std::move(mine));
+// Posts dense copies of `mine` (the band never writes them again, so a copy another GPU makes later reads
+// what was posted) with the event that says when this band's stream has made them.
+const std::vector<BandPost>& exchange(BandContext& c, const std::vector<torch::Tensor>& mine) {
+  BandPost post;
+  for (const auto& t : mine) post.tensors.push_back(t.clone(at::MemoryFormat::Contiguous));
+  if (c.device.is_cuda()) {
+    post.made = std::make_shared<at::cuda::CUDAEvent>();
+    post.made->record(c10::cuda::getCurrentCUDAStream(c.device.index()));
+  }
+  return c.link->exchange(c.band, c.step++, std::move(post));
 }
 
 }  // namespace
@@ -124,8 +152,7 @@ BandLink::BandLink(int64_t bands) : bands_(bands) {
   for (auto& p : posted_) p.resize(bands);
 }
 
-const std::vector<std::vector<torch::Tensor>>& BandLink::exchange(int64_t band, int64_t step,
-                                                                  std::vector<torch::Tensor> mine) {
+const std::vector<BandPost>& BandLink::exchange(int64_t band, int64_t step, BandPost mine) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (aborted_) throw BandAborted();
   posted_[step % 2][band] = std::move(mine);
@@ -134,7 +161,7 @@ const std::vector<std::vector<torch::Tensor>>& BandLink::exchange(int64_t band, 
     completed_ = step;
     // Every band has reached this step, so every band is done reading the previous one's posts: let their
     // tensors go (they may hold whole activations alive).
-    for (auto& p : posted_[(step + 1) % 2]) p.clear();
+    for (auto& p : posted_[(step + 1) % 2]) p = {};
     changed_.notify_all();
   } else {
     changed_.wait(lock, [&] { return aborted_ || completed_ >= step; });
@@ -183,21 +210,24 @@ void fill_halo(const torch::Tensor& whole, int64_t top, int64_t bottom) {
   // The band above reads this band's first `bottom` interior rows, the band below its last `top`: posted as
   // dense copies, so that a band on another GPU fetches them with one plain peer copy (Note [Copies between
   // GPUs]).
-  const auto& posted = exchange(
-      c, {whole.narrow(3, top, bottom).contiguous(), whole.narrow(3, top + rows - top, top).contiguous()});
+  const auto& posted = exchange(c, {whole.narrow(3, top, bottom), whole.narrow(3, top + rows - top, top)});
   if (top > 0) {
     auto above = whole.narrow(3, 0, top);
-    if (c.band == 0)
+    if (c.band == 0) {
       above.zero_();
-    else
-      above.copy_(received(c, posted[c.band - 1][1]));
+    } else {
+      const BandPost& from = posted[c.band - 1];
+      above.copy_(received(c, from, from.tensors[1]));
+    }
   }
   if (bottom > 0) {
     auto below = whole.narrow(3, top + rows, bottom);
-    if (c.band + 1 == c.bands())
+    if (c.band + 1 == c.bands()) {
       below.zero_();
-    else
-      below.copy_(received(c, posted[c.band + 1][0]));
+    } else {
+      const BandPost& from = posted[c.band + 1];
+      below.copy_(received(c, from, from.tensors[0]));
+    }
   }
 }
 
@@ -212,12 +242,10 @@ torch::Tensor with_halo(const torch::Tensor& x, int64_t top, int64_t bottom) {
 
 std::vector<std::vector<torch::Tensor>> gather_bands(const std::vector<torch::Tensor>& mine) {
   BandContext& c = band_or_throw("gather_bands");
-  std::vector<torch::Tensor> dense;
-  for (const auto& t : mine) dense.push_back(t.contiguous());
-  const auto& posted = exchange(c, std::move(dense));
+  const auto& posted = exchange(c, mine);
   std::vector<std::vector<torch::Tensor>> all(posted.size());
   for (size_t b = 0; b < posted.size(); ++b)
-    for (const auto& t : posted[b]) all[b].push_back(received(c, t));
+    for (const auto& t : posted[b].tensors) all[b].push_back(received(c, posted[b], t));
   return all;
 }
 
@@ -281,19 +309,17 @@ void BandSet::serve(size_t i) {
   if (device.is_cuda()) on_device.emplace(device);
   int64_t done = 0;
   while (true) {
-    const torch::Tensor* x = nullptr;
     BandLink* link = nullptr;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       start_.wait(lock, [&] { return stopping_ || chunk_ > done; });
       if (stopping_) return;
       done = chunk_;
-      x = input_;
       link = link_;
     }
     std::exception_ptr error;
     try {
-      run_band(i, *x, *link);
+      run_band(i, *link);
     } catch (...) {
       error = std::current_exception();
       link->abort();
@@ -304,21 +330,13 @@ void BandSet::serve(size_t i) {
   }
 }
 
-void BandSet::run_band(size_t i, const torch::Tensor& x, BandLink& link) {
+void BandSet::run_band(size_t i, BandLink& link) {
   Band& band = bands_[i];
   VaeModel& model = *band.place.model;
-  const torch::Device device = band.place.device->torch_device();
-  const int64_t in_scale = direction_ == Direction::kEncode ? model.info().spatial_factor : 1;
-  BandScope scope(link, static_cast<int64_t>(i), device);
+  BandScope scope(link, static_cast<int64_t>(i), band.place.device->torch_device());
   std::vector<torch::Tensor> outs;
   for (int64_t c = 0; c < columns_.cols; ++c) {
-    // Cut, converted and made dense where x is, then one plain copy to the band's device.
-    auto part = x.narrow(3, band.rows.first * in_scale, band.rows.count * in_scale)
-                    .narrow(4, columns_.col_origin(c) * in_scale, columns_.tile_width * in_scale)
-                    .to(model.dtype())
-                    .contiguous(model.memory_format())
-                    .to(device)
-                    .contiguous(model.memory_format());
+    const torch::Tensor& part = inputs_[i][static_cast<size_t>(c)];
     CausalCache& cache = band.caches[static_cast<size_t>(c)];
     outs.push_back(direction_ == Direction::kEncode ? model.encode(part, cache) : model.decode(part, cache));
   }
@@ -337,6 +355,19 @@ torch::Tensor BandSet::run(const torch::Tensor& x) {
                 "x" + std::to_string(x.size(3)));
   before_model_call();
   const auto n = bands_.size();
+  // Each band's columns, cut, converted and made dense where x is, then one plain copy to the band's device:
+  // all queued here, before any band queues its model's work (Note [Copies between GPUs]).
+  std::vector<std::vector<torch::Tensor>> inputs(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Band& band = bands_[i];
+    for (int64_t c = 0; c < columns_.cols; ++c)
+      inputs[i].push_back(x.narrow(3, band.rows.first * in_scale, band.rows.count * in_scale)
+                              .narrow(4, columns_.col_origin(c) * in_scale, columns_.tile_width * in_scale)
+                              .to(model.dtype())
+                              .contiguous(model.memory_format())
+                              .to(band.place.device->torch_device())
+                              .contiguous(model.memory_format()));
+  }
   BandLink link(static_cast<int64_t>(n));
   std::vector<std::vector<torch::Tensor>> outputs;
   std::vector<std::exception_ptr> errors;
@@ -347,7 +378,7 @@ torch::Tensor BandSet::run(const torch::Tensor& x) {
       errors_.assign(n, nullptr);
       for (size_t i = 0; i < n; ++i) threads_.emplace_back([this, i] { serve(i); });
     }
-    input_ = &x;
+    inputs_.swap(inputs);
     link_ = &link;
     finished_ = 0;
     ++chunk_;
@@ -357,7 +388,7 @@ torch::Tensor BandSet::run(const torch::Tensor& x) {
     errors.swap(errors_);
     outputs_.assign(n, {});
     errors_.assign(n, nullptr);
-    input_ = nullptr;
+    inputs_.clear();
     link_ = nullptr;
   }
   // The first band's own failure, not the others' report of it.

@@ -3,10 +3,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include <ATen/cuda/CUDAEvent.h>
 #include <torch/torch.h>
 
 #include "core/causal_cache.h"
@@ -66,6 +68,13 @@ PlanRequest band_plan_request(const PlanRequest& whole, int64_t bands);
 // plan_run throws for the last plan tried when none fits.
 Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions options);
 
+// What a band posts at an exchange: dense tensors on its device and, on CUDA, an event its stream recorded
+// after making them (Note [Copies between GPUs]).
+struct BandPost {
+  std::vector<torch::Tensor> tensors;
+  std::shared_ptr<at::cuda::CUDAEvent> made;
+};
+
 // The meeting point of the bands of one split run.
 class BandLink {
  public:
@@ -73,8 +82,7 @@ class BandLink {
   // Posts `mine` as band `band`'s contribution to exchange number `step` (each band counts its own from 0)
   // and waits for every band's; returns them all, indexed by band, as the posters' tensors (on their
   // devices). They stay valid until the band calls again. Throws Error when another band failed.
-  const std::vector<std::vector<torch::Tensor>>& exchange(int64_t band, int64_t step,
-                                                          std::vector<torch::Tensor> mine);
+  const std::vector<BandPost>& exchange(int64_t band, int64_t step, BandPost mine);
   // Called by a band that failed: every band waiting now or later throws instead.
   void abort();
   int64_t bands() const { return bands_; }
@@ -86,7 +94,7 @@ class BandLink {
   int64_t arrived_ = 0;
   int64_t completed_ = -1;  // the last step every band has posted
   bool aborted_ = false;
-  std::vector<std::vector<torch::Tensor>> posted_[2];  // by step parity, then band
+  std::vector<BandPost> posted_[2];  // by step parity, then band
 };
 
 // Inside one band's model call (the calling thread's, set by BandScope); nullptr elsewhere.
@@ -156,7 +164,7 @@ class BandSet {
   };
   // Band i's thread: runs band i of each chunk handed over by run() until the set is destroyed.
   void serve(size_t i);
-  void run_band(size_t i, const torch::Tensor& x, BandLink& link);
+  void run_band(size_t i, BandLink& link);
 
   std::vector<Band> bands_;
   Device& out_device_;
@@ -164,14 +172,14 @@ class BandSet {
   TileGrid columns_;
   std::unique_ptr<TileBlend> blend_;  // made at the first chunk when there are several columns
 
-  // The chunk in hand, guarded by mutex_: run() sets it and bumps `chunk_`, each thread runs its band once
-  // per bump and counts itself in `finished_`.
+  // The chunk in hand, guarded by mutex_: run() sets it (each band's columns on its device) and bumps
+  // `chunk_`, each thread runs its band once per bump and counts itself in `finished_`.
   std::mutex mutex_;
   std::condition_variable start_, finished_all_;
   int64_t chunk_ = 0;
   size_t finished_ = 0;
   bool stopping_ = false;
-  const torch::Tensor* input_ = nullptr;
+  std::vector<std::vector<torch::Tensor>> inputs_;  // the chunk's, by band, then column
   BandLink* link_ = nullptr;
   std::vector<std::vector<torch::Tensor>> outputs_;  // by band, then column
   std::vector<std::exception_ptr> errors_;

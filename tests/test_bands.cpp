@@ -195,6 +195,7 @@ TEST_CASE("a failing band stops the split run with its own error, and the others
     const std::string what = e.what();
     INFO(what);
     CHECK(what.find("another band") == std::string::npos);  // the failing band's own error
+    CHECK_THAT(what, Catch::Contains("(16)") && Catch::Contains("(48)"));  // its channel counts
   }
 }
 
