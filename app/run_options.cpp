@@ -225,8 +225,10 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
   using Clock = std::chrono::steady_clock;
   const fs::path weights = resolve_weights(options);
   const Clock::time_point start = Clock::now();
+  core::ContextWarmup contexts(devices);  // Note [Contexts while the weights load]
   const core::Checkpoint checkpoint = core::load_checkpoint(weights);
   const Clock::time_point read = Clock::now();
+  contexts.wait();  // counted as building
   std::vector<std::shared_ptr<core::VaeModel>> built;
   for (const torch::Device& device : devices)
     built.push_back(core::build_model(checkpoint, model_options(options, device)));

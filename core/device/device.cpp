@@ -209,4 +209,24 @@ HostTensor Device::download(const torch::Tensor& device_tensor) {
   return {host, std::static_pointer_cast<void>(ready)};
 }
 
+ContextWarmup::ContextWarmup(const std::vector<torch::Device>& devices) {
+  std::vector<int> gpus;
+  for (const torch::Device& d : devices)
+    if (d.is_cuda()) gpus.push_back(d.has_index() ? d.index() : 0);
+  if (gpus.empty()) return;
+  thread_ = std::thread([gpus] {
+    for (int gpu : gpus)
+      if (cudaSetDevice(gpu) == cudaSuccess) cudaFree(nullptr);
+    cudaGetLastError();  // a failure is the first real call's to report
+  });
+}
+
+ContextWarmup::~ContextWarmup() {
+  wait();
+}
+
+void ContextWarmup::wait() {
+  if (thread_.joinable()) thread_.join();
+}
+
 }  // namespace vaecodec::core

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <c10/cuda/CUDAStream.h>
 #include <torch/torch.h>
@@ -103,6 +105,25 @@ class Device {
   torch::Device device_;
   std::mutex mutex_;  // guards the side streams' creation
   std::optional<c10::cuda::CUDAStream> frames_, cache_up_, cache_down_;
+};
+
+// Note [Contexts while the weights load]
+// A GPU's CUDA context is made by the first call that needs it, a few hundred milliseconds of a short run's
+// start (docs/benchmarks.md, "Start-up"), and nothing needs it while the weights are read from disk. So the
+// CLI starts making the contexts of the GPUs it will use on a helper thread (a plain cudaFree(0) per device,
+// which leaves LibTorch's allocator and settings alone) and reads the weights meanwhile; the models are built
+// once both are done. A failure here is left to the first real call on that device, which reports it.
+class ContextWarmup {
+ public:
+  // Starts the contexts of `devices`' GPUs; nothing for CPU devices.
+  explicit ContextWarmup(const std::vector<torch::Device>& devices);
+  ~ContextWarmup();  // waits
+  ContextWarmup(const ContextWarmup&) = delete;
+  ContextWarmup& operator=(const ContextWarmup&) = delete;
+  void wait();
+
+ private:
+  std::thread thread_;
 };
 
 }  // namespace vaecodec::core
