@@ -24,6 +24,17 @@ std::vector<int> key_frames(const std::filesystem::path& path) {
   return keys;
 }
 
+// A 64x48 H.264 clip of `frames` frames at 24 fps: dir/in.mp4.
+std::filesystem::path small_clip(const ScratchDir& dir, int frames) {
+  return make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v " +
+                                       std::to_string(frames) + " -c:v libx264");
+}
+
+// The tiny Wan2.1 weights on the CPU.
+std::string tiny_on_cpu() {
+  return " --device cpu --weights " + quote(tiny_weights());
+}
+
 // Whether FFmpeg's h264_nvenc encodes on this machine (a GPU with a video encoder and NVIDIA's driver), asked
 // of the ffmpeg program, not of vaecodec: the tests below check each machine's answer.
 bool nvenc_works() {
@@ -38,9 +49,8 @@ bool nvenc_works() {
 TEST_CASE("x264 looks ahead 10 frames unless --encoder-options says otherwise (Note [x264's tail])",
           "[cli][video]") {
   ScratchDir dir;
-  const auto clip =
-      make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 9 -c:v libx264");
-  const std::string common = " --device cpu --quiet --weights " + quote(tiny_weights());
+  const auto clip = small_clip(dir, 9);
+  const std::string common = tiny_on_cpu() + " --quiet";
   // x264 writes its settings into the stream (an SEI message: "... rc_lookahead=N ...").
   auto lookahead_of = [&](const std::string& name, const std::string& options) {
     REQUIRE(run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / name) + common + options).status == 0);
@@ -55,9 +65,8 @@ TEST_CASE("x264 looks ahead 10 frames unless --encoder-options says otherwise (N
 TEST_CASE("cli --encoder-options: reach the encoder, and a wrong one fails in one line before any work",
           "[cli][video]") {
   ScratchDir dir;
-  const auto clip =
-      make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 30 -c:v libx264");
-  const std::string common = " --device cpu --quiet --weights " + quote(tiny_weights());
+  const auto clip = small_clip(dir, 30);
+  const std::string common = tiny_on_cpu() + " --quiet";
 
   // A key frame every 12 frames and no others: what x264 does only when both options reach it (its
   // default GOP is 250 frames and testsrc2 has no scene cuts to place more).
@@ -91,9 +100,8 @@ TEST_CASE("cli --encoder-options: reach the encoder, and a wrong one fails in on
 TEST_CASE("cli --codec auto takes a GPU encoder where one works, else libx264, and --verbose says why",
           "[cli][video]") {
   ScratchDir dir;
-  const auto clip =
-      make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 9 -c:v libx264");
-  const std::string common = " --device cpu --weights " + quote(tiny_weights());
+  const auto clip = small_clip(dir, 9);
+  const std::string common = tiny_on_cpu();
   for (const char* name : {"auto.mp4", "auto.mkv"}) {
     const CliResult r = run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / name) + common +
                                 " --codec auto --json --verbose");
@@ -122,9 +130,8 @@ TEST_CASE(
     "cli --codec h264_nvenc: refused in one line before any work where it cannot encode, its presets checked",
     "[cli][video]") {
   ScratchDir dir;
-  const auto clip =
-      make_clip(dir / "in.mp4", "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 9 -c:v libx264");
-  const std::string common = " --device cpu --quiet --weights " + quote(tiny_weights());
+  const auto clip = small_clip(dir, 9);
+  const std::string common = tiny_on_cpu() + " --quiet";
   const auto before = list_dir(dir.path());
   // A preset NVENC does not name: refused from its own list, GPU or not.
   const CliResult preset = run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "p.mp4") + common +
