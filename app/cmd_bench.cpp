@@ -210,6 +210,7 @@ DeviceTiming time_on_device(const BenchOptions& o, torch::Device device, std::la
     if (device.is_cuda()) guard.set_device(device);
     const auto dtype = resolve_dtype(o.dtype, device);
     auto model = make_model(o, device, dtype);
+    if (device.is_cuda()) core::Device::set_autotune(o.autotune);  // after the model's prepare()
     const BenchClip clip = make_bench_clip(o, *model, device, dtype);
     core::Device& where = core::Device::of(device);
     where.cap_memory(clip.planner.budget_bytes);
@@ -343,6 +344,7 @@ void bench_split(const BenchOptions& o) {
     models.push_back(make_model(o, d, dtype));
     chunks.bands.push_back({models.back().get(), &core::Device::of(d)});
   }
+  core::Device::set_autotune(o.autotune);  // after the models' prepare()
   core::VaeModel& model = *models.front();
   const BenchClip clip = make_bench_clip(o, model, devices.front(), dtype);
   const auto [width, height] = parse_frame_size(o.size);
