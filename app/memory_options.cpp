@@ -26,7 +26,7 @@ void add_memory_options(CLI::App& sub, MemoryOptions& memory, std::string& devic
   sub.add_option(
       "--tile", memory.tile,
       "fixed spatial tiles in latent pixels, 64 or WIDTHxHEIGHT (default: the planner's, only when "
-      "needed)");
+      "needed); one input split across --devices takes its width for the bands' columns");
   CLI::Option* device_option = sub.get_option_no_throw("--device");
   CLI::Option* dtype_option = sub.get_option_no_throw("--dtype");
   CLI::Option* chunk_option = sub.get_option_no_throw("--chunk");
