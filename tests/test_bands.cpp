@@ -194,7 +194,7 @@ TEST_CASE("a failing band stops the split run with its own error, and the others
   } catch (const std::exception& e) {
     const std::string what = e.what();
     INFO(what);
-    CHECK(what.find("another band") == std::string::npos);  // the failing band's own error
+    CHECK(what.find("another band") == std::string::npos);                 // the failing band's own error
     CHECK_THAT(what, Catch::Contains("(16)") && Catch::Contains("(48)"));  // its channel counts
   }
 }
@@ -343,6 +343,29 @@ TEST_CASE("on CUDA, a split decode and encode equal the one-device run (two band
         }
       }
     }
+  }
+}
+
+TEST_CASE("on CUDA, a split run in columns equals the one-GPU run tiled in the same columns",
+          "[bands][gpu]") {
+  REQUIRE(torch::cuda::is_available());
+  const torch::Device gpu0(torch::kCUDA, 0);
+  const torch::Device other = torch::cuda::device_count() >= 2 ? torch::Device(torch::kCUDA, 1) : gpu0;
+  for (const auto& family : {kFamilies[0], kFamilies[2]}) {  // Wan2.1; SeedVR2 (its pooled GroupNorm)
+    auto model = load(family, gpu0, torch::kFloat);
+    std::vector<std::shared_ptr<core::VaeModel>> models = {load(family, gpu0, torch::kFloat),
+                                                           load(family, other, torch::kFloat)};
+    core::ChunkOptions columns{2, core::TileGrid::cover(32, 32, {32, 20}, 8)};
+    REQUIRE(columns.tiles.cols == 2);
+    core::ChunkOptions split = columns;
+    for (const auto& m : models) split.bands.push_back({m.get(), &core::Device::of(m->device())});
+    torch::manual_seed(19);
+    const auto latents = torch::randn({1, model->info().latent_channels, 3, 32, 32}).to(gpu0);
+    INFO(family.folder << " on cuda:0 and " << other.str());
+    const auto tiled = core::decode_latents(*model, latents, columns);
+    const auto banded = core::decode_latents(*model, latents, split);
+    REQUIRE(banded.sizes() == tiled.sizes());
+    CHECK(relative_error(banded, tiled) <= 1e-5);
   }
 }
 
