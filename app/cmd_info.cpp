@@ -26,6 +26,8 @@ extern "C" {
 #include "core/models/registry.h"
 #include "core/presets.h"
 #include "core/vae_model.h"
+#include "io/ffmpeg_common.h"
+#include "io/video_writer.h"
 
 namespace vaecodec::app {
 namespace {
@@ -64,6 +66,12 @@ nlohmann::json collect_info() {
   j["libavformat"] = av_version(avformat_version());
   j["libavcodec"] = av_version(avcodec_version());
   j["libavutil"] = av_version(avutil_version());
+  io::set_ffmpeg_log_level(AV_LOG_QUIET);  // an encoder that cannot open says why in the answer
+  j["gpu_encoders"] = nlohmann::json::array();
+  for (const auto& [name, why] : io::gpu_encoders())
+    j["gpu_encoders"].push_back({{"encoder", name},
+                                 {"works", why.empty()},
+                                 {"why", why.empty() ? nlohmann::json() : nlohmann::json(why)}});
   j["gpus"] = nlohmann::json::array();
   // What --devices all takes: a batch is split over these (Note [Batches over devices]).
   j["batch_devices"] = nlohmann::json::array();
@@ -99,6 +107,13 @@ void print_info(const nlohmann::json& j) {
             << "cuDNN       " << str(j["cudnn"]) << "\n"
             << "FFmpeg      " << str(j["ffmpeg"]) << " (libavformat " << str(j["libavformat"])
             << ", libavcodec " << str(j["libavcodec"]) << ")\n";
+  std::string encoders;
+  for (const auto& e : j["gpu_encoders"])
+    encoders +=
+        (encoders.empty() ? "" : "; ") + e["encoder"].get<std::string>() +
+        (e["works"].get<bool>() ? " works" : " cannot encode here (" + e["why"].get<std::string>() + ")");
+  std::cout << "GPU encode  " << (encoders.empty() ? "none in this FFmpeg" : encoders)
+            << " (--codec auto takes one that works, else libx264)\n";
   if (j["gpus"].empty()) {
     std::cout << "GPU         no CUDA device\n"
               << "Batches     on one device (--devices needs CUDA devices)\n";

@@ -183,10 +183,12 @@ std::string hardware_refusal(const AVCodec* codec, AVPixelFormat format) {
   return why;
 }
 
+constexpr const char* kGpuEncoders[] = {"h264_nvenc", "hevc_nvenc"};  // --codec auto's, in its order
+
 // `--codec auto`'s GPU encoder for the container, or nullptr (with the reasons in `why`) where none opens.
 const AVCodec* working_gpu_encoder(const AVOutputFormat* container, AVPixelFormat wanted,
                                    const std::string& name, std::string& why) {
-  for (const char* candidate : {"h264_nvenc", "hevc_nvenc"}) {
+  for (const char* candidate : kGpuEncoders) {
     const AVCodec* codec = avcodec_find_encoder_by_name(candidate);
     if (!codec || avformat_query_codec(container, codec->id, FF_COMPLIANCE_NORMAL) != 1) continue;
     const std::string refusal = hardware_refusal(codec, choose_pixel_format(codec, wanted, name));
@@ -436,6 +438,14 @@ void VideoWriter::finish() {
   if (audio_dropped_)
     warn(std::to_string(audio_dropped_) + " audio packets before time 0 (encoder priming) were left out of " +
          name_.string() + ": the " + container_->name + " container cannot hold negative timestamps");
+}
+
+std::vector<std::pair<std::string, std::string>> gpu_encoders() {
+  std::vector<std::pair<std::string, std::string>> found;
+  for (const char* name : kGpuEncoders)
+    if (const AVCodec* codec = avcodec_find_encoder_by_name(name))
+      found.emplace_back(name, hardware_refusal(codec, AV_PIX_FMT_YUV420P));
+  return found;
 }
 
 }  // namespace vaecodec::io

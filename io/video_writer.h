@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -102,5 +103,9 @@ class VideoWriter {
 
 // The output format the writer would use for the container `name`, or throws naming the extension.
 const AVOutputFormat* output_container(const std::filesystem::path& name);
+
+// The GPU encoders this FFmpeg has that `--codec auto` may take (Note [GPU encoders] in io/video_writer.cpp),
+// each with "" where it opens on this machine, else FFmpeg's reason. Opens each once per process.
+std::vector<std::pair<std::string, std::string>> gpu_encoders();
 
 }  // namespace vaecodec::io

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <sys/wait.h>
@@ -48,6 +49,21 @@ TEST_CASE("vaecodec info lists the library versions and the GPUs", "[cli][basic]
   CHECK(j.at("libtorch") == "2.11.0");
   CHECK(j.at("gpus").is_array());
   if (j.at("gpus").empty()) CHECK_THAT(r.out, Catch::Contains("no CUDA device"));
+  // The GPU encoders, each as the ffmpeg program finds it on this machine.
+  CHECK_THAT(r.out, Catch::Contains("GPU encode  "));
+  REQUIRE(j.at("gpu_encoders").is_array());
+  REQUIRE(j.at("gpu_encoders").size() == 2);  // Debian's FFmpeg 5.1 has both
+  for (const auto& e : j.at("gpu_encoders")) {
+    const std::string name = e.at("encoder");
+    INFO(name);
+    CHECK((name == "h264_nvenc" || name == "hevc_nvenc"));
+    const int status = std::system(
+        ("ffmpeg -v quiet -f lavfi -i testsrc2=size=256x256:rate=25 -frames:v 2 -c:v " + name + " -f null -")
+            .c_str());
+    const bool works = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    CHECK(e.at("works") == works);
+    CHECK(e.at("why").is_null() == works);
+  }
 }
 
 TEST_CASE("vaecodec inspect describes a weights file", "[cli][basic]") {
