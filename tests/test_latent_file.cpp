@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "io/latent_file.h"
+#include "tests/test_support.h"
 
 namespace {
 
@@ -28,34 +29,7 @@ using vaecodec::io::LatentNormalization;
 using vaecodec::io::read_latents;
 using vaecodec::io::write_latents;
 
-// A fresh directory, removed with the files in it at the end of the test. POSIX calls only: see
-// Note [std::filesystem and libtorch] in test_weights.cpp.
-class TempDir {
- public:
-  TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern =
-        (std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / "vaecodec-latent-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-      FAIL("cannot create a temporary directory: " << std::strerror(errno));
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    for (std::filesystem::directory_iterator it(path_, ignored), end; !ignored && it != end;
-         it.increment(ignored)) {
-      ::unlink(it->path().c_str());
-    }
-    ::rmdir(path_.c_str());
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using vaecodec::test::TempDir;
 
 // Every field set, to values that differ from the defaults.
 LatentMeta full_meta() {

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "io/metrics.h"
+#include "tests/test_support.h"
 
 namespace {
 
@@ -24,34 +25,7 @@ using Catch::Matchers::Equals;
 using vaecodec::io::FrameQuality;
 using vaecodec::io::QualityMeter;
 
-// A fresh directory, removed with the files in it at the end of the test. POSIX calls only: see
-// Note [std::filesystem and libtorch] in test_weights.cpp.
-class TempDir {
- public:
-  TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern =
-        (std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / "vaecodec-metrics-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-      FAIL("cannot create a temporary directory: " << std::strerror(errno));
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    for (std::filesystem::directory_iterator it(path_, ignored), end; !ignored && it != end;
-         it.increment(ignored)) {
-      ::unlink(it->path().c_str());
-    }
-    ::rmdir(path_.c_str());
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using vaecodec::test::TempDir;
 
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path);

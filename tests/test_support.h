@@ -1,9 +1,13 @@
 #pragma once
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <stdexcept>
 #include <string>
 
 #include <ftw.h>
@@ -42,15 +46,22 @@ inline std::map<std::string, torch::Tensor> read_tensors(const std::filesystem::
   return out;
 }
 
-// A scratch directory removed at the end of the scope.
+// Note [std::filesystem and libtorch]
+// The PyPI libtorch.so exports its own build of some std::filesystem operations (remove_all,
+// create_directory, is_empty, ...); when it precedes libstdc++ in the link, calls bind to those and
+// remove_all crashes. Test helpers that make and remove files stick to POSIX calls and directory_iterator,
+// which stay in libstdc++ (Note [libstdc++ before libtorch] in CMakeLists.txt).
+
+// A fresh directory under the system's temporary directory ($TMPDIR), removed with everything in it at the
+// end of the scope.
 class TempDir {
  public:
   TempDir() {
-    path_ = std::filesystem::temp_directory_path() /
-            ("vaecodec-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    std::filesystem::create_directories(path_);
+    std::string pattern = (std::filesystem::temp_directory_path() / "vaecodec-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error(std::string("cannot create a temporary directory: ") + std::strerror(errno));
+    path_ = pattern;
   }
-  // POSIX removal, not std::filesystem::remove_all (Note [libstdc++ before libtorch] in CMakeLists.txt).
   ~TempDir() {
     nftw(
         path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
@@ -60,12 +71,12 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
   const std::filesystem::path& path() const { return path_; }
   std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+  size_t file_count() const {
+    return static_cast<size_t>(
+        std::distance(std::filesystem::directory_iterator(path_), std::filesystem::directory_iterator()));
+  }
 
  private:
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
   std::filesystem::path path_;
 };
 

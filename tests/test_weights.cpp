@@ -22,6 +22,7 @@
 #include "core/models/registry.h"
 #include "core/safetensors.h"
 #include "tests/diffusers_names.h"
+#include "tests/test_support.h"
 
 namespace {
 
@@ -38,36 +39,7 @@ using vaecodec::test::wan22_to_diffusers;
 
 const fs::path kData = VAECODEC_TEST_DATA;
 
-// A fresh directory under the system temp dir, removed with the files in it (the tests make no
-// subdirectories). Note [std::filesystem and libtorch]: the PyPI libtorch.so exports its own build of some
-// std::filesystem operations (remove_all, create_directory, is_empty, ...); when it precedes libstdc++ in the
-// link, calls bind to those and remove_all crashes. This helper sticks to POSIX calls and directory_iterator,
-// which stay in libstdc++.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "vaecodec-weights-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      FAIL("cannot create a temporary directory: " << std::strerror(errno));
-    }
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    for (fs::directory_iterator it(path_, ignored), end; !ignored && it != end; it.increment(ignored)) {
-      ::unlink(it->path().c_str());
-    }
-    ::rmdir(path_.c_str());
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-  const fs::path& path() const { return path_; }
-  size_t file_count() const { return std::distance(fs::directory_iterator(path_), fs::directory_iterator()); }
-
- private:
-  fs::path path_;
-};
+using vaecodec::test::TempDir;
 
 std::string read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -75,31 +75,8 @@ inline CliResult run_cli(const std::string& args, const std::string& env = "") {
   return r;
 }
 
-// A scratch directory (no subdirectories) removed with its files at the end of the scope. It removes them one
-// by one rather than with std::filesystem::remove_all: the PyPI libtorch.so exports its own build of that
-// function, which crashes when it wins symbol resolution over libstdc++'s (it does in these binaries).
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "vaecodec-video-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a scratch directory");
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    for (std::filesystem::directory_iterator it(path_, ignored), end; !ignored && it != end;
-         it.increment(ignored))
-      ::unlink(it->path().c_str());
-    ::rmdir(path_.c_str());
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
+// The CLI tests' scratch folder.
+using ScratchDir = TempDir;
 
 inline std::filesystem::path tiny_weights() {
   return data_dir() / "wan21-tiny" / "weights.safetensors";
