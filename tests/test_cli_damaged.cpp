@@ -15,11 +15,6 @@ namespace {
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
-std::string file_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
@@ -87,7 +82,7 @@ TEST_CASE("cli: damaged mp4, mkv and avi files never crash or hang the run", "[c
       ScratchDir dir;
       const auto clip = make_clip(
           dir / c.name, "-f lavfi -i testsrc2=size=64x48:rate=24 -frames:v 13 " + std::string(c.args));
-      const std::string whole = file_bytes(clip);
+      const std::string whole = read_text(clip);
       const std::string ext = clip.extension().string();
       SECTION("truncated") {
         for (const double keep : {0.3, 0.6, 0.9}) {
@@ -120,7 +115,7 @@ TEST_CASE("cli: an audio stream whose header is damaged is left out, so the outp
   const auto clip = make_clip(dir / "clip.mkv",
                               "-f lavfi -i testsrc2=size=64x48:rate=24 -f lavfi -i sine=sample_rate=16000 "
                               "-frames:v 5 -shortest -c:v libx264 -c:a aac -ac 1");
-  std::string bytes = file_bytes(clip);
+  std::string bytes = read_text(clip);
   // The second CodecPrivate element (ID 0x63A2, one size byte) is the AAC AudioSpecificConfig; its channel
   // configuration (4 bits across the first two bytes) becomes 9, which does not exist.
   const size_t video = bytes.find("\x63\xa2");

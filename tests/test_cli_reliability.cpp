@@ -33,25 +33,6 @@ namespace {
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
-const std::string kTestsrc = "-f lavfi -i testsrc2=size=";
-
-std::string weights_arg() {
-  return " --weights " + quote(tiny_weights()) + " --quiet";
-}
-
-std::string file_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// A clean failure: status `status`, one line on stderr that says `what`.
-void check_one_line(const CliResult& r, int status, const std::string& what) {
-  INFO("stderr: " << r.err);
-  CHECK(r.status == status);
-  CHECK_THAT(r.err, StartsWith("vaecodec: error: ") && Contains(what));
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-}
-
 // The binary started in the background with `args`, stderr to `err`, core dumps off (SIGQUIT's default
 // action dumps one).
 pid_t spawn_cli(const std::vector<std::string>& args, const std::string& err) {
@@ -93,7 +74,7 @@ TEST_CASE("cli: an output that is the weights file is refused, also through link
   const auto clip = make_clip(dir / "in.mp4", kTestsrc + "64x48:rate=24 -frames:v 3 -c:v libx264");
   const auto weights = dir / "w.safetensors";
   REQUIRE(shell("cp " + quote(tiny_weights()) + " " + quote(weights)) == 0);
-  const std::string before = file_bytes(weights);
+  const std::string before = read_text(weights);
   REQUIRE(::symlink(weights.c_str(), (dir / "link.safetensors").c_str()) == 0);
   REQUIRE(::link(weights.c_str(), (dir / "hard.safetensors").c_str()) == 0);
   const std::vector<std::string> files = {"hard.safetensors", "in.mp4", "link.safetensors", "w.safetensors"};
@@ -102,7 +83,7 @@ TEST_CASE("cli: an output that is the weights file is refused, also through link
     const CliResult r = run_cli("encode " + quote(clip) + " -o " + quote(dir / name) + " --weights " +
                                 quote(weights) + " --quiet");
     check_one_line(r, 1, "is the weights file");
-    CHECK(file_bytes(weights) == before);
+    CHECK(read_text(weights) == before);
     CHECK(list_dir(dir.path()) == files);
   }
   // The same weights named through the environment, and a --metrics file over them.
@@ -112,7 +93,7 @@ TEST_CASE("cli: an output that is the weights file is refused, also through link
   check_one_line(run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "out.mp4") + " --metrics " +
                          quote(dir / "link.safetensors") + " --weights " + quote(weights) + " --quiet"),
                  1, "is the weights file");
-  CHECK(file_bytes(weights) == before);
+  CHECK(read_text(weights) == before);
   CHECK(list_dir(dir.path()) == files);
 }
 
@@ -121,12 +102,12 @@ TEST_CASE("cli batch: an output that is another input of the batch is refused be
   ScratchDir dir;
   make_clip(dir / "a.mov", kTestsrc + "64x48:rate=24 -frames:v 2 -c:v libx264");
   make_clip(dir / "b.mp4", kTestsrc + "64x48:rate=24 -frames:v 2 -c:v libx264");
-  const std::string before = file_bytes(dir / "b.mp4");
+  const std::string before = read_text(dir / "b.mp4");
   // a.mov would write <dir>/a.mp4; b.mp4 writes <dir>/b.mp4, its own input.
   const CliResult r = run_cli("roundtrip " + quote(dir / "a.mov") + " " + quote(dir / "b.mp4") + " -o " +
                               quote(dir.path().string() + "/") + weights_arg());
   check_one_line(r, 1, "is the input file");
-  CHECK(file_bytes(dir / "b.mp4") == before);
+  CHECK(read_text(dir / "b.mp4") == before);
   CHECK(list_dir(dir.path()) == std::vector<std::string>{"a.mov", "b.mp4"});
 }
 

@@ -27,17 +27,6 @@ const std::string kNoTaskEnv =
     "env -u SLURM_ARRAY_TASK_ID -u SLURM_ARRAY_TASK_COUNT -u SLURM_ARRAY_TASK_MIN -u SLURM_ARRAY_TASK_MAX "
     "-u SLURM_ARRAY_TASK_STEP -u JOB_COMPLETION_INDEX";
 
-std::string weights_arg() {
-  return " --weights " + quote(tiny_weights()) + " --quiet";
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 std::vector<nlohmann::json> json_lines(const std::string& text) {
   std::vector<nlohmann::json> records;
   for (const std::string& line : lines_of(text)) records.push_back(nlohmann::json::parse(line));

@@ -29,12 +29,6 @@ namespace {
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
-const std::string kTestsrc = "-f lavfi -i testsrc2=size=";
-
-std::string weights_arg() {
-  return " --weights " + quote(tiny_weights()) + " --quiet";
-}
-
 CliResult roundtrip(const std::filesystem::path& in, const std::filesystem::path& out,
                     const std::string& extra = "") {
   return run_cli("roundtrip " + quote(in) + " -o " + quote(out) + weights_arg() + " " + extra);
@@ -43,19 +37,8 @@ CliResult roundtrip(const std::filesystem::path& in, const std::filesystem::path
 // A clean failure: status 1, one line on stderr that says `what`, and the directory as it was.
 void check_fails(const CliResult& r, const std::string& what, const std::filesystem::path& dir,
                  const std::vector<std::string>& files) {
-  INFO("stderr: " << r.err);
-  CHECK(r.status == 1);
-  CHECK_THAT(r.err, StartsWith("vaecodec: error: ") && Contains(what));
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  check_one_line(r, 1, what);
   CHECK(list_dir(dir) == files);
-}
-
-// Lines of a text, without the empty last one.
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 }  // namespace

@@ -16,8 +16,6 @@
 namespace vaecodec::test {
 namespace {
 
-const std::string kTestsrc = "-f lavfi -i testsrc2=size=";
-
 // The pass-through VAE with one weight, a gain on the decoded frames, so that its checkpoint has a tensor to
 // detect it by and to load.
 class GainVae : public PassThroughVae {

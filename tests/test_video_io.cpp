@@ -26,8 +26,6 @@ namespace {
 
 using Catch::Matchers::Contains;
 
-const std::string kTestsrc = "-f lavfi -i testsrc2=size=";
-
 io::PipelineOptions quiet_options(const std::string& codec = "ffv1") {
   io::PipelineOptions options;
   options.quiet = true;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include <torch/torch.h>
+#include <catch2/catch.hpp>
 
 #include "core/causal_cache.h"
 #include "core/vae_model.h"
@@ -47,7 +49,7 @@ inline std::filesystem::path make_clip(const std::filesystem::path& path, const 
 }
 
 inline std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
@@ -80,6 +82,30 @@ using ScratchDir = TempDir;
 
 inline std::filesystem::path tiny_weights() {
   return data_dir() / "wan21-tiny" / "weights.safetensors";
+}
+
+// The tiny Wan2.1 weights, and --quiet: what most CLI tests pass.
+inline std::string weights_arg() {
+  return " --weights " + quote(tiny_weights()) + " --quiet";
+}
+
+// The start of an ffmpeg input of FFmpeg's test picture: kTestsrc + "64x48:rate=24 ...".
+inline const std::string kTestsrc = "-f lavfi -i testsrc2=size=";
+
+// Lines of a text, without the empty last one.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A clean failure: exit status `status` and one line on stderr, "vaecodec: error: ..." saying `what`.
+inline void check_one_line(const CliResult& r, int status, const std::string& what) {
+  INFO("stderr: " << r.err);
+  CHECK(r.status == status);
+  CHECK_THAT(r.err, Catch::StartsWith("vaecodec: error: ") && Catch::Contains(what));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }
 
 // Files in a directory, by name.
