@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -16,9 +17,11 @@
 #include <cstdio>
 
 #include <torch/torch.h>
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint.h"
+#include "core/models/registry.h"
 #include "core/safetensors.h"
 
 namespace vaecodec::test {
@@ -44,6 +47,23 @@ inline std::map<std::string, torch::Tensor> read_tensors(const std::filesystem::
   std::map<std::string, torch::Tensor> out;
   for (const auto& [name, entry] : file.entries()) out[name] = file.load(name);
   return out;
+}
+
+// The released model of `family` (its released config), after checking that it expects exactly the tensors
+// listed in data/`manifest` (name -> shape), `count` of them.
+inline std::shared_ptr<core::VaeModel> released_model_matching(const std::string& family,
+                                                               const std::string& manifest, size_t count) {
+  const auto keys = read_json(data_dir() / manifest);
+  auto model = core::build_model(family, core::find_model_family(family).released_config);
+  const auto expected = model->expected_tensors();
+  REQUIRE(keys.size() == count);
+  REQUIRE(expected.size() == count);
+  for (const auto& [name, shape] : expected) {
+    INFO(name);
+    REQUIRE(keys.contains(name));
+    CHECK(keys.at(name).get<std::vector<int64_t>>() == shape);
+  }
+  return model;
 }
 
 // Note [std::filesystem and libtorch]
