@@ -362,14 +362,18 @@ void bench_split(const BenchOptions& o) {
   synchronize_all();
   for (const torch::Device& d : devices) core::Device::of(d).reset_peak_statistics();
   core::reset_band_traffic();
+  core::FlopCounter::reset();
   std::vector<double> seconds;
   for (int i = 0; i < o.runs; ++i) {
+    core::FlopCounter::enable(i == 0);  // every band's layers count, on their threads
     const auto start = std::chrono::steady_clock::now();
     torch::Tensor out = run();
     synchronize_all();
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
+  core::FlopCounter::enable(false);
   const double median = median_of(seconds);
+  const double tflop = static_cast<double>(core::FlopCounter::total()) / 1e12;
   const auto traffic = core::band_traffic();
   // The split's output against the first device's own run of the same model, frame by frame in float32 (the
   // whole clip in float64 would not fit beside it at 4K): the split should change rounding only.
@@ -409,6 +413,9 @@ void bench_split(const BenchOptions& o) {
         {"runs", seconds},
         {"median_s", median},
         {"relative_error_vs_one_device", split_error ? nlohmann::json(*split_error) : nlohmann::json()},
+        {"model_tflop", tflop},
+        {"tflops", tflop / median},
+        {"tflops_per_device", tflop / median / static_cast<double>(devices.size())},
         {"plan", plan.to_json()}}},
       {"one_device",
        {{"device", alone.device.str()},
@@ -423,6 +430,8 @@ void bench_split(const BenchOptions& o) {
             << o.dtype << " split across " << devices.size() << " devices in bands: median " << median
             << " s against " << alone.median << " s on " << alone.device.str() << " alone, "
             << std::setprecision(2) << alone.median / median << "x";
+  std::cout << "; model " << std::setprecision(1) << tflop << " TFLOP, " << std::setprecision(0)
+            << tflop / median / static_cast<double>(devices.size()) << " TFLOP/s per device";
   if (split_error)
     std::cout << "; relative error against the first device's own run " << std::scientific
               << std::setprecision(2) << *split_error << std::fixed;
