@@ -9,7 +9,7 @@
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
 #   BENCH_EXTRA, RUN_EXTRA                           arguments added to every bench / file run
 # Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
-#   profile startup cold heuristics reference batch candidates encoder split long
+#   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -365,6 +365,42 @@ if has split; then  # needs two or more GPUs: one clip split across them in band
       echo "  batch ${devices}: $(python3 -c "import sys,time; print('%.1f' % (time.time()-float(sys.argv[1])))" "$start") s (exit $rc)"
     done
   fi
+fi
+
+# Scaling past two GPUs (nvidia-h200-x4 / -x8): one clip split across 2, 4 and 8 GPUs against the first GPU
+# alone (time, peak memory and bytes received per GPU, error against the first GPU's run), and a batch of
+# ${SCALING_CLIPS:-32} 720p x81 clips (round trip) on 1, 2, 4 and 8 GPUs, files to files.
+if has scaling_split; then
+  gpus=$(nvidia-smi -L | wc -l)
+  step "scaling_split: one clip across 2..$gpus GPUs (bench --split)"
+  for n in 2 4 8; do
+    ((n > gpus)) && break
+    list=$(seq -s, 0 $((n - 1)))
+    for row in wan2.1-vae:decode:3840x2160 seedvr2-vae:decode:1920x1080; do
+      IFS=: read -r model op size <<<"$row"
+      timeout 400 "$BUILD/vaecodec" bench --random --model "$model" --op "$op" --size "$size" --frames 81 \
+        --dtype bf16 --runs "$RUNS" --devices "$list" --split --json | tee -a "$OUT/scaling.jsonl"
+    done
+  done
+fi
+if has scaling_batch; then
+  gpus=$(nvidia-smi -L | wc -l)
+  step "scaling_batch: ${SCALING_CLIPS:-32} 720p x81 clips (round trip) on 1..$gpus GPUs"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  rm -rf /tmp/scale_in && mkdir -p /tmp/scale_in
+  for i in $(seq 1 "${SCALING_CLIPS:-32}"); do cp /tmp/clip81.mp4 "/tmp/scale_in/clip$i.mp4"; done
+  for n in 1 2 4 8; do
+    ((n > gpus)) && break
+    list=$(seq -s, 0 $((n - 1)))
+    rm -rf /tmp/scale_out
+    start=$(date +%s.%N)
+    timeout 590 "$BUILD/vaecodec" roundtrip /tmp/scale_in -o /tmp/scale_out --weights /tmp/wan21_random.pth \
+      --quiet --devices "$list" >/dev/null 2>>"$OUT/runs.err"
+    rc=$?
+    python3 -c "import sys,time; s=time.time()-float(sys.argv[1]); n=int(sys.argv[2]); print('  batch of %d on %s GPUs: %.1f s, %.2f clips/s (exit %s)' % (n, sys.argv[3], s, n/s, sys.argv[4]))" \
+      "$start" "${SCALING_CLIPS:-32}" "$n" "$rc" | tee -a "$OUT/scaling.log"
+  done
 fi
 
 if has batch; then
