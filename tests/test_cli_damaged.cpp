@@ -116,13 +116,17 @@ TEST_CASE("cli: an audio stream whose header is damaged is left out, so the outp
                               "-f lavfi -i testsrc2=size=64x48:rate=24 -f lavfi -i sine=sample_rate=16000 "
                               "-frames:v 5 -shortest -c:v libx264 -c:a aac -ac 1");
   std::string bytes = read_text(clip);
-  // The second CodecPrivate element (ID 0x63A2, one size byte) is the AAC AudioSpecificConfig; its channel
-  // configuration (4 bits across the first two bytes) becomes 9, which does not exist.
-  const size_t video = bytes.find("\x63\xa2");
-  const size_t audio = bytes.find("\x63\xa2", video + 2);
+  // The audio track's CodecPrivate element (ID 0x63A2, one size byte), which FFmpeg's muxer writes after the
+  // track's CodecID "A_AAC", is the AAC AudioSpecificConfig; its channel configuration (4 bits across the
+  // first two bytes) becomes 9, which does not exist. (Searched from the CodecID on: the random UIDs before
+  // it may hold the bytes 63 A2 too.)
+  const size_t codec_id = bytes.find("A_AAC");
+  REQUIRE(codec_id != std::string::npos);
+  const size_t audio = bytes.find("\x63\xa2", codec_id);
   REQUIRE(audio != std::string::npos);
   bytes[audio + 4] = static_cast<char>((bytes[audio + 4] & 0x87) | (9 << 3));
   write_bytes(dir / "bad.mkv", bytes);
+  INFO("CodecID at " << codec_id << ", CodecPrivate at " << audio << " of " << bytes.size() << " bytes");
   REQUIRE(shell("ffprobe -v quiet " + quote(dir / "bad.mkv")) != 0);  // FFmpeg refuses the stream
 
   const auto out = dir / "out.mkv";
