@@ -239,18 +239,24 @@ DeviceTiming time_on_device(const BenchOptions& o, torch::Device device, std::la
   }
 }
 
-void bench_devices(const BenchOptions& o) {
+// The checks `bench --devices` makes before any work, with or without --split (`what` names which in the
+// refusal of the one-device options); the devices --devices names.
+std::vector<torch::Device> bench_device_list(const BenchOptions& o, const std::string& what) {
   if (o.accuracy || o.profile || o.compare_untiled || !o.trace.empty())
-    throw UsageError(
-        "--devices times the devices together; run --accuracy, --profile, --compare-untiled and "
-        "--trace on one device (--device)");
+    throw UsageError(what +
+                     "; run --accuracy, --profile, --compare-untiled and --trace on one device (--device)");
   if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
   if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
     throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
   parse_frame_size(o.size);
   const int64_t count = visible_cuda_devices();
-  const std::vector<torch::Device> devices = parse_devices(o.devices, count);
+  std::vector<torch::Device> devices = parse_devices(o.devices, count);
   check_device_agrees(o.device, devices, count);
+  return devices;
+}
+
+void bench_devices(const BenchOptions& o) {
+  const std::vector<torch::Device> devices = bench_device_list(o, "--devices times the devices together");
 
   const DeviceTiming alone = time_on_device(o, devices.front(), nullptr);
   std::vector<DeviceTiming> together(devices.size());
@@ -323,26 +329,17 @@ void bench_devices(const BenchOptions& o) {
 // the bytes each device received from the others per run (halo rows, attention keys and values), and how far
 // the split's output is from the first device's own run (rounding only: Note [Bands across devices]).
 void bench_split(const BenchOptions& o) {
-  if (o.accuracy || o.profile || o.compare_untiled || !o.trace.empty())
-    throw UsageError(
-        "--split times the split run; run --accuracy, --profile, --compare-untiled and --trace on "
-        "one device (--device)");
-  if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
-  if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
-    throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
-  const int64_t count = visible_cuda_devices();
-  const std::vector<torch::Device> devices = parse_devices(o.devices, count);
-  check_device_agrees(o.device, devices, count);
+  const std::vector<torch::Device> devices = bench_device_list(o, "--split times the split run");
   if (devices.size() < 2) throw UsageError("--split needs two or more --devices");
   use_plain_allocator_for_peers();  // for the one-device run too, so that both use the same allocator
   const DeviceTiming alone = time_on_device(o, devices.front(), nullptr);
 
   const auto dtype = resolve_dtype(o.dtype, devices.front());
   std::vector<std::shared_ptr<core::VaeModel>> models;
-  core::ChunkOptions chunks;
+  std::vector<core::BandPlace> places;
   for (const torch::Device& d : devices) {
     models.push_back(make_model(o, d, dtype));
-    chunks.bands.push_back({models.back().get(), &core::Device::of(d)});
+    places.push_back({models.back().get(), &core::Device::of(d)});
   }
   core::Device::set_autotune(o.autotune);  // after the models' prepare()
   core::VaeModel& model = *models.front();
@@ -352,8 +349,8 @@ void bench_split(const BenchOptions& o) {
       core::plan_band_run(core::PlanRequest::of(model.info(), model.parameter_count(), core::parse_op(o.op),
                                                 width, height, dtype),
                           static_cast<int64_t>(devices.size()), clip.planner);
-  chunks.latent_frames = plan.chunk;
-  chunks.tiles = plan.tiles;  // columns, where a band does not fit whole
+  const core::ChunkOptions chunks =
+      core::ChunkOptions::of(plan, places);  // columns where a band does not fit
   auto run = [&] { return run_op(model, o.op, clip.video, clip.latents, chunks); };
   auto synchronize_all = [&] {
     for (const torch::Device& d : devices) synchronize(d);
@@ -380,10 +377,8 @@ void bench_split(const BenchOptions& o) {
   // A failure here (the one-device run may not fit where the bands did) leaves the timing standing.
   std::optional<double> split_error;
   try {
-    core::ChunkOptions whole = chunks;
-    whole.bands.clear();
     const torch::Tensor mine = run();
-    const torch::Tensor reference = run_op(model, o.op, clip.video, clip.latents, whole);
+    const torch::Tensor reference = run_op(model, o.op, clip.video, clip.latents, plan);
     double diff = 0, norm = 0;
     for (int64_t t = 0; t < reference.size(2); ++t) {
       const auto r = reference.select(2, t).to(torch::kFloat);

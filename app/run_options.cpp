@@ -97,8 +97,7 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   if (video_out) {
     sub.add_option("--codec", options.codec,
                    "video encoder, e.g. libx264 (default), libx265, ffv1, h264_nvenc; auto: a GPU encoder "
-                   "(NVENC) where one "
-                   "works, else the default");
+                   "(NVENC) where one works, else the default");
     sub.add_option("--crf", options.crf, "quality for x264/x265/VP9/AV1 (lower is better; default 17)")
         ->check(CLI::Range(0, 63));
     sub.add_option("--encoder-preset", options.encoder_preset, "video encoder preset (x264/x265), e.g. slow");

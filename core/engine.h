@@ -29,7 +29,10 @@ struct ChunkOptions {
   // runs the same columns.
   std::vector<BandPlace> bands;
 
-  static ChunkOptions of(const Plan& plan) { return {plan.chunk, plan.tiles, plan.offload, {}}; }
+  // A plan's chunks and tiles, split across `bands` when there are two or more.
+  static ChunkOptions of(const Plan& plan, std::vector<BandPlace> bands = {}) {
+    return {plan.chunk, plan.tiles, plan.offload, std::move(bands)};
+  }
 };
 
 // Streams a video through the encoder. Push frames as they arrive (any number at a time); the run cuts them

@@ -170,7 +170,10 @@ core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geomet
   std::string devices;
   for (const core::BandPlace& band : options.bands) {
     core::PlannerOptions mine = settle_budget(*band.model, *options.memory);
-    if (!planner || (mine.budget_bytes > 0 && mine.budget_bytes < planner->budget_bytes)) planner = mine;
+    // The smallest budget of any device (0: none, larger than any).
+    if (!planner ||
+        (mine.budget_bytes > 0 && (planner->budget_bytes == 0 || mine.budget_bytes < planner->budget_bytes)))
+      planner = mine;
     devices += (devices.empty() ? "" : ",") + band.device->torch_device().str();
   }
   const auto whole = core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
@@ -361,8 +364,7 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kRoundtrip, geometry, options);
-  core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
-  chunking.bands = options.bands;
+  const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
   FinishingRun::State& w = *state;
@@ -426,8 +428,7 @@ static RunSummary encode_once(core::VaeModel& model, const fs::path& input, cons
   if (musubi) check_musubi_size(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kEncode, geometry, options);
-  core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
-  chunking.bands = options.bands;
+  const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   // A musubi cache file is named by what was read; it is made once that is known.
   std::optional<core::AtomicFile> temp;
@@ -628,8 +629,7 @@ static FinishingRun start_decode_once(core::VaeModel& model, const fs::path& inp
   const DecodePlan plan = plan_decode(file, info, input, options);
   const Geometry geometry = Geometry::of(info, plan.format.width, plan.format.height);
   const core::Plan memory_plan = plan_memory(model, core::Op::kDecode, geometry, options);
-  core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan);
-  chunking.bands = options.bands;
+  const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   core::Device& device = core::Device::of(model.device());
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);

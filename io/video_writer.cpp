@@ -20,9 +20,15 @@ bool valid(AVRational q) {
   return q.num > 0 && q.den > 0;
 }
 
+// The encoder's own option `name` (its private class), or nullptr.
+const AVOption* private_option(const AVCodec* codec, const char* name) {
+  if (!codec->priv_class) return nullptr;
+  return av_opt_find2(const_cast<AVClass**>(&codec->priv_class), name, nullptr, 0, AV_OPT_SEARCH_FAKE_OBJ,
+                      nullptr);
+}
+
 bool has_option(const AVCodec* codec, const char* name) {
-  return codec->priv_class && av_opt_find2(const_cast<AVClass**>(&codec->priv_class), name, nullptr, 0,
-                                           AV_OPT_SEARCH_FAKE_OBJ, nullptr) != nullptr;
+  return private_option(codec, name) != nullptr;
 }
 
 // The input's format where the encoder takes it; else the closest one it takes that swscale can write.
@@ -124,17 +130,16 @@ AVDictionary* encoder_settings(const AVCodec* codec, const std::string& text) {
 // documented list (their option is free text), an encoder whose option has named values (NVENC's p1 ... p7,
 // slow, ...) from those.
 void check_preset(const AVCodec* codec, const std::string& preset) {
-  if (preset.empty() || !has_option(codec, "preset")) return;
+  const AVOption* option = private_option(codec, "preset");
+  if (preset.empty() || !option) return;
   const std::string name = codec->name;
   std::vector<std::string> names;
   if (name == "libx264" || name == "libx265") {
     names = {"ultrafast", "superfast", "veryfast", "faster",   "fast",
              "medium",    "slow",      "slower",   "veryslow", "placebo"};
   } else {
-    const AVClass* private_class = codec->priv_class;
-    const AVOption* option = av_opt_find(&private_class, "preset", nullptr, 0, AV_OPT_SEARCH_FAKE_OBJ);
-    if (!option || !option->unit) return;
-    for (const AVOption* o = private_class->option; o && o->name; ++o)
+    if (!option->unit) return;
+    for (const AVOption* o = codec->priv_class->option; o && o->name; ++o)
       if (o->type == AV_OPT_TYPE_CONST && o->unit && std::string(o->unit) == option->unit)
         names.push_back(o->name);
     if (names.empty()) return;
