@@ -242,9 +242,10 @@ DeviceTiming time_on_device(const BenchOptions& o, torch::Device device, std::la
 // The checks `bench --devices` makes before any work, with or without --split (`what` names which in the
 // refusal of the one-device options); the devices --devices names.
 std::vector<torch::Device> bench_device_list(const BenchOptions& o, const std::string& what) {
-  if (o.accuracy || o.profile || o.compare_untiled || !o.trace.empty())
+  if (o.accuracy || o.profile || o.compare_untiled || (!o.trace.empty() && !o.split))
     throw UsageError(what +
-                     "; run --accuracy, --profile, --compare-untiled and --trace on one device (--device)");
+                     "; run --accuracy, --profile and --compare-untiled on one device (--device), and "
+                     "--trace on one device or with --split");
   if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
   if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
     throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
@@ -372,6 +373,12 @@ void bench_split(const BenchOptions& o) {
   const double median = median_of(seconds);
   const double tflop = static_cast<double>(core::FlopCounter::total()) / 1e12;
   const auto traffic = core::band_traffic();
+  // Every device's kernels and copies of one extra run (CUPTI sees all of the process's GPUs).
+  if (!o.trace.empty())
+    write_trace(o.trace, [&] {
+      run();
+      synchronize_all();
+    });
   // The split's output against the first device's own run of the same model, frame by frame in float32 (the
   // whole clip in float64 would not fit beside it at 4K): the split should change rounding only.
   // A failure here (the one-device run may not fit where the bands did) leaves the timing standing.

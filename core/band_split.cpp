@@ -1,5 +1,6 @@
 #include "core/band_split.h"
 
+#include <cstdlib>
 #include <exception>
 #include <optional>
 #include <set>
@@ -39,18 +40,53 @@ thread_local BandContext* tls_band = nullptr;
 // made (BandSet), not during the first copy while other threads allocate. Neither change has run on two GPUs
 // yet.
 
+// Note [Band streams]
+// Each band's thread queues its work on a stream of its own from LibTorch's pool, not on the device's default
+// stream: the default stream is CUDA's legacy stream, which orders itself against every other stream of its
+// device, and run() (another thread) queues the chunk's input copies and the outputs' gathering on it. The
+// hand-overs are explicit: run() records `inputs_ready_` after the input copies and the band's stream waits
+// for it; the band records `outputs_made_` after its last layer and run()'s stream waits for it; each side
+// tells the allocator that the other's stream uses the tensors it hands over (recordStream), so that memory
+// freed by one thread is not reused by the other's stream while still read. VAECODEC_BAND_STREAMS=default
+// runs the bands on the default streams instead (to measure the difference).
+bool own_streams() {
+  static const bool own = [] {
+    const char* v = std::getenv("VAECODEC_BAND_STREAMS");
+    return !(v && std::string(v) == "default");
+  }();
+  return own;
+}
+
+// VAECODEC_BAND_COPY=torch copies posted tensors between GPUs with LibTorch's Tensor::to instead (Note
+// [Copies between GPUs]; to measure the difference).
+bool torch_copies() {
+  static const bool torch = [] {
+    const char* v = std::getenv("VAECODEC_BAND_COPY");
+    return v && std::string(v) == "torch";
+  }();
+  return torch;
+}
+
 std::mutex traffic_mutex;
 std::map<std::string, int64_t> traffic;
 
 // Posted tensor `t` of `from` on this band's device: `t` itself on the same device, else a copy, counted as
 // traffic.
 torch::Tensor received(const BandContext& c, const BandPost& from, const torch::Tensor& t) {
-  if (t.device() == c.device) return t;
+  if (t.device() == c.device) {
+    // Another band of this GPU made it on its own stream (Note [Band streams]).
+    if (t.is_cuda() && from.made && t.numel() > 0) {
+      const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(c.device.index());
+      from.made->block(stream);
+      c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream);
+    }
+    return t;
+  }
   {
     std::lock_guard<std::mutex> lock(traffic_mutex);
     traffic[c.device.str()] += static_cast<int64_t>(t.nbytes());
   }
-  if (!t.is_cuda() || !c.device.is_cuda() || t.numel() == 0) return t.to(c.device);
+  if (!t.is_cuda() || !c.device.is_cuda() || t.numel() == 0 || torch_copies()) return t.to(c.device);
   if (!t.is_contiguous()) throw Error("a band posted a tensor that is not dense");
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(c.device.index());
   if (from.made) from.made->block(stream);
@@ -277,6 +313,8 @@ BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Direction di
                   ", the band on " + p.device->torch_device().str());
     bands_.push_back({p, rows[i], std::vector<CausalCache>(static_cast<size_t>(columns_.cols))});
   }
+  inputs_ready_ = std::vector<at::cuda::CUDAEvent>(bands_.size());
+  outputs_made_ = std::vector<at::cuda::CUDAEvent>(bands_.size());
   // Peer access between every two GPUs of the split, both ways, once and before any band runs, rather than by
   // LibTorch's first copy between them while the other bands' threads allocate (Note [Copies between GPUs]).
   for (const Band& a : bands_)
@@ -306,7 +344,12 @@ void BandSet::serve(size_t i) {
   const torch::Device device = bands_[i].place.device->torch_device();
   c10::InferenceMode inference;
   std::optional<c10::cuda::CUDAGuard> on_device;
-  if (device.is_cuda()) on_device.emplace(device);
+  std::optional<c10::cuda::CUDAStreamGuard> on_stream;
+  if (device.is_cuda()) {
+    on_device.emplace(device);
+    if (own_streams())
+      on_stream.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index()));
+  }
   int64_t done = 0;
   while (true) {
     BandLink* link = nullptr;
@@ -333,13 +376,22 @@ void BandSet::serve(size_t i) {
 void BandSet::run_band(size_t i, BandLink& link) {
   Band& band = bands_[i];
   VaeModel& model = *band.place.model;
-  BandScope scope(link, static_cast<int64_t>(i), band.place.device->torch_device());
+  const torch::Device device = band.place.device->torch_device();
+  BandScope scope(link, static_cast<int64_t>(i), device);
+  // The inputs were made on run()'s stream (Note [Band streams]).
+  if (device.is_cuda()) {
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device.index());
+    inputs_ready_[i].block(stream);
+    for (const torch::Tensor& part : inputs_[i])
+      c10::cuda::CUDACachingAllocator::recordStream(part.storage().data_ptr(), stream);
+  }
   std::vector<torch::Tensor> outs;
   for (int64_t c = 0; c < columns_.cols; ++c) {
     const torch::Tensor& part = inputs_[i][static_cast<size_t>(c)];
     CausalCache& cache = band.caches[static_cast<size_t>(c)];
     outs.push_back(direction_ == Direction::kEncode ? model.encode(part, cache) : model.decode(part, cache));
   }
+  if (device.is_cuda()) outputs_made_[i].record(c10::cuda::getCurrentCUDAStream(device.index()));
   std::lock_guard<std::mutex> lock(mutex_);
   outputs_[i] = std::move(outs);
 }
@@ -367,6 +419,8 @@ torch::Tensor BandSet::run(const torch::Tensor& x) {
                               .contiguous(model.memory_format())
                               .to(band.place.device->torch_device())
                               .contiguous(model.memory_format()));
+    const torch::Device device = band.place.device->torch_device();
+    if (device.is_cuda()) inputs_ready_[i].record(c10::cuda::getCurrentCUDAStream(device.index()));
   }
   BandLink link(static_cast<int64_t>(n));
   std::vector<std::vector<torch::Tensor>> outputs;
@@ -403,6 +457,16 @@ torch::Tensor BandSet::run(const torch::Tensor& x) {
   for (const auto& e : errors)
     if (e) throw Error("a band of the split run stopped without saying why");
   c10::InferenceMode inference;
+  // The outputs were made on the bands' streams: this thread's stream waits for them, and the allocator keeps
+  // their memory from the bands' next chunk until this stream is done with it (Note [Band streams]).
+  for (size_t i = 0; i < n; ++i) {
+    const torch::Device device = bands_[i].place.device->torch_device();
+    if (!device.is_cuda()) continue;
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device.index());
+    outputs_made_[i].block(stream);
+    for (const torch::Tensor& t : outputs[i])
+      c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream);
+  }
   const torch::Device out_device = out_device_.torch_device();
   // Column c of the frame: every band's column c, top to bottom.
   auto column = [&](int64_t c) {

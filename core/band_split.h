@@ -182,6 +182,8 @@ class BandSet {
   std::vector<std::vector<torch::Tensor>> inputs_;  // the chunk's, by band, then column
   BandLink* link_ = nullptr;
   std::vector<std::vector<torch::Tensor>> outputs_;  // by band, then column
+  // By band, CUDA bands only: run()'s input copies done, the band's outputs made (Note [Band streams]).
+  std::vector<at::cuda::CUDAEvent> inputs_ready_, outputs_made_;
   std::vector<std::exception_ptr> errors_;
   std::vector<std::thread> threads_;  // last: made once the state above exists
 };

@@ -8,6 +8,8 @@
 #   RUNS=3                                           timed runs per benchmark (the median is reported)
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
 #   BENCH_EXTRA, RUN_EXTRA                           arguments added to every bench / file run
+#   SPLIT_ROWS, SPLIT_TRACE=1, SPLIT_CLIPS=0       phase split: its bench rows, a traced run, no batch
+#   GPU_TESTS                                        the Catch filter of phase tests (default [gpu])
 # Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
 #   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long
 set -uo pipefail
@@ -43,7 +45,7 @@ ninja -C "$BUILD" >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/b
 
 if has tests; then
   step "GPU tests"
-  timeout 420 "$BUILD/tests/vaecodec_tests" "[gpu]" >"$OUT/gpu_tests.log" 2>&1
+  timeout 420 "$BUILD/tests/vaecodec_tests" "${GPU_TESTS:-[gpu]}" -d yes >"$OUT/gpu_tests.log" 2>&1
   echo "gpu tests exit $?"; tail -4 "$OUT/gpu_tests.log"
   grep -E "FAILED|failed" -A8 "$OUT/gpu_tests.log" | head -40
   timeout 120 "$BUILD/tests/vaecodec_tests" "[golden]" -s 2>/dev/null | grep "^golden" | tee "$OUT/golden.txt"
@@ -340,17 +342,32 @@ if has split; then  # needs two or more GPUs: one clip split across them in band
   if (( $(nvidia-smi -L | wc -l) < 2 )); then
     echo "  one GPU here: nothing to split across"
   else
-    for row in wan2.1-vae:decode:3840x2160 wan2.1-vae:decode:1280x720 wan2.1-vae:encode:1280x720 \
-               seedvr2-vae:decode:1920x1080 wan2.2-vae:decode:1280x704; do
-      IFS=: read -r model op size <<<"$row"
-      timeout 300 "$BUILD/vaecodec" bench --random --model "$model" --op "$op" --size "$size" --frames 81 \
-        --dtype bf16 --runs "$RUNS" --devices all --split --json | tee -a "$OUT/split.jsonl"
+    # model:op:size[:extra bench arguments, comma-separated]; 4K under --vram 12G runs in columns (plan.tiles)
+    for row in ${SPLIT_ROWS-wan2.1-vae:decode:1280x720 wan2.1-vae:encode:1280x720 seedvr2-vae:decode:1920x1080 \
+               wan2.2-vae:decode:1280x704 wan2.1-vae:decode:3840x2160 wan2.1-vae:decode:3840x2160:--vram,12G}; do
+      IFS=: read -r model op size extra <<<"$row"
+      echo "  -- $row $(date +%T)" >>"$OUT/split.err"
+      timeout "${SPLIT_TIMEOUT:-240}" "$BUILD/vaecodec" bench --random --model "$model" --op "$op" --size "$size" \
+        --frames 81 --dtype bf16 --runs "$RUNS" --devices all --split --json ${extra//,/ } >"$OUT/last.json" \
+        2>>"$OUT/split.err"
+      rc=$?
+      if ((rc == 0)); then
+        cat "$OUT/last.json" >>"$OUT/split.jsonl"
+        python3 -c "import json,sys; j=json.load(open(sys.argv[1])); s=j['split']; print('  %s: split %.3f s, one GPU %.3f s, %.2fx, %.0f TFLOP/s per device, error %s, tiles %s; ' % (sys.argv[2], s['median_s'], j['one_device']['median_s'], j['speedup_vs_one_device'], s['tflops_per_device'], s['relative_error_vs_one_device'], (s['plan'].get('tiles') or {}).get('cols')) + ', '.join('%s peak %.1f GiB, received %.0f MiB' % (d['device'], d['peak_allocated_bytes']/2**30, d['received_bytes_per_run']/2**20) for d in s['devices']))" "$OUT/last.json" "$row"
+      else
+        echo "  FAILED ($rc): $row"; tail -3 "$OUT/split.err"
+      fi
     done
-    # Bands that do not fit whole: 4K decode under 12 GiB per GPU runs in columns (plan.tiles in the JSON),
-    # its error against the first GPU's run in the same columns.
-    timeout 300 "$BUILD/vaecodec" bench --random --model wan2.1-vae --op decode --size 3840x2160 --frames 81 \
-      --dtype bf16 --runs "$RUNS" --devices all --split --vram 12G --json | tee -a "$OUT/split.jsonl"
+    if [[ -n ${SPLIT_TRACE:-} ]]; then  # each GPU's kernels, copies and idle gaps in one split run
+      timeout 200 "$BUILD/vaecodec" bench --random --op decode --size 1280x720 --frames 81 --dtype bf16 --runs 1 \
+        --devices all --split --trace /tmp/trace_split.json >/dev/null 2>>"$OUT/split.err" &&
+        python3 scripts/dev/trace_summary.py /tmp/trace_split.json --top 15 >"$OUT/trace_split.txt" 2>&1
+      grep -A2 "^device" "$OUT/trace_split.txt"
+    fi
     # A batch of 8 clips over every GPU against the first GPU alone, files to files, one command each.
+    [[ ${SPLIT_CLIPS:-8} == 0 ]] && SKIP_BATCH=1
+  fi
+  if [[ -z ${SKIP_BATCH:-} ]] && (( $(nvidia-smi -L | wc -l) >= 2 )); then
     step "split: a batch of ${SPLIT_CLIPS:-8} 720p x81 clips (round trip) on every GPU against the first alone"
     make_weights
     clip 81 /tmp/clip81.mp4

@@ -53,6 +53,31 @@ def main():
     table("by operator and input shapes", by_op)
     table("by kernel", by_kernel)
 
+    devices = sorted({k["args"].get("device", 0) for k in kernels})
+    if len(devices) > 1:
+        # A split run: each GPU's busy time within the common span, its copies, and its longest idle gaps.
+        start = min(k["ts"] for k in kernels)
+        for d in devices:
+            mine = sorted((k for k in kernels if k["args"].get("device", 0) == d), key=lambda k: k["ts"])
+            busy = sum(k["dur"] for k in mine)
+            copies = [k for k in mine if k.get("cat") == "gpu_memcpy"]
+            gaps, end = [], mine[0]["ts"]
+            for k in mine:
+                if k["ts"] > end:
+                    gaps.append((k["ts"] - end, end - start))
+                end = max(end, k["ts"] + k["dur"])
+            gaps.sort(reverse=True)
+            print(f"\ndevice {d}: busy {busy / 1e3:.1f} ms of {span_us / 1e3:.1f} ms ({100 * busy / max(span_us, 1):.0f}%), "
+                  f"{len(mine)} kernels; copies {sum(k['dur'] for k in copies) / 1e3:.1f} ms in {len(copies)}; "
+                  f"idle gaps: {len(gaps)}, {sum(g for g, _ in gaps) / 1e3:.1f} ms in all")
+            print("  longest gaps (ms at ms): " + ", ".join(f"{g / 1e3:.2f} at {t / 1e3:.1f}" for g, t in gaps[:12]))
+            kinds = collections.defaultdict(lambda: [0.0, 0])
+            for k in copies:
+                kinds[k["name"]][0] += k["dur"]
+                kinds[k["name"]][1] += 1
+            for name, (us, n) in sorted(kinds.items(), key=lambda kv: -kv[1][0])[:5]:
+                print(f"  copy {name}: {us / 1e3:.1f} ms in {n}")
+
 
 if __name__ == "__main__":
     main()
