@@ -1,7 +1,11 @@
 #include "core/band_split.h"
 
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,6 +21,41 @@
 #include "core/error.h"
 
 namespace vaecodec::core {
+
+// A thread of the band pool (Note [Band threads]): runs one posted job at a time.
+struct BandWorker {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::function<void()> job;
+  bool busy = false;
+  bool taken = false;
+  std::optional<torch::Device> last;
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (true) {
+      changed.wait(lock, [&] { return static_cast<bool>(job); });
+      auto run = std::move(job);
+      job = nullptr;
+      lock.unlock();
+      run();  // serve() catches what its bands throw
+      run = nullptr;
+      lock.lock();
+      busy = false;
+      changed.notify_all();
+    }
+  }
+  void post(std::function<void()> f) {
+    std::lock_guard<std::mutex> lock(mutex);
+    job = std::move(f);
+    busy = true;
+    changed.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return !busy; });
+  }
+};
+
 namespace {
 
 thread_local BandContext* tls_band = nullptr;
@@ -66,6 +105,47 @@ bool torch_copies() {
   }();
   return torch;
 }
+
+// Note [Band threads]
+// LibTorch keeps cuDNN's chosen kernels (and its execution plans) per thread. A band's thread made for each
+// split run would start with none, so every run would time every convolution shape again (with cuDNN's
+// timing on) or ask cuDNN's heuristics again: on two H200s that idled each GPU half of a 720p decode, in
+// gaps of 40-85 ms. So the bands run on threads kept for the process: a set takes an idle thread that last
+// served its device where there is one, makes a new one where there is not, and hands it back when it is
+// destroyed. The threads wait idle for the rest of the process (never joined: the pool is never destroyed,
+// so no thread outlives the libraries it uses at exit).
+class BandThreads {
+ public:
+  static BandThreads& get() {
+    static BandThreads* pool = new BandThreads;
+    return *pool;
+  }
+  BandWorker* acquire(const torch::Device& device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    BandWorker* pick = nullptr;
+    for (auto& w : workers_)
+      if (!w->taken && w->last == device) {
+        pick = w.get();
+        break;
+      }
+    if (!pick) {
+      workers_.push_back(std::make_unique<BandWorker>());
+      pick = workers_.back().get();
+      std::thread([pick] { pick->loop(); }).detach();
+    }
+    pick->taken = true;
+    pick->last = device;
+    return pick;
+  }
+  void release(BandWorker* w) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    w->taken = false;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<BandWorker>> workers_;
+};
 
 std::mutex traffic_mutex;
 std::map<std::string, int64_t> traffic;
@@ -337,7 +417,10 @@ BandSet::~BandSet() {
     stopping_ = true;
   }
   start_.notify_all();
-  for (auto& t : threads_) t.join();
+  for (BandWorker* w : workers_) {
+    w->wait();
+    BandThreads::get().release(w);
+  }
 }
 
 void BandSet::serve(size_t i) {
@@ -427,10 +510,15 @@ torch::Tensor BandSet::run(const torch::Tensor& x) {
   std::vector<std::exception_ptr> errors;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (threads_.empty()) {
+    if (workers_.empty()) {
       outputs_.assign(n, {});
       errors_.assign(n, nullptr);
-      for (size_t i = 0; i < n; ++i) threads_.emplace_back([this, i] { serve(i); });
+      // Note [Band threads]
+      for (size_t i = 0; i < n; ++i) {
+        auto* w = BandThreads::get().acquire(bands_[i].place.device->torch_device());
+        workers_.push_back(w);
+        w->post([this, i] { serve(i); });
+      }
     }
     inputs_.swap(inputs);
     link_ = &link;

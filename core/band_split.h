@@ -19,6 +19,8 @@
 
 namespace vaecodec::core {
 
+struct BandWorker;  // a thread of the band pool (band_split.cpp)
+
 // Note [Bands across devices]
 // One clip can run on several devices at once, exactly: each device owns a horizontal band of every frame
 // (whole latent rows, so that the band's edges fall on whole pixels at every resolution inside the model)
@@ -185,7 +187,9 @@ class BandSet {
   // By band, CUDA bands only: run()'s input copies done, the band's outputs made (Note [Band streams]).
   std::vector<at::cuda::CUDAEvent> inputs_ready_, outputs_made_;
   std::vector<std::exception_ptr> errors_;
-  std::vector<std::thread> threads_;  // last: made once the state above exists
+  // The threads serving the bands, from the process's pool (Note [Band threads]); last: given work once the
+  // state above exists.
+  std::vector<BandWorker*> workers_;
 };
 
 }  // namespace vaecodec::core

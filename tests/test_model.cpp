@@ -5,6 +5,7 @@
 
 #include "core/device/device.h"
 #include "core/engine.h"
+#include "core/engine_report.h"
 #include "core/error.h"
 #include "core/kernels/norm_silu.h"
 #include "core/layers.h"
@@ -225,6 +226,24 @@ TEST_CASE("on CUDA the fused RMSNorm+SiLU and residual add match float64", "[mod
           const double tolerance = dtype == torch::kFloat ? 1e-5 : 5e-3;
           CHECK(relative_error(buffer.narrow(2, 2, 3).cpu().to(torch::kDouble), expected) <= tolerance);
           CHECK(buffer.narrow(2, 0, 2).abs().max().item<double>() == 0);  // the head is left alone
+
+          // Into a band's buffer, its rows cut by one halo row above and one below (Note [Frames of a
+          // band's buffer]): the own kernel frame by frame where the layout is channels-last.
+          core::KernelLog::reset();
+          core::KernelLog::enable(true);
+          auto band = torch::zeros({2, c, 5, 11, 13}, x.options().memory_format(format));
+          norm.forward_silu_into(x, band.narrow(2, 2, 3).narrow(3, 1, 9), with_bias ? bias.cuda() : bias);
+          core::KernelLog::enable(false);
+          CHECK(relative_error(band.narrow(2, 2, 3).narrow(3, 1, 9).cpu().to(torch::kDouble), expected) <=
+                tolerance);
+          CHECK(band.narrow(3, 0, 1).abs().max().item<double>() == 0);  // the halo rows are left alone
+          CHECK(band.narrow(3, 10, 1).abs().max().item<double>() == 0);
+          if (channels_last) {
+            bool own = false;
+            for (const auto& e : core::KernelLog::entries())
+              own = own || (e.kernel == "rms_norm_silu" && e.path == "own kernel");
+            CHECK(own);
+          }
 
           // y += s + bias, in place.
           auto y = torch::randn({2, c, 3, 9, 13}).to(torch::kCUDA, dtype).contiguous(format);

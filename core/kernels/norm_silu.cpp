@@ -138,10 +138,25 @@ static bool frame_group_norm_into_impl(const torch::Tensor& x, const torch::Tens
 
 static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor& gamma,
                                     const torch::Tensor& out, const torch::Tensor& bias) {
-  if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type())
+  if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type() ||
+      out.sizes() != x.sizes())
     return false;
   const auto type = element_type(x.scalar_type());
-  if (!type || !rms_norm_silu_takes_layout(x, out)) return false;
+  if (!type) return false;
+  if (!rms_norm_silu_takes_layout(x, out)) {
+    // Note [Frames of a band's buffer]: in a band the output is the convolution's buffer, whose rows are cut
+    // by the halo rows above and below, so it is not dense as a whole, but each of its frames is: one launch
+    // per frame (of each batch item) then, rather than the composite path's half-dozen passes.
+    auto frame = [&](const torch::Tensor& t, int64_t b, int64_t f) {
+      return t.narrow(0, b, 1).narrow(2, f, 1);
+    };
+    if (x.numel() == 0 || !rms_norm_silu_takes_layout(frame(x, 0, 0), frame(out, 0, 0))) return false;
+    for (int64_t b = 0; b < x.size(0); ++b)
+      for (int64_t f = 0; f < x.size(2); ++f)
+        if (!rms_norm_silu_into_impl(frame(x, b, f), gamma, frame(out, b, f), bias))
+          throw Error("RMSNorm+SiLU: a frame of a band's buffer was refused after its first was taken");
+    return true;
+  }
   const bool channels_last = x.is_contiguous(torch::MemoryFormat::ChannelsLast3d) && x.size(1) > 1;
   const int64_t batch = x.size(0), channels = x.size(1),
                 spatial = x.numel() / std::max<int64_t>(1, batch * channels);
