@@ -1,7 +1,6 @@
 #include "core/band_split.h"
 
 #include <condition_variable>
-#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -27,7 +26,8 @@ struct BandWorker {
   std::mutex mutex;
   std::condition_variable changed;
   std::function<void()> job;
-  bool busy = false;
+  bool busy = false;  // a job posted and not finished
+  // Guarded by the pool's mutex (BandThreads): held by a BandSet, and the device it last served.
   bool taken = false;
   std::optional<torch::Device> last;
   void loop() {
@@ -71,6 +71,9 @@ thread_local BandContext* tls_band = nullptr;
 // after whatever the sending band has queued since it posted, often its next layer, and makes the receiver
 // wait for that layer too: every exchange would then let one GPU run while the other waits, and a split on
 // two GPUs was slower than one GPU alone (6.92 s against 2.16 s for 720p x17 on two H200s, 2026-11-23).
+// With the bands on streams of their own (Note [Band streams]) it would also be wrong: it orders the copy
+// after the receiving thread's current stream of the source GPU, not after the sending band's stream, and a
+// split decode that used it gave NaN against the one-GPU run (two H200s, 2026-11-24).
 // Everything posted is dense, so the copy is one plain memcpy, never a strided kernel reading another GPU.
 // The first run on two H200s also failed with "an illegal memory access" in 2 of 3 runs, while the same
 // exchanges passed the two-GPU tests, which run without the expandable segments the CLI turns on
@@ -86,25 +89,8 @@ thread_local BandContext* tls_band = nullptr;
 // hand-overs are explicit: run() records `inputs_ready_` after the input copies and the band's stream waits
 // for it; the band records `outputs_made_` after its last layer and run()'s stream waits for it; each side
 // tells the allocator that the other's stream uses the tensors it hands over (recordStream), so that memory
-// freed by one thread is not reused by the other's stream while still read. VAECODEC_BAND_STREAMS=default
-// runs the bands on the default streams instead (to measure the difference).
-bool own_streams() {
-  static const bool own = [] {
-    const char* v = std::getenv("VAECODEC_BAND_STREAMS");
-    return !(v && std::string(v) == "default");
-  }();
-  return own;
-}
-
-// VAECODEC_BAND_COPY=torch copies posted tensors between GPUs with LibTorch's Tensor::to instead (Note
-// [Copies between GPUs]; to measure the difference).
-bool torch_copies() {
-  static const bool torch = [] {
-    const char* v = std::getenv("VAECODEC_BAND_COPY");
-    return v && std::string(v) == "torch";
-  }();
-  return torch;
-}
+// freed by one thread is not reused by the other's stream while still read. (On the default streams instead,
+// a split 720p decode on two H200s took 3.79 s against 3.38 s, before Note [Band threads].)
 
 // Note [Band threads]
 // LibTorch keeps cuDNN's chosen kernels (and its execution plans) per thread. A band's thread made for each
@@ -166,7 +152,7 @@ torch::Tensor received(const BandContext& c, const BandPost& from, const torch::
     std::lock_guard<std::mutex> lock(traffic_mutex);
     traffic[c.device.str()] += static_cast<int64_t>(t.nbytes());
   }
-  if (!t.is_cuda() || !c.device.is_cuda() || t.numel() == 0 || torch_copies()) return t.to(c.device);
+  if (!t.is_cuda() || !c.device.is_cuda() || t.numel() == 0) return t.to(c.device);
   if (!t.is_contiguous()) throw Error("a band posted a tensor that is not dense");
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(c.device.index());
   if (from.made) from.made->block(stream);
@@ -430,8 +416,7 @@ void BandSet::serve(size_t i) {
   std::optional<c10::cuda::CUDAStreamGuard> on_stream;
   if (device.is_cuda()) {
     on_device.emplace(device);
-    if (own_streams())
-      on_stream.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index()));
+    on_stream.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index()));
   }
   int64_t done = 0;
   while (true) {
@@ -495,14 +480,14 @@ torch::Tensor BandSet::run(const torch::Tensor& x) {
   std::vector<std::vector<torch::Tensor>> inputs(n);
   for (size_t i = 0; i < n; ++i) {
     const Band& band = bands_[i];
+    const torch::Device device = band.place.device->torch_device();
     for (int64_t c = 0; c < columns_.cols; ++c)
       inputs[i].push_back(x.narrow(3, band.rows.first * in_scale, band.rows.count * in_scale)
                               .narrow(4, columns_.col_origin(c) * in_scale, columns_.tile_width * in_scale)
                               .to(model.dtype())
                               .contiguous(model.memory_format())
-                              .to(band.place.device->torch_device())
+                              .to(device)
                               .contiguous(model.memory_format()));
-    const torch::Device device = band.place.device->torch_device();
     if (device.is_cuda()) inputs_ready_[i].record(c10::cuda::getCurrentCUDAStream(device.index()));
   }
   BandLink link(static_cast<int64_t>(n));

@@ -8,7 +8,8 @@
 #   RUNS=3                                           timed runs per benchmark (the median is reported)
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
 #   BENCH_EXTRA, RUN_EXTRA                           arguments added to every bench / file run
-#   SPLIT_ROWS, SPLIT_TRACE=1, SPLIT_CLIPS=0       phase split: its bench rows, a traced run, no batch
+#   SPLIT_ROWS, SPLIT_CLIPS (0: no batch)           phase split: its bench rows, the batch's clips
+#                                                    (where a split's time goes: scripts/dev/split_probe.sh)
 #   GPU_TESTS                                        the Catch filter of phase tests (default [gpu])
 # Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
 #   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long
@@ -358,16 +359,9 @@ if has split; then  # needs two or more GPUs: one clip split across them in band
         echo "  FAILED ($rc): $row"; tail -3 "$OUT/split.err"
       fi
     done
-    if [[ -n ${SPLIT_TRACE:-} ]]; then  # each GPU's kernels, copies and idle gaps in one split run
-      timeout 200 "$BUILD/vaecodec" bench --random --op decode --size 1280x720 --frames 81 --dtype bf16 --runs 1 \
-        --devices all --split --trace /tmp/trace_split.json >/dev/null 2>>"$OUT/split.err" &&
-        python3 scripts/dev/trace_summary.py /tmp/trace_split.json --top 15 >"$OUT/trace_split.txt" 2>&1
-      grep -A2 "^device" "$OUT/trace_split.txt"
-    fi
-    # A batch of 8 clips over every GPU against the first GPU alone, files to files, one command each.
-    [[ ${SPLIT_CLIPS:-8} == 0 ]] && SKIP_BATCH=1
   fi
-  if [[ -z ${SKIP_BATCH:-} ]] && (( $(nvidia-smi -L | wc -l) >= 2 )); then
+  # A batch of clips over every GPU against the first GPU alone, files to files, one command each.
+  if (( ${SPLIT_CLIPS:-8} > 0 && $(nvidia-smi -L | wc -l) >= 2 )); then
     step "split: a batch of ${SPLIT_CLIPS:-8} 720p x81 clips (round trip) on every GPU against the first alone"
     make_weights
     clip 81 /tmp/clip81.mp4

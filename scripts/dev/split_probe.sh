@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # On a machine of two or more GPUs, after scripts/gpu_check.sh has built build-gpu: where a split run's time
 # goes. Kineto traces of one 720p x81 Wan2.1 decode on the first GPU alone and split across every GPU (each
-# GPU's busy time, copies, idle gaps and kernels: trace_summary.py), then the split's time under variants:
-# without cuDNN timing, on the devices' default streams (Note [Band streams]) and with LibTorch's copies
-# between GPUs (Note [Copies between GPUs]). Writes $OUT/probe.txt, $OUT/trace_one.txt, $OUT/trace_split.txt.
+# GPU's busy time, copies, idle gaps and kernels: trace_summary.py), then the split's time without cuDNN
+# timing. Writes $OUT/probe.txt, $OUT/trace_one.txt, $OUT/trace_split.txt.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-out/gpu}
@@ -15,12 +14,5 @@ timeout 120 "$BUILD/vaecodec" bench "${common[@]}" --runs 1 --device cuda:0 --tr
   >>"$OUT/probe.txt" 2>&1 && python3 scripts/dev/trace_summary.py /tmp/trace_one.json --top 25 >"$OUT/trace_one.txt"
 timeout 150 "$BUILD/vaecodec" bench "${common[@]}" --runs 1 --devices all --split --trace /tmp/trace_split.json \
   >>"$OUT/probe.txt" 2>&1 && python3 scripts/dev/trace_summary.py /tmp/trace_split.json --top 25 >"$OUT/trace_split.txt"
-for variant in "--no-autotune" "VAECODEC_BAND_STREAMS=default" "VAECODEC_BAND_COPY=torch"; do
-  echo "-- $variant" >>"$OUT/probe.txt"
-  if [[ $variant == --* ]]; then
-    timeout 120 "$BUILD/vaecodec" bench "${common[@]}" --runs 2 --devices all --split "$variant" >>"$OUT/probe.txt" 2>&1
-  else
-    env "$variant" timeout 120 "$BUILD/vaecodec" bench "${common[@]}" --runs 2 --devices all --split \
-      >>"$OUT/probe.txt" 2>&1
-  fi
-done
+echo "-- --no-autotune" >>"$OUT/probe.txt"
+timeout 120 "$BUILD/vaecodec" bench "${common[@]}" --runs 2 --devices all --split --no-autotune >>"$OUT/probe.txt" 2>&1
