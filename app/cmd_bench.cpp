@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "core/flops.h"
 #include "core/json_text.h"
+#include "core/kernels/conv3d.h"
 #include "core/models/registry.h"
 #include "core/planner.h"
 #include "core/stage_timer.h"
@@ -54,6 +55,7 @@ struct BenchOptions {
   int warmup = 1;
   bool accuracy = false;
   bool autotune = true;
+  std::string conv = "auto";  // Note [Own convolutions] in core/kernels/conv3d.h
   bool json = false;
   bool verbose = false;
   std::string layout = "auto";   // auto, channels-last or contiguous (Note [Channels-last])
@@ -446,6 +448,7 @@ void bench_split(const BenchOptions& o) {
 }
 
 void bench(const BenchOptions& o) {
+  core::kernels::set_conv_backend(*core::kernels::parse_conv_backend(o.conv));
   if (o.split && o.devices.empty())
     throw UsageError("--split splits the clip across --devices; give --devices too");
   if (o.split) return bench_split(o);
@@ -512,6 +515,7 @@ void bench(const BenchOptions& o) {
                       {"device", device.str()},
                       {"dtype", o.dtype},
                       {"chunk_latent_frames", plan.chunk},
+                      {"conv", o.conv},
                       {"preset", o.memory.chosen ? nlohmann::json(o.memory.chosen->name) : nlohmann::json()},
                       {"budget_bytes", planner.budget_bytes},
                       {"allocator_fraction", fraction},
@@ -642,6 +646,10 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--accuracy", o->accuracy, "Also run in fp32 and report the difference");
   cmd->add_flag("!--no-autotune", o->autotune, "Do not let cuDNN time its algorithms");
+  cmd->add_option("--conv", o->conv,
+                  "Convolution kernels: auto (own Hopper kernels where they measured faster), cudnn or own")
+      ->check(CLI::IsMember({"auto", "cudnn", "own"}))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->add_flag("-v,--verbose", o->verbose,
                 "Print what the engine applied (device, dtype, layout, kernels, allocator) on stderr");

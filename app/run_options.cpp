@@ -13,6 +13,7 @@ extern "C" {
 #include "core/checkpoint.h"
 #include "core/device/device.h"
 #include "core/error.h"
+#include "core/kernels/conv3d.h"
 #include "core/models/registry.h"
 #include "core/planner.h"
 #include "io/ffmpeg_common.h"
@@ -148,6 +149,11 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
          "some models), off: take its heuristics' choice")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  sub.add_option("--conv", options.conv,
+                 "convolution kernels: auto (own Hopper kernels where they measured faster, else cuDNN), "
+                 "cudnn, or own (wherever one takes the shape)")
+      ->check(CLI::IsMember({"auto", "cudnn", "own"}))
+      ->capture_default_str();
   sub.add_option("--shard", options.shard,
                  "run part K of N of a batch (K/N: the inputs sorted by path, every N-th from K; auto: from "
                  "SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX)");
@@ -223,6 +229,7 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
                                                          LoadSeconds* seconds) {
   using Clock = std::chrono::steady_clock;
   const fs::path weights = resolve_weights(options);
+  core::kernels::set_conv_backend(*core::kernels::parse_conv_backend(options.conv));
   const Clock::time_point start = Clock::now();
   core::ContextWarmup contexts(devices);  // Note [Contexts while the weights load]
   const core::Checkpoint checkpoint = core::load_checkpoint(weights);

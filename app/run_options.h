@@ -54,6 +54,7 @@ struct RunOptions {
   bool json = false;
   bool strict = false;
   std::string autotune = "off";  // --autotune on|off (Note [Autotuning] in io/pipeline.h)
+  std::string conv = "auto";     // --conv auto|cudnn|own (Note [Own convolutions] in core/kernels/conv3d.h)
   // encode: write latents times the model's latent scale; decode: the input's are so scaled (--latent-scale,
   // Note [latent scale] in io/latent_file.h).
   bool latent_scale = false;

@@ -7,9 +7,11 @@
 
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/ops/_fused_sdp_choice.h>
 
+#include "core/kernels/conv3d.h"
 #include "core/sizes.h"
 #include "core/vae_model.h"
 
@@ -125,6 +127,14 @@ std::vector<std::string> engine_setup_lines(const VaeModel& model, bool autotune
                         (mode_b && *mode_b && std::string(mode_b) != "0" ? "B" : "A") + " (no timing)") +
         ", TF32 " + on_off(context.allowTF32CuDNN()) + ", deterministic " +
         on_off(context.deterministicCuDNN());
+    const auto backend = kernels::conv_backend();
+    const auto* props = at::cuda::getDeviceProperties(device.index());
+    const bool hopper = kernels::conv3d_sm90_built() && props->major == 9 && props->minor == 0;
+    conv += std::string("; own Hopper kernels: ") +
+            (backend == kernels::ConvBackend::kCudnn ? "off (--conv cudnn)"
+             : !hopper ? (kernels::conv3d_sm90_built() ? "none for this GPU" : "not built")
+             : backend == kernels::ConvBackend::kOwn ? "wherever a tile fits (--conv own)"
+                                                     : "where measured faster (--conv auto)");
     lines.push_back(conv);
     lines.push_back("matrix products: cuBLAS, TF32 " + on_off(context.allowTF32CuBLAS()));
   } else {

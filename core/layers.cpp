@@ -7,6 +7,7 @@
 #include "core/engine_report.h"
 #include "core/error.h"
 #include "core/flops.h"
+#include "core/kernels/conv3d.h"
 #include "core/kernels/norm_silu.h"
 
 namespace vaecodec::core {
@@ -30,6 +31,15 @@ torch::Tensor frame_attention(const torch::Tensor& q, torch::Tensor k, torch::Te
   FlopCounter::add(4.0 * static_cast<double>(q.size(0)) * static_cast<double>(q.size(2)) *
                    static_cast<double>(k.size(2)) * static_cast<double>(q.size(3)));
   return attended;
+}
+
+torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                     FloatCopy& bias_f32, std::array<int64_t, 3> stride, std::array<int64_t, 3> padding) {
+  if (x.is_cuda()) {
+    auto out = kernels::conv3d_own(x, weight, bias.defined() ? bias_f32.of(bias) : bias, stride, padding);
+    if (out.defined()) return out;
+  }
+  return at::conv3d(x, weight, bias, {stride[0], stride[1], stride[2]}, {padding[0], padding[1], padding[2]});
 }
 
 CausalConv3d::CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kernel,
@@ -62,8 +72,8 @@ torch::Tensor CausalConv3d::convolve(const torch::Tensor& x, bool with_bias) con
 }
 
 torch::Tensor CausalConv3d::convolve_rows(const torch::Tensor& x, bool with_bias, int64_t row_padding) const {
-  auto out = at::conv3d(x, weight_, with_bias ? bias_ : torch::Tensor(), {stride_[0], stride_[1], stride_[2]},
-                        {0, row_padding, spatial_padding_[1]});
+  auto out = core::conv3d(x, weight_, with_bias ? bias_ : torch::Tensor(), bias_f32_, stride_,
+                          {0, row_padding, spatial_padding_[1]});
   count_conv_flops(out, weight_);
   return out;
 }

@@ -62,6 +62,28 @@ class CausalSequence : public CausalModule {
   std::vector<std::shared_ptr<CausalModule>> blocks_;
 };
 
+// A float32 copy of a parameter, made once per storage (the kernels take float32 per-channel parameters).
+class FloatCopy {
+ public:
+  const torch::Tensor& of(const torch::Tensor& p) {
+    if (!copy_.defined() || source_ != p.data_ptr() || copy_.device() != p.device()) {
+      copy_ = p.to(torch::kFloat).contiguous();
+      source_ = p.data_ptr();
+    }
+    return copy_;
+  }
+
+ private:
+  torch::Tensor copy_;
+  const void* source_ = nullptr;
+};
+
+// conv3d(x, weight, bias) with zero padding: on the own Hopper kernel where it runs (Note [Own convolutions]
+// in core/kernels/conv3d.h), else LibTorch's (cuDNN on the GPU). bias may be undefined; bias_f32 keeps its
+// float32 copy for the kernel's epilogue.
+torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                     FloatCopy& bias_f32, std::array<int64_t, 3> stride, std::array<int64_t, 3> padding);
+
 // What the frames before frame 0 are taken to be.
 enum class CausalPad {
   kZeros,      // Wan: zero frames
@@ -135,6 +157,7 @@ class CausalConv3d : public CausalModule {
 
   torch::Tensor weight_;  // [out, in, kt, kh, kw]
   torch::Tensor bias_;    // [out]
+  mutable FloatCopy bias_f32_;
   std::array<int64_t, 3> stride_;
   std::array<int64_t, 2> spatial_padding_;
   int64_t pad_front_;  // padding frames before frame 0
@@ -152,22 +175,6 @@ class CausalConv3d : public CausalModule {
 // there instead: a residual block's first convolution hands its bias to the second norm (which normalises x +
 // bias), the second hands its own to the residual add (y += shortcut + bias, one pass). Same function; on the
 // GPU the sums are float32 and rounded once, where adding the bias first would round twice.
-
-// A float32 copy of a parameter, made once per storage (the kernels take float32 per-channel parameters).
-class FloatCopy {
- public:
-  const torch::Tensor& of(const torch::Tensor& p) {
-    if (!copy_.defined() || source_ != p.data_ptr() || copy_.device() != p.device()) {
-      copy_ = p.to(torch::kFloat).contiguous();
-      source_ = p.data_ptr();
-    }
-    return copy_;
-  }
-
- private:
-  torch::Tensor copy_;
-  const void* source_ = nullptr;
-};
 
 // y += s + bias (bias [C]), in place: one fused pass on the GPU (with bias_f32, bias's float32 copy),
 // composite elsewhere.

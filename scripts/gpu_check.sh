@@ -11,7 +11,8 @@
 #   SPLIT_ROWS, SPLIT_CLIPS (0: no batch)           phase split: its bench rows, the batch's clips
 #                                                    (where a split's time goes: scripts/dev/split_probe.sh)
 #   GPU_TESTS                                        the Catch filter of phase tests (default [gpu])
-# Phases: tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
+#   CONV_BACKENDS, CONV_ROWS                         phase conv: the --conv values and MODEL:OP:SIZE rows
+# Phases: conv tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
 #   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -29,7 +30,7 @@ bench() {  # bench ARGS...: one JSON line to bench.jsonl, a short line to the lo
   local rc=$?
   if ((rc == 0)); then
     cat "$OUT/last.json" >>"$OUT/bench.jsonl"
-    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); p=j.get('plan') or {}; t=p.get('tiles') or {}; print('  %s %s %s %s chunk %s %s%s: %.3f s, %.0f TFLOP, %.0f TFLOP/s, %.2f GiB allocated, %.2f reserved, estimate %.2f, budget %.2f, within %s' % (j['model'], j['op'], j['size'], j.get('preset') or '-', j['chunk_latent_frames'], '%sx%s tiles' % (t.get('rows'), t.get('cols')) if p.get('tiled') else 'untiled', ' offload' if p.get('offload') else '', j['median_s'], j['model_tflop'], j['tflops'], j.get('peak_allocated_gib', 0), j.get('peak_reserved_gib', 0), j.get('estimate_gib', 0), j.get('budget_bytes', 0)/2**30, j.get('within_budget')))" "$OUT/last.json"
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); p=j.get('plan') or {}; t=p.get('tiles') or {}; print('  %s %s %s %s conv %s chunk %s %s%s: %.3f s, %.0f TFLOP, %.0f TFLOP/s, %.2f GiB allocated, %.2f reserved, estimate %.2f, budget %.2f, within %s' % (j['model'], j['op'], j['size'], j.get('preset') or '-', j.get('conv', '-'), j['chunk_latent_frames'], '%sx%s tiles' % (t.get('rows'), t.get('cols')) if p.get('tiled') else 'untiled', ' offload' if p.get('offload') else '', j['median_s'], j['model_tflop'], j['tflops'], j.get('peak_allocated_gib', 0), j.get('peak_reserved_gib', 0), j.get('estimate_gib', 0), j.get('budget_bytes', 0)/2**30, j.get('within_budget')))" "$OUT/last.json"
   else
     echo "  FAILED ($rc): bench $*"; tail -2 "$OUT/bench.err"
   fi
@@ -37,7 +38,16 @@ bench() {  # bench ARGS...: one JSON line to bench.jsonl, a short line to the lo
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 
 step configure
+# CUTLASS's headers for the Hopper convolution kernels: the nvidia-cutlass wheel carried in .devkit (the GPU
+# machines have no PyPI), unpacked once.
+cutlass_args=()
+wheel=$(ls .devkit/nvidia_cutlass-*.whl 2>/dev/null | head -1)
+if [[ -n "$wheel" ]]; then
+  [[ -d /tmp/cutlass/cutlass_library ]] || python3 -m zipfile -e "$wheel" /tmp/cutlass >/dev/null
+  cutlass_args=(-DVAECODEC_CUTLASS_DIR=/tmp/cutlass/cutlass_library/source)
+fi
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
+  "${cutlass_args[@]}" \
   -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DCMAKE_PREFIX_PATH="${CMAKE_PREFIX_PATH:-};$PWD/.devkit" \
   >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
 step build
@@ -255,6 +265,19 @@ if has control; then
     ffmpeg -v info -i /tmp/ctl_$b.mkv -i /tmp/ctl_$a.mkv -lavfi "[0:v][1:v]psnr=stats_file=/tmp/ps_$a.txt" -f null - \
       2>&1 | grep -o "PSNR y:.*" | sed "s/^/  $a against $b: /"
     awk '$1 ~ /^n:(1|2|5|10|20|40|81)$/ {printf "%s %s  ", $1, $6} END {print ""}' /tmp/ps_$a.txt | sed "s/^/    per frame: /"
+  done
+fi
+
+if has conv; then
+  # Note [Own convolutions]: each shape on cuDNN and on every own tile that takes it, then whole models with
+  # --conv cudnn against --conv own and auto (the same call, the same build).
+  step "own convolutions: shape by shape (vaecodec_conv_micro), then models"
+  timeout 240 "$BUILD/tests/vaecodec_conv_micro" --runs 5 2>&1 | tee "$OUT/conv_micro.txt"
+  for conv in ${CONV_BACKENDS:-cudnn own auto}; do
+    for row in ${CONV_ROWS:-wan2.1-vae:decode:1280x720 wan2.1-vae:encode:1280x720}; do
+      IFS=: read -r model op size <<<"$row"
+      bench --random --model "$model" --op "$op" --size "$size" --conv "$conv"
+    done
   done
 fi
 

@@ -68,6 +68,11 @@ if ! .venv/bin/python -c 'import safetensors' 2>/dev/null; then
   say "installing safetensors from PyPI into .venv (for the tests)"
   .venv/bin/python -m pip install --quiet --progress-bar off safetensors
 fi
+# CUTLASS's C++ headers (the Hopper convolution kernels, core/CMakeLists.txt finds them in the package).
+if ! .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("cutlass_library") is None)' 2>/dev/null; then
+  say "installing nvidia-cutlass==4.2.0.0 from PyPI into .venv (CUTLASS's headers)"
+  .venv/bin/python -m pip install --quiet --progress-bar off --no-deps nvidia-cutlass==4.2.0.0
+fi
 torch_cuda=$(.venv/bin/python -c 'import torch; print(torch.version.cuda or "none")')
 torch_version=$(.venv/bin/python -c 'import torch; print(torch.__version__)')
 say "LibTorch: $torch_version, built for CUDA $torch_cuda"

@@ -131,8 +131,10 @@ torch::Tensor WanResample::upsample(const torch::Tensor& x) {
   }
   const int64_t n = x.size(0), t = x.size(2), h = x.size(3), w = x.size(4), o = weight_.size(0);
   // In a band the rows above and below come from the neighbours instead of the padding.
-  auto r = in_band() ? at::conv3d(with_halo(x, 1, 1), phase_weight_, {}, {1, 1, 1}, {0, 0, 1})
-                     : at::conv3d(x, phase_weight_, {}, {1, 1, 1}, {0, 1, 1});  // [N, 4O, T, H + 1, W + 1]
+  FloatCopy no_bias;
+  auto r = in_band()
+               ? conv3d(with_halo(x, 1, 1), phase_weight_, {}, no_bias, {1, 1, 1}, {0, 0, 1})
+               : conv3d(x, phase_weight_, {}, no_bias, {1, 1, 1}, {0, 1, 1});  // [N, 4O, T, H + 1, W + 1]
   auto out = torch::empty({n, o, t, 2 * h, 2 * w}, x.options().memory_format(format));
   if (!x.is_cuda() || !kernels::interleave_phases_into(r, bias_f32_.of(bias_), out)) {
     // Splitting a dimension is a view in any layout: H -> (h, a), W -> (w, b), the channels -> (phase, O).
@@ -153,7 +155,7 @@ torch::Tensor WanResample::spatial(const torch::Tensor& x) {
     const auto w = weight_.unsqueeze(2);  // [out, C, 1, 3, 3]
     auto padded = in_band() ? with_halo(torch::constant_pad_nd(x, {0, 1}), 0, 1)
                             : torch::constant_pad_nd(x, {0, 1, 0, 1}).contiguous(x.suggest_memory_format());
-    auto out = at::conv3d(padded, w, bias_, {1, 2, 2});
+    auto out = conv3d(padded, w, bias_, bias_f32_, {1, 2, 2}, {0, 0, 0});
     count_conv_flops(out, w);
     return out;
   }

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <array>
+#include <optional>
+
+#include <torch/torch.h>
+
+#include "core/kernels/conv3d_sm90.h"
+
+namespace vaecodec::core::kernels {
+
+// Note [Own convolutions]
+// cuDNN's Hopper kernels tile the output channels in 64s, so the 96- and 192-channel stages that dominate the
+// Wan decoder and encoder at full and half resolution waste a quarter or a third of every tile (360 TFLOP/s
+// of the H100's ~800 on the 96 -> 96 3x3x3 convolution). On Hopper (compute capability 9.0, bf16,
+// channels-last) a convolution may instead run on an implicit-GEMM kernel built from CUTLASS's collectives
+// with a tile that fits the channels (Note [Hopper implicit GEMM] in conv3d_sm90.cu), its bias added in the
+// epilogue. Which shapes take it is a table of measured choices (`own_tile_for`); everything else, and every
+// other GPU, keeps cuDNN. The backend can be forced for comparisons (`bench --conv`).
+
+enum class ConvBackend {
+  kAuto,   // the measured choice per shape
+  kCudnn,  // cuDNN everywhere
+  kOwn,    // the own kernel wherever a tile takes the shape
+};
+void set_conv_backend(ConvBackend backend);
+ConvBackend conv_backend();
+// "auto", "cudnn", "own"; std::nullopt for anything else.
+std::optional<ConvBackend> parse_conv_backend(const std::string& name);
+
+// The tile that runs a convolution of c input and k output channels with a (t, r, s) filter and spatial
+// stride under `backend` on a device of compute capability `major`.`minor`, or std::nullopt for cuDNN. Pure:
+// callable anywhere.
+std::optional<ConvTile> own_tile_for(ConvBackend backend, int major, int minor, int64_t c, int64_t k,
+                                     std::array<int64_t, 3> filter, int64_t stride = 1);
+
+// Whether the own kernel takes these tensors as laid out: x [N, C, D, H, W] and weight [K, C, T, R, S] both
+// channels-last with 16-byte aligned data and strides, bf16. Pure (CPU tensors too).
+bool conv3d_takes_layout(const torch::Tensor& x, const torch::Tensor& weight);
+
+// conv3d(x, weight, bias) with symmetric zero padding and stride on the own kernel, output channels-last; an
+// undefined tensor when the backend's choice is cuDNN or the kernel does not take the tensors (the caller
+// then runs cuDNN). bias_f32: float32 [K] on x's device, or undefined.
+torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias_f32,
+                         std::array<int64_t, 3> stride, std::array<int64_t, 3> padding);
+
+// The same on a given tile, whatever the backend (the micro-benchmark and the tests): undefined when the tile
+// does not take the problem.
+torch::Tensor conv3d_on_tile(const torch::Tensor& x, const torch::Tensor& weight,
+                             const torch::Tensor& bias_f32, std::array<int64_t, 3> stride,
+                             std::array<int64_t, 3> padding, ConvTile tile);
+
+}  // namespace vaecodec::core::kernels

@@ -1,0 +1,76 @@
+#include "core/kernels/conv3d_sm90.h"
+
+// Built with CUTLASS's Hopper collectives only for sm_90a (core/kernels/hopper/CMakeLists.txt); without them
+// the entry points below say so and the engine keeps cuDNN.
+#if defined(VAECODEC_HAVE_CUTLASS)
+
+namespace vaecodec::core::kernels {
+namespace hopper {
+// Instantiated one per file (tile_*.cu); declared here without CUTLASS's headers.
+template <int TileM, int TileN, int TileK>
+cudaError_t run_tile(const Conv3dProblem& problem, cudaStream_t stream);
+}  // namespace hopper
+
+bool conv3d_sm90_built() {
+  return true;
+}
+
+cudaError_t launch_conv3d_sm90(const Conv3dProblem& problem, ConvTile tile, cudaStream_t stream) {
+  switch (tile) {
+    case ConvTile::k128x96x32:
+      return hopper::run_tile<128, 96, 32>(problem, stream);
+    case ConvTile::k256x96x32:
+      return hopper::run_tile<256, 96, 32>(problem, stream);
+    case ConvTile::k256x96x64:
+      return hopper::run_tile<256, 96, 64>(problem, stream);
+    case ConvTile::k256x96x96:
+      return hopper::run_tile<256, 96, 96>(problem, stream);
+    case ConvTile::k128x192x64:
+      return hopper::run_tile<128, 192, 64>(problem, stream);
+    case ConvTile::k128x128x64:
+      return hopper::run_tile<128, 128, 64>(problem, stream);
+    default:
+      return cudaErrorNotSupported;
+  }
+}
+
+}  // namespace vaecodec::core::kernels
+
+#else
+
+namespace vaecodec::core::kernels {
+
+bool conv3d_sm90_built() {
+  return false;
+}
+
+cudaError_t launch_conv3d_sm90(const Conv3dProblem&, ConvTile, cudaStream_t) {
+  return cudaErrorNotSupported;
+}
+
+}  // namespace vaecodec::core::kernels
+
+#endif
+
+namespace vaecodec::core::kernels {
+
+const char* conv_tile_name(ConvTile tile) {
+  switch (tile) {
+    case ConvTile::k128x96x32:
+      return "128x96x32";
+    case ConvTile::k256x96x32:
+      return "256x96x32";
+    case ConvTile::k256x96x64:
+      return "256x96x64";
+    case ConvTile::k256x96x96:
+      return "256x96x96";
+    case ConvTile::k128x192x64:
+      return "128x192x64";
+    case ConvTile::k128x128x64:
+      return "128x128x64";
+    default:
+      return "none";
+  }
+}
+
+}  // namespace vaecodec::core::kernels

@@ -1,0 +1,216 @@
+// The own Hopper convolution kernels (Note [Own convolutions] in core/kernels/conv3d.h): which shapes take
+// them, which layouts they read, and on an H100/H200 every tile against float64 and through the CLI.
+#include <ATen/cuda/CUDAContext.h>
+#include <torch/cuda.h>
+#include <catch2/catch.hpp>
+
+#include "core/engine_report.h"
+#include "core/kernels/conv3d.h"
+#include "tests/test_support.h"
+#include "tests/video_test_support.h"
+
+namespace vaecodec::test {
+namespace {
+
+using core::kernels::ConvBackend;
+using core::kernels::ConvTile;
+using core::kernels::own_tile_for;
+
+const auto kChannelsLast = torch::MemoryFormat::ChannelsLast3d;
+
+bool hopper_kernels_here() {
+  if (!torch::cuda::is_available() || !core::kernels::conv3d_sm90_built()) return false;
+  const auto* props = at::cuda::getDeviceProperties(0);
+  return props->major == 9 && props->minor == 0;
+}
+
+// Restores the process-wide backend when a test ends.
+struct BackendScope {
+  explicit BackendScope(ConvBackend b) { core::kernels::set_conv_backend(b); }
+  ~BackendScope() { core::kernels::set_conv_backend(ConvBackend::kAuto); }
+};
+
+}  // namespace
+
+TEST_CASE("the own convolution tiles go to the shapes they divide, on compute capability 9.0 only",
+          "[conv]") {
+  const std::array<int64_t, 3> k333{3, 3, 3}, k133{1, 3, 3}, k111{1, 1, 1}, k122{1, 2, 2};
+  // auto: the shapes measured faster than cuDNN.
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 96, 96, k333) == ConvTile::k256x96x96);
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 192, 192, k133) == ConvTile::k128x192x64);
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 384, 384, k333) == ConvTile::k128x192x64);
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 192, 384, k122) == ConvTile::k128x192x64);
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 96, 96, k133, 2) == ConvTile::k256x96x96);
+  CHECK(!own_tile_for(ConvBackend::kAuto, 9, 0, 192, 96, k333));  // cuDNN: 575 against 434 TFLOP/s
+  CHECK(!own_tile_for(ConvBackend::kAuto, 9, 0, 384, 768, k122));
+  CHECK(!own_tile_for(ConvBackend::kAuto, 9, 0, 96, 96, k111));
+  // own: wherever a tile divides the channels.
+  CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 192, 96, k333) == ConvTile::k256x96x64);
+  CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 32, 96, k333) == ConvTile::k256x96x32);
+  CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 256, 512, k333) == ConvTile::k128x128x64);
+  CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 384, 768, k122) == ConvTile::k128x192x64);
+  CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 96, 96, k111) == ConvTile::k256x96x96);
+  CHECK(!own_tile_for(ConvBackend::kOwn, 9, 0, 3, 96, k333));    // the RGB input: 3 channels
+  CHECK(!own_tile_for(ConvBackend::kOwn, 9, 0, 96, 3, k333));    // the RGB head
+  CHECK(!own_tile_for(ConvBackend::kOwn, 9, 0, 48, 96, k333));   // no K slice divides 48
+  CHECK(!own_tile_for(ConvBackend::kOwn, 9, 0, 96, 160, k333));  // no tile's N divides 160
+  // Elsewhere cuDNN, whatever is asked.
+  for (const auto& [major, minor] : {std::pair{8, 0}, std::pair{8, 9}, std::pair{10, 0}, std::pair{12, 0}})
+    CHECK(!own_tile_for(ConvBackend::kOwn, major, minor, 96, 96, k333));
+  CHECK(!own_tile_for(ConvBackend::kCudnn, 9, 0, 96, 96, k333));
+}
+
+TEST_CASE("--conv takes auto, cudnn and own", "[conv]") {
+  CHECK(core::kernels::parse_conv_backend("auto") == ConvBackend::kAuto);
+  CHECK(core::kernels::parse_conv_backend("cudnn") == ConvBackend::kCudnn);
+  CHECK(core::kernels::parse_conv_backend("own") == ConvBackend::kOwn);
+  CHECK(!core::kernels::parse_conv_backend("fast"));
+  const auto r = run_cli("bench --random --conv fast --size 64x64 --frames 1 --device cpu");
+  INFO("stderr: " << r.err);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.err, Catch::Contains("--conv"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') <= 2);
+}
+
+TEST_CASE("the own convolution reads channels-last bf16 views, cut by history and halo rows", "[conv]") {
+  const auto weight = torch::randn({96, 96, 3, 3, 3}).to(torch::kBFloat16).contiguous(kChannelsLast);
+  const auto x = torch::randn({1, 96, 4, 10, 16}).to(torch::kBFloat16).contiguous(kChannelsLast);
+  CHECK(core::kernels::conv3d_takes_layout(x, weight));
+  // A causal buffer's frames after the history, rows inside the halo: strides of the whole buffer.
+  const auto buffer = torch::zeros({1, 96, 6, 12, 16}, x.options()).contiguous(kChannelsLast);
+  CHECK(core::kernels::conv3d_takes_layout(buffer.narrow(2, 2, 4).narrow(3, 1, 10), weight));
+  CHECK_FALSE(core::kernels::conv3d_takes_layout(x.contiguous(), weight));       // NCDHW
+  CHECK_FALSE(core::kernels::conv3d_takes_layout(x.to(torch::kFloat), weight));  // float32
+  CHECK_FALSE(core::kernels::conv3d_takes_layout(x, weight.contiguous()));       // weight NCDHW
+  CHECK_FALSE(core::kernels::conv3d_takes_layout(x.narrow(1, 1, 95), weight.narrow(1, 0, 95)));
+  const auto odd_width = torch::zeros({1, 96, 4, 10, 15}, x.options()).contiguous(kChannelsLast);
+  CHECK(core::kernels::conv3d_takes_layout(odd_width, weight));  // 96 channels keep every stride aligned
+  const auto odd_channels = torch::randn({1, 20, 4, 10, 16}).to(torch::kBFloat16).contiguous(kChannelsLast);
+  CHECK_FALSE(core::kernels::conv3d_takes_layout(
+      odd_channels, torch::randn({96, 20, 3, 3, 3}).to(torch::kBFloat16).contiguous(kChannelsLast)));
+}
+
+TEST_CASE("on Hopper every own convolution tile matches float64", "[conv][gpu]") {
+  REQUIRE(torch::cuda::is_available());
+  if (!hopper_kernels_here()) {
+    // Another GPU, or a build without the kernels: cuDNN runs, and the entry point says so.
+    const BackendScope own(ConvBackend::kOwn);
+    const auto x =
+        torch::randn({1, 96, 3, 8, 8}).to(torch::kCUDA, torch::kBFloat16).contiguous(kChannelsLast);
+    const auto w =
+        torch::randn({96, 96, 3, 3, 3}).to(torch::kCUDA, torch::kBFloat16).contiguous(kChannelsLast);
+    CHECK_FALSE(core::kernels::conv3d_own(x, w, {}, {1, 1, 1}, {0, 1, 1}).defined());
+    return;
+  }
+  torch::manual_seed(0);
+  struct Case {
+    int64_t c, k, t, r, s;
+    std::array<int64_t, 3> stride, padding;
+    ConvTile tile;
+  };
+  const Case cases[] = {
+      {96, 96, 3, 3, 3, {1, 1, 1}, {0, 1, 1}, ConvTile::k128x96x32},   // the 96-channel residual convs
+      {192, 96, 3, 3, 3, {1, 1, 1}, {0, 1, 1}, ConvTile::k128x96x32},  // a residual block's narrowing conv
+      {96, 96, 1, 3, 3, {1, 2, 2}, {0, 0, 0}, ConvTile::k128x96x32},   // the encoder's downsampler
+      {192, 192, 3, 3, 3, {1, 1, 1}, {0, 1, 1}, ConvTile::k128x192x64},
+      {192, 384, 1, 2, 2, {1, 1, 1}, {0, 1, 1}, ConvTile::k128x192x64},  // an upsampler's phase conv
+      {384, 384, 3, 3, 3, {1, 1, 1}, {0, 1, 1}, ConvTile::k128x192x64},
+      {128, 128, 3, 3, 3, {1, 1, 1}, {0, 1, 1}, ConvTile::k128x128x64},  // SeedVR2's widths
+      {256, 512, 3, 3, 3, {1, 1, 1}, {0, 1, 1}, ConvTile::k128x128x64},
+      {96, 96, 1, 1, 1, {1, 1, 1}, {0, 0, 0}, ConvTile::k128x96x32},
+      {96, 96, 3, 3, 3, {1, 1, 1}, {0, 1, 1}, ConvTile::k256x96x32},
+      {96, 96, 3, 3, 3, {1, 1, 1}, {0, 1, 1}, ConvTile::k256x96x96},
+      {192, 96, 3, 3, 3, {1, 1, 1}, {0, 1, 1}, ConvTile::k256x96x64},
+  };
+  for (const Case& k : cases) {
+    // Odd sizes; the input is a view into a causal buffer with a history head and a halo row on each side.
+    for (const auto& [frames, rows, cols] : {std::tuple{2, 9, 13}, std::tuple{3, 17, 31}}) {
+      for (const bool with_bias : {false, true}) {
+        INFO(k.c << " -> " << k.k << " channels, filter " << k.t << "x" << k.r << "x" << k.s << ", " << frames
+                 << "x" << rows << "x" << cols << (with_bias ? ", bias" : ""));
+        const int64_t past = k.t - 1;
+        auto buffer = torch::randn({2, k.c, past + frames, rows + 2, cols})
+                          .to(torch::kCUDA, torch::kBFloat16)
+                          .contiguous(kChannelsLast);
+        const auto x = buffer.narrow(3, 1, rows);
+        const auto w = (torch::randn({k.k, k.c, k.t, k.r, k.s}) / std::sqrt(double(k.c * k.t * k.r * k.s)))
+                           .to(torch::kCUDA, torch::kBFloat16)
+                           .contiguous(kChannelsLast);
+        const auto bias = with_bias ? torch::randn({k.k}, torch::kCUDA) : torch::Tensor();
+        auto expected =
+            at::conv3d(x.cpu().to(torch::kDouble), w.cpu().to(torch::kDouble),
+                       with_bias ? bias.cpu().to(torch::kDouble) : torch::Tensor(),
+                       {k.stride[0], k.stride[1], k.stride[2]}, {k.padding[0], k.padding[1], k.padding[2]});
+        const auto cudnn =
+            at::conv3d(x, w, with_bias ? bias.to(torch::kBFloat16) : torch::Tensor(),
+                       {k.stride[0], k.stride[1], k.stride[2]}, {k.padding[0], k.padding[1], k.padding[2]});
+        const double err_cudnn = relative_error(cudnn, expected);
+        // Every tile that takes the shape; the case names one that must.
+        int ran = 0;
+        for (int t = 0; t < static_cast<int>(ConvTile::kCount); ++t) {
+          const auto tile = static_cast<ConvTile>(t);
+          INFO("tile " << core::kernels::conv_tile_name(tile));
+          // Poison what the output's allocation will most likely reuse.
+          {
+            auto poison = torch::full(expected.sizes(), std::nan(""),
+                                      torch::TensorOptions(torch::kCUDA).dtype(torch::kBFloat16));
+            poison = poison.contiguous(kChannelsLast);
+          }
+          const auto got = core::kernels::conv3d_on_tile(x, w, bias, k.stride, k.padding, tile);
+          if (tile == k.tile) REQUIRE(got.defined());
+          if (!got.defined()) continue;
+          ++ran;
+          CHECK(got.is_contiguous(kChannelsLast));
+          REQUIRE(got.sizes() == expected.sizes());
+          CHECK(torch::isfinite(got).all().item<bool>());
+          // bf16 output: one rounding of about 2^-9 relative per element; cuDNN's output the same.
+          const double err = relative_error(got, expected);
+          INFO("own " << err << ", cuDNN " << err_cudnn);
+          CHECK(err <= 4e-3);
+          CHECK(err <= 1.5 * err_cudnn + 1e-4);
+        }
+        CHECK(ran >= 1);
+      }
+    }
+    // A tile that does not divide the channels is refused, with nothing launched.
+    if (k.k % 192 != 0) {
+      const auto x =
+          torch::zeros({1, k.c, k.t, 8, 8}, torch::TensorOptions(torch::kCUDA).dtype(torch::kBFloat16))
+              .contiguous(kChannelsLast);
+      const auto w = torch::zeros({k.k, k.c, k.t, k.r, k.s}, x.options()).contiguous(kChannelsLast);
+      CHECK_FALSE(
+          core::kernels::conv3d_on_tile(x, w, {}, k.stride, k.padding, ConvTile::k128x192x64).defined());
+    }
+  }
+}
+
+TEST_CASE("on Hopper the own convolutions keep a released model's bf16 error and are counted",
+          "[conv][gpu]") {
+  // bench --accuracy: the released Wan2.1 architecture (random weights) in bf16 against float32, once with
+  // cuDNN and once with the own kernels wherever they fit; --verbose counts the kernels each call took.
+  REQUIRE(torch::cuda::is_available());
+  if (!hopper_kernels_here()) {
+    SUCCEED("no Hopper kernels on this GPU or build");
+    return;
+  }
+  for (const std::string op : {"decode", "encode"}) {
+    INFO(op);
+    const std::string common = "bench --random --op " + op +
+                               " --size 128x96 --frames 9 --dtype bf16 "
+                               "--runs 1 --warmup 0 --accuracy --json --verbose --conv ";
+    const auto cudnn = run_cli(common + "cudnn");
+    const auto own = run_cli(common + "own");
+    INFO("cudnn: " << cudnn.err << "\nown: " << own.err);
+    REQUIRE(cudnn.status == 0);
+    REQUIRE(own.status == 0);
+    const double e_cudnn = nlohmann::json::parse(cudnn.out).at("relative_l2_vs_fp32").get<double>();
+    const double e_own = nlohmann::json::parse(own.out).at("relative_l2_vs_fp32").get<double>();
+    INFO("relative L2 against float32: cuDNN " << e_cudnn << ", own " << e_own);
+    CHECK(e_own <= 1.25 * e_cudnn + 1e-4);
+    CHECK_THAT(own.err, Catch::Contains("128x96x32 "));
+    CHECK_THAT(cudnn.err, Catch::Contains("conv3d: cudnn"));
+    CHECK_THAT(cudnn.err, !Catch::Contains("128x96x32"));
+  }
+}
+
+}  // namespace vaecodec::test
