@@ -60,7 +60,7 @@ std::optional<ConvTile> own_tile_for(ConvBackend backend, int major, int minor, 
   // docs/benchmarks.md "Own convolutions").
   const bool spatial3 = filter[1] == 3 && filter[2] == 3;
   const bool phase = filter[0] == 1 && filter[1] == 2 && filter[2] == 2;  // an upsampler's 2x2 phases
-  if (stride == 2 && spatial3) return tile;                               // the downsamplers: 3-3.4x
+  if (stride == 2 && spatial3 && k % 96 == 0) return tile;                // Wan's downsamplers: 1.7-3.4x
   if (k == 192 && spatial3) return tile;                                  // 757 against 613 TFLOP/s
   if (k == 384 && c == 384 && spatial3) return tile;                      // 777 / 634 against 565 / 469
   if (k == 384 && c == 192 && phase) return tile;                         // 528 against 420
