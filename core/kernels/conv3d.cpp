@@ -26,7 +26,6 @@ bool aligned16(int64_t elements, int64_t element_size) {
 std::optional<ConvTile> fitting_tile(int64_t c, int64_t k) {
   if (k % 192 == 0 && c % 64 == 0) return ConvTile::k128x192x64;
   if (k % 96 == 0) {
-    if (c % 96 == 0) return ConvTile::k256x96x96;
     if (c % 64 == 0) return ConvTile::k256x96x64;
     if (c % 32 == 0) return ConvTile::k256x96x32;
   }

@@ -23,8 +23,6 @@ cudaError_t launch_conv3d_sm90(const Conv3dProblem& problem, ConvTile tile, cuda
       return hopper::run_tile<256, 96, 32>(problem, stream);
     case ConvTile::k256x96x64:
       return hopper::run_tile<256, 96, 64>(problem, stream);
-    case ConvTile::k256x96x96:
-      return hopper::run_tile<256, 96, 96>(problem, stream);
     case ConvTile::k128x192x64:
       return hopper::run_tile<128, 192, 64>(problem, stream);
     case ConvTile::k128x128x64:
@@ -62,8 +60,6 @@ const char* conv_tile_name(ConvTile tile) {
       return "256x96x32";
     case ConvTile::k256x96x64:
       return "256x96x64";
-    case ConvTile::k256x96x96:
-      return "256x96x96";
     case ConvTile::k128x192x64:
       return "128x192x64";
     case ConvTile::k128x128x64:
