@@ -34,12 +34,22 @@ torch::Tensor frame_attention(const torch::Tensor& q, torch::Tensor k, torch::Te
 }
 
 torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                     FloatCopy& bias_f32, std::array<int64_t, 3> stride, std::array<int64_t, 3> padding) {
+                     FloatCopy& bias_f32, std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
+                     const torch::Tensor& residual) {
   if (x.is_cuda()) {
-    auto out = kernels::conv3d_own(x, weight, bias.defined() ? bias_f32.of(bias) : bias, stride, padding);
+    auto out =
+        kernels::conv3d_own(x, weight, bias.defined() ? bias_f32.of(bias) : bias, stride, padding, residual);
     if (out.defined()) return out;
   }
-  return at::conv3d(x, weight, bias, {stride[0], stride[1], stride[2]}, {padding[0], padding[1], padding[2]});
+  const at::IntArrayRef s{stride[0], stride[1], stride[2]}, p{padding[0], padding[1], padding[2]};
+  if (!residual.defined()) return at::conv3d(x, weight, bias, s, p);
+  // Note [Deferred bias]: the bias goes with the residual, in one pass.
+  auto out = at::conv3d(x, weight, {}, s, p);
+  if (bias.defined())
+    add_residual(out, residual, bias, bias_f32);
+  else
+    out.add_(residual);
+  return out;
 }
 
 CausalConv3d::CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kernel,
@@ -71,9 +81,10 @@ torch::Tensor CausalConv3d::convolve(const torch::Tensor& x, bool with_bias) con
   return convolve_rows(x, with_bias, spatial_padding_[0]);
 }
 
-torch::Tensor CausalConv3d::convolve_rows(const torch::Tensor& x, bool with_bias, int64_t row_padding) const {
+torch::Tensor CausalConv3d::convolve_rows(const torch::Tensor& x, bool with_bias, int64_t row_padding,
+                                          const torch::Tensor& residual) const {
   auto out = core::conv3d(x, weight_, with_bias ? bias_ : torch::Tensor(), bias_f32_, stride_,
-                          {0, row_padding, spatial_padding_[1]});
+                          {0, row_padding, spatial_padding_[1]}, residual);
   count_conv_flops(out, weight_);
   return out;
 }
@@ -120,7 +131,7 @@ CausalConv3d::Buffer CausalConv3d::prepare_with(at::IntArrayRef sizes, const tor
   return b;
 }
 
-torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias) {
+torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias, const torch::Tensor& residual) {
   const int64_t past = b.whole.size(2) - b.fill.size(2);
   if (b.replicate_pending) {
     auto head = b.whole.narrow(2, 0, past);
@@ -138,7 +149,7 @@ torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias) {
     b.slot->started = true;
   }
   // Halo rows, where there are any, stand in for the vertical padding.
-  return convolve_rows(b.whole, with_bias, halo ? 0 : spatial_padding_[0]);
+  return convolve_rows(b.whole, with_bias, halo ? 0 : spatial_padding_[0], residual);
 }
 
 RMSNorm::RMSNorm(int64_t channels, int gamma_rank) : channels_(channels) {

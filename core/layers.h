@@ -139,7 +139,9 @@ class CausalConv3d : public CausalModule {
   static torch::TensorOptions layout_of(const torch::Tensor& t) {
     return t.options().memory_format(t.suggest_memory_format());
   }
-  torch::Tensor run(Buffer& buffer, bool with_bias = true);
+  // residual (shaped like the output, or undefined) is added with the bias: in the convolution's epilogue
+  // where the own kernel runs.
+  torch::Tensor run(Buffer& buffer, bool with_bias = true, const torch::Tensor& residual = {});
 
   const torch::Tensor& bias() const { return bias_; }
   bool looks_back() const { return history_ > 0 || pad_front_ > 0; }
@@ -149,8 +151,9 @@ class CausalConv3d : public CausalModule {
   int64_t out_channels() const { return weight_.size(0); }
 
  private:
-  // convolve() with `row_padding` zero rows above and below instead of the layer's own.
-  torch::Tensor convolve_rows(const torch::Tensor& x, bool with_bias, int64_t row_padding) const;
+  // convolve() with `row_padding` zero rows above and below instead of the layer's own, plus residual.
+  torch::Tensor convolve_rows(const torch::Tensor& x, bool with_bias, int64_t row_padding,
+                              const torch::Tensor& residual = {}) const;
   // Allocates whole (with halo rows when needs_halo()) and sets fill.
   void allocate(Buffer& b, std::vector<int64_t> whole_sizes, int64_t past, int64_t frames, int64_t rows,
                 const torch::TensorOptions& options) const;
@@ -214,14 +217,16 @@ torch::Tensor norm_silu_conv(const Norm& norm, CausalConv3d& conv, const torch::
 }
 
 // The same with the biases deferred (Note [Deferred bias]): the norm takes the previous convolution's bias
-// (`x_bias`, may be undefined) and conv's own bias is left for the caller to add. x is taken by value so that
-// a caller handing over its last reference (std::move) frees it before the convolution allocates its output.
+// (`x_bias`, may be undefined) and conv's own bias is left for the caller to add, unless `residual` is given:
+// then the result is conv(...) + bias + residual. x is taken by value so that a caller handing over its last
+// reference (std::move) frees it before the convolution allocates its output.
 inline torch::Tensor norm_silu_conv_deferred(const RMSNorm& norm, CausalConv3d& conv, torch::Tensor x,
-                                             const torch::Tensor& x_bias, CausalCache& cache) {
+                                             const torch::Tensor& x_bias, CausalCache& cache,
+                                             const torch::Tensor& residual = {}) {
   auto buffer = conv.prepare(x, cache);
   norm.forward_silu_into(x, buffer.fill, x_bias);
   x.reset();
-  return conv.run(buffer, /*with_bias=*/false);
+  return conv.run(buffer, /*with_bias=*/residual.defined(), residual);
 }
 
 // One-head attention of each frame's pixels to each other: q, k, v [B*T, 1, pixels, C] -> [B*T, pixels, C],

@@ -11,8 +11,9 @@
 #   SPLIT_ROWS, SPLIT_CLIPS (0: no batch)           phase split: its bench rows, the batch's clips
 #                                                    (where a split's time goes: scripts/dev/split_probe.sh)
 #   GPU_TESTS                                        the Catch filter of phase tests (default [gpu])
-#   CONV_BACKENDS, CONV_ROWS                         phase conv: the --conv values and MODEL:OP:SIZE rows
-# Phases: conv tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
+#   CONV_BACKENDS, CONV_ROWS, CONV_MICRO=0           phase conv: the --conv values, MODEL:OP:SIZE rows, no
+#                                                    shape-by-shape timing
+# Phases: conv fresh tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
 #   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -272,11 +273,30 @@ if has conv; then
   # Note [Own convolutions]: each shape on cuDNN and on every own tile that takes it, then whole models with
   # --conv cudnn against --conv own and auto (the same call, the same build).
   step "own convolutions: shape by shape (vaecodec_conv_micro), then models"
-  timeout 240 "$BUILD/tests/vaecodec_conv_micro" --runs 5 2>&1 | tee "$OUT/conv_micro.txt"
+  if [[ ${CONV_MICRO:-1} != 0 ]]; then
+    timeout 240 "$BUILD/tests/vaecodec_conv_micro" --runs 5 2>&1 | tee "$OUT/conv_micro.txt"
+  fi
   for conv in ${CONV_BACKENDS:-cudnn own auto}; do
     for row in ${CONV_ROWS:-wan2.1-vae:decode:1280x720 wan2.1-vae:encode:1280x720}; do
       IFS=: read -r model op size <<<"$row"
       bench --random --model "$model" --op "$op" --size "$size" --conv "$conv"
+    done
+  done
+fi
+
+if has fresh; then
+  # Issue 15's wall-clock rows: a fresh process decoding 81 frames of 720p latents to .mp4, and round-tripping
+  # an 81-frame 720p .mp4, each with cuDNN alone and with the own kernels (the default, --conv auto).
+  step "fresh processes: decode latents -> .mp4 and roundtrip .mp4 -> .mp4, 720p x81, wall clock"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  "$BUILD/vaecodec" encode /tmp/clip81.mp4 -o /tmp/lat81.safetensors --weights /tmp/wan21_random.pth --quiet
+  for conv in ${FRESH_BACKENDS:-cudnn auto}; do
+    for i in 1 2; do
+      file_run "decode latents 720p x81 --conv $conv #$i" decode /tmp/lat81.safetensors -o /tmp/dec81.mp4 \
+        --weights /tmp/wan21_random.pth --conv "$conv"
+      file_run "roundtrip 720p x81 --conv $conv #$i" roundtrip /tmp/clip81.mp4 -o /tmp/rt81.mp4 \
+        --weights /tmp/wan21_random.pth --conv "$conv"
     done
   done
 fi

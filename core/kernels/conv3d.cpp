@@ -95,9 +95,14 @@ torch::Tensor conv3d_on_tile(const torch::Tensor& x, const torch::Tensor& weight
     out[i] = (x.size(2 + i) + 2 * padding[i] - weight.size(2 + i)) / stride[i] + 1;
     if (out[i] < 1) return {};
   }
+  const std::vector<int64_t> sizes{x.size(0), weight.size(0), out[0], out[1], out[2]};
+  if (residual.defined() &&
+      (residual.sizes() != at::IntArrayRef(sizes) || residual.scalar_type() != x.scalar_type() ||
+       residual.device() != x.device() || !residual.is_contiguous(torch::MemoryFormat::ChannelsLast3d) ||
+       reinterpret_cast<uintptr_t>(residual.data_ptr()) % 16 != 0))
+    return {};
   const c10::cuda::CUDAGuard guard(x.device());
-  auto y = torch::empty({x.size(0), weight.size(0), out[0], out[1], out[2]},
-                        x.options().memory_format(torch::MemoryFormat::ChannelsLast3d));
+  auto y = torch::empty(sizes, x.options().memory_format(torch::MemoryFormat::ChannelsLast3d));
   Conv3dProblem p;
   p.x = x.data_ptr();
   p.n = x.size(0);
@@ -116,6 +121,7 @@ torch::Tensor conv3d_on_tile(const torch::Tensor& x, const torch::Tensor& weight
   p.s = weight.size(4);
   p.bias = bias_f32.defined() ? bias_f32.data_ptr<float>() : nullptr;
   p.y = y.data_ptr();
+  p.residual = residual.defined() ? residual.data_ptr() : nullptr;
   for (int i = 0; i < 3; ++i) {
     p.pad[i] = static_cast<int>(padding[i]);
     p.stride[i] = static_cast<int>(stride[i]);
@@ -129,13 +135,14 @@ torch::Tensor conv3d_on_tile(const torch::Tensor& x, const torch::Tensor& weight
 }
 
 torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias_f32,
-                         std::array<int64_t, 3> stride, std::array<int64_t, 3> padding) {
+                         std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
+                         const torch::Tensor& residual) {
   if (!x.is_cuda() || !conv3d_sm90_built()) return {};
   const auto* props = at::cuda::getDeviceProperties(x.device().index());
   const auto tile = own_tile_for(conv_backend(), props->major, props->minor, x.size(1), weight.size(0),
                                  {weight.size(2), weight.size(3), weight.size(4)}, stride[1]);
   torch::Tensor y;
-  if (tile) y = conv3d_on_tile(x, weight, bias_f32, stride, padding, *tile);
+  if (tile) y = conv3d_on_tile(x, weight, bias_f32, stride, padding, *tile, residual);
   // Note [What the engine applied] (core/engine_report.h).
   KernelLog::count("conv3d", y.defined() ? conv_tile_name(*tile) : "cudnn");
   return y;

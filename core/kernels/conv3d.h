@@ -38,11 +38,13 @@ std::optional<ConvTile> own_tile_for(ConvBackend backend, int major, int minor, 
 // channels-last with 16-byte aligned data and strides, bf16. Pure (CPU tensors too).
 bool conv3d_takes_layout(const torch::Tensor& x, const torch::Tensor& weight);
 
-// conv3d(x, weight, bias) with symmetric zero padding and stride on the own kernel, output channels-last; an
-// undefined tensor when the backend's choice is cuDNN or the kernel does not take the tensors (the caller
-// then runs cuDNN). bias_f32: float32 [K] on x's device, or undefined.
+// conv3d(x, weight, bias) + residual with symmetric zero padding and stride on the own kernel, output
+// channels-last, the sum rounded once; an undefined tensor when the backend's choice is cuDNN or the kernel
+// does not take the tensors (the caller then runs cuDNN). bias_f32: float32 [K] on x's device, or
+// undefined; residual: shaped like the output, channels-last, x's dtype, or undefined.
 torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias_f32,
-                         std::array<int64_t, 3> stride, std::array<int64_t, 3> padding);
+                         std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
+                         const torch::Tensor& residual = {});
 
 // The same on a given tile, whatever the backend (the micro-benchmark and the tests): undefined when the tile
 // does not take the problem.

@@ -14,10 +14,11 @@ struct Conv3dProblem {
   int64_t x_stride[4] = {};      // elements between neighbours along N, D, H, W
   const void* weight = nullptr;  // [K, T, R, S, C], packed
   int64_t k = 0, t = 0, r = 0, s = 0;
-  const float* bias = nullptr;  // [K], or null
-  void* y = nullptr;            // [N, Z, P, Q, K], packed
-  int pad[3] = {};              // zero padding on both sides of D, H, W
-  int stride[3] = {1, 1, 1};    // along D, H, W
+  const float* bias = nullptr;     // [K], or null
+  const void* residual = nullptr;  // [N, Z, P, Q, K], packed, added to the output; or null
+  void* y = nullptr;               // [N, Z, P, Q, K], packed
+  int pad[3] = {};                 // zero padding on both sides of D, H, W
+  int stride[3] = {1, 1, 1};       // along D, H, W
 };
 
 // The tiles compiled (M output pixels x N output channels x K reduction slice per step); the launcher

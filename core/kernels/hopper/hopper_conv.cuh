@@ -28,8 +28,9 @@ namespace vaecodec::core::kernels::hopper {
 // producer warp and one consumer warpgroup per tile. The tile's N is chosen to divide the output channels
 // exactly (96 and 192 are the narrow stages cuDNN tiles in 64s, wasting a quarter or a third of its tile),
 // its K slice to divide the input channels (a slice crossing two filter taps would read the next tap's
-// channels as zeros). The epilogue adds the bias in float32 and rounds once (LinCombPerColBias: the bias
-// indexes the GEMM's columns, the output channels).
+// channels as zeros). The epilogue adds the bias and, where given, a residual (the source C, beta 1; with
+// beta 0 it is never read) in float32 and rounds once (LinCombPerColBias: the bias indexes the GEMM's
+// columns, the output channels).
 template <int TileM, int TileN, int TileK, int ClusterM>
 struct HopperConv {
   using Element = cutlass::bfloat16_t;
@@ -40,7 +41,7 @@ struct HopperConv {
   using Fusion = cutlass::epilogue::fusion::LinCombPerColBias<Element, float, float, Element, float>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, Layout, kAlign, Element, Layout,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, Element, Layout, kAlign, Element, Layout,
       kAlign, cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
   using Mainloop = typename cutlass::conv::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop, Element, Layout,
@@ -69,9 +70,15 @@ struct HopperConv {
                    [&](auto i) { cute::get<0, i>(stride_d) = problem.stride_C[Problem::RankT - 2 - i]; });
     typename Device::Arguments args{problem,
                                     {static_cast<const Element*>(p.x), static_cast<const Element*>(p.weight)},
-                                    {{}, nullptr, stride_d, static_cast<Element*>(p.y), stride_d}};
+                                    {{},
+                                     // Without a residual the source is never read (beta 0), but its
+                                     // descriptor still wants an address: the output's.
+                                     static_cast<const Element*>(p.residual ? p.residual : p.y),
+                                     stride_d,
+                                     static_cast<Element*>(p.y),
+                                     stride_d}};
     args.epilogue.thread.alpha = 1.f;
-    args.epilogue.thread.beta = 0.f;
+    args.epilogue.thread.beta = p.residual ? 1.f : 0.f;  // no residual: the source is never read
     args.epilogue.thread.bias_ptr = p.bias;
     Device conv;
     if (conv.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;

@@ -30,8 +30,12 @@ torch::Tensor WanResidualBlock::forward(const torch::Tensor& x, CausalCache& cac
   // Each convolution's bias is added by the pass after it (Note [Deferred bias]); dropout is inactive at
   // inference.
   torch::Tensor h = norm_silu_conv_deferred(*norm1_, *conv1_, x, {}, cache);
+  // Where the shortcut is x itself, the second convolution adds it with its bias (in its epilogue on the own
+  // kernel: Note [Own convolutions]); a shortcut convolution's output is made only after it, so that it never
+  // stands beside the block's other activations.
+  if (!shortcut_) return norm_silu_conv_deferred(*norm2_, *conv2_, std::move(h), conv1_->bias(), cache, x);
   h = norm_silu_conv_deferred(*norm2_, *conv2_, std::move(h), conv1_->bias(), cache);
-  add_residual(h, shortcut_ ? shortcut_->forward(x, cache) : x, conv2_->bias(), bias2_f32_);  // h is our own
+  add_residual(h, shortcut_->forward(x, cache), conv2_->bias(), bias2_f32_);  // h is our own
   return h;
 }
 
