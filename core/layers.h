@@ -78,11 +78,13 @@ class FloatCopy {
   const void* source_ = nullptr;
 };
 
-// conv3d(x, weight, bias) with zero padding: on the own Hopper kernel where it runs (Note [Own convolutions]
-// in core/kernels/conv3d.h), else LibTorch's (cuDNN on the GPU). bias may be undefined; bias_f32 keeps its
-// float32 copy for the kernel's epilogue.
+// conv3d(x, weight, bias) + residual with zero padding: on the own Hopper kernel where it runs (Note [Own
+// convolutions] in core/kernels/conv3d.h), the sum rounded once in its epilogue; else LibTorch's (cuDNN on
+// the GPU), then the residual and bias in one pass. bias and residual may be undefined; bias_f32 keeps bias's
+// float32 copy for the kernels.
 torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                     FloatCopy& bias_f32, std::array<int64_t, 3> stride, std::array<int64_t, 3> padding);
+                     FloatCopy& bias_f32, std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
+                     const torch::Tensor& residual = {});
 
 // What the frames before frame 0 are taken to be.
 enum class CausalPad {

@@ -85,7 +85,7 @@ bool conv3d_takes_layout(const torch::Tensor& x, const torch::Tensor& weight) {
 
 torch::Tensor conv3d_on_tile(const torch::Tensor& x, const torch::Tensor& weight,
                              const torch::Tensor& bias_f32, std::array<int64_t, 3> stride,
-                             std::array<int64_t, 3> padding, ConvTile tile) {
+                             std::array<int64_t, 3> padding, ConvTile tile, const torch::Tensor& residual) {
   if (!x.is_cuda() || weight.device() != x.device() || !conv3d_takes_layout(x, weight)) return {};
   if (bias_f32.defined() && (bias_f32.scalar_type() != torch::kFloat || !bias_f32.is_contiguous() ||
                              bias_f32.numel() != weight.size(0) || bias_f32.device() != x.device()))

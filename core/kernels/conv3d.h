@@ -50,6 +50,7 @@ torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, co
 // does not take the problem.
 torch::Tensor conv3d_on_tile(const torch::Tensor& x, const torch::Tensor& weight,
                              const torch::Tensor& bias_f32, std::array<int64_t, 3> stride,
-                             std::array<int64_t, 3> padding, ConvTile tile);
+                             std::array<int64_t, 3> padding, ConvTile tile,
+                             const torch::Tensor& residual = {});
 
 }  // namespace vaecodec::core::kernels
