@@ -41,7 +41,8 @@ torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const 
         kernels::conv3d_own(x, weight, bias.defined() ? bias_f32.of(bias) : bias, stride, padding, residual);
     if (out.defined()) return out;
   }
-  const at::IntArrayRef s{stride[0], stride[1], stride[2]}, p{padding[0], padding[1], padding[2]};
+  // Arrays, not braced lists: an IntArrayRef of a braced list would outlive the list.
+  const std::vector<int64_t> s(stride.begin(), stride.end()), p(padding.begin(), padding.end());
   if (!residual.defined()) return at::conv3d(x, weight, bias, s, p);
   // Note [Deferred bias]: the bias goes with the residual, in one pass.
   auto out = at::conv3d(x, weight, {}, s, p);
