@@ -221,7 +221,7 @@ TEST_CASE("on CUDA the fused RMSNorm+SiLU and residual add match float64", "[mod
           if (with_bias) xd = xd + bias.to(torch::kDouble).reshape({c, 1, 1, 1});
           const auto expected = torch::silu(reference.forward(xd));
           norm.to(torch::kCUDA, dtype);
-          auto buffer = torch::zeros({2, c, 5, 9, 13}, x.options().memory_format(format));
+          auto buffer = torch::zeros({2, c, 5, 9, 13}, x.options()).contiguous(format);
           norm.forward_silu_into(x, buffer.narrow(2, 2, 3), with_bias ? bias.cuda() : bias);
           const double tolerance = dtype == torch::kFloat ? 1e-5 : 5e-3;
           CHECK(relative_error(buffer.narrow(2, 2, 3).cpu().to(torch::kDouble), expected) <= tolerance);
@@ -231,7 +231,7 @@ TEST_CASE("on CUDA the fused RMSNorm+SiLU and residual add match float64", "[mod
           // band's buffer]): the own kernel frame by frame where the layout is channels-last.
           core::KernelLog::reset();
           core::KernelLog::enable(true);
-          auto band = torch::zeros({2, c, 5, 11, 13}, x.options().memory_format(format));
+          auto band = torch::zeros({2, c, 5, 11, 13}, x.options()).contiguous(format);
           norm.forward_silu_into(x, band.narrow(2, 2, 3).narrow(3, 1, 9), with_bias ? bias.cuda() : bias);
           core::KernelLog::enable(false);
           CHECK(relative_error(band.narrow(2, 2, 3).narrow(3, 1, 9).cpu().to(torch::kDouble), expected) <=
