@@ -11,8 +11,8 @@
 #   SPLIT_ROWS, SPLIT_CLIPS (0: no batch)           phase split: its bench rows, the batch's clips
 #                                                    (where a split's time goes: scripts/dev/split_probe.sh)
 #   GPU_TESTS                                        the Catch filter of phase tests (default [gpu])
-#   CONV_BACKENDS, CONV_ROWS, CONV_MICRO=0           phase conv: the --conv values, MODEL:OP:SIZE rows, no
-#                                                    shape-by-shape timing
+#   CONV_BACKENDS, CONV_ROWS, CONV_MICRO=0,          phase conv: the --conv values, MODEL:OP:SIZE rows, no
+#   CONV_SHAPES                                      shape-by-shape timing, its shapes (C K T R S D H W stride)
 # Phases: conv fresh tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
 #   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long
 set -uo pipefail
@@ -274,7 +274,7 @@ if has conv; then
   # --conv cudnn against --conv own and auto (the same call, the same build).
   step "own convolutions: shape by shape (vaecodec_conv_micro), then models"
   if [[ ${CONV_MICRO:-1} != 0 ]]; then
-    timeout 240 "$BUILD/tests/vaecodec_conv_micro" --runs 5 2>&1 | tee "$OUT/conv_micro.txt"
+    timeout 240 "$BUILD/tests/vaecodec_conv_micro" --runs 5 ${CONV_SHAPES:-} 2>&1 | tee "$OUT/conv_micro.txt"
   fi
   for conv in ${CONV_BACKENDS:-cudnn own auto}; do
     for row in ${CONV_ROWS:-wan2.1-vae:decode:1280x720 wan2.1-vae:encode:1280x720}; do
