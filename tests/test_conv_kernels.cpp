@@ -60,7 +60,7 @@ TEST_CASE("the own convolution tiles go to the shapes they divide, on compute ca
   CHECK(!own_tile_for(ConvBackend::kCudnn, 9, 0, 96, 96, k333));
 }
 
-TEST_CASE("--conv takes auto, cudnn and own", "[conv]") {
+TEST_CASE("the --conv option takes auto, cudnn and own", "[conv]") {
   CHECK(core::kernels::parse_conv_backend("auto") == ConvBackend::kAuto);
   CHECK(core::kernels::parse_conv_backend("cudnn") == ConvBackend::kCudnn);
   CHECK(core::kernels::parse_conv_backend("own") == ConvBackend::kOwn);
