@@ -13,6 +13,7 @@
 #   GPU_TESTS                                        the Catch filter of phase tests (default [gpu])
 #   CONV_BACKENDS, CONV_ROWS, CONV_MICRO=0,          phase conv: the --conv values, MODEL:OP:SIZE rows, no
 #   CONV_SHAPES                                      shape-by-shape timing, its shapes (C K T R S D H W stride)
+#   FRESH_BACKENDS                                   phase fresh: the --conv values (default cudnn auto)
 # Phases: conv fresh tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
 #   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long
 set -uo pipefail
