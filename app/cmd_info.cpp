@@ -23,6 +23,7 @@ extern "C" {
 #include "core/device/device.h"
 #include "core/error.h"
 #include "core/json_text.h"
+#include "core/kernels/conv3d.h"
 #include "core/models/registry.h"
 #include "core/presets.h"
 #include "core/vae_model.h"
@@ -62,6 +63,9 @@ nlohmann::json collect_info() {
   } else {
     j["cudnn"] = nullptr;
   }
+  // Note [Own convolutions] (core/kernels/conv3d.h): whether this build holds the Hopper kernels; each GPU
+  // says below whether it takes them.
+  j["hopper_conv_kernels"] = core::kernels::conv3d_sm90_built();
   j["ffmpeg"] = av_version_info();
   j["libavformat"] = av_version(avformat_version());
   j["libavcodec"] = av_version(avcodec_version());
@@ -87,7 +91,8 @@ nlohmann::json collect_info() {
            {"name", p->name},
            {"memory_bytes", static_cast<int64_t>(p->totalGlobalMem)},
            {"free_bytes", device.memory_info().free},
-           {"compute_capability", std::to_string(p->major) + "." + std::to_string(p->minor)}});
+           {"compute_capability", std::to_string(p->major) + "." + std::to_string(p->minor)},
+           {"own_conv_kernels", core::kernels::conv3d_sm90_built() && p->major == 9 && p->minor == 0}});
       const auto preset = core::suggest_preset(static_cast<int64_t>(p->totalGlobalMem), p->name);
       j["gpus"].back()["suggested_preset"] = preset ? nlohmann::json(*preset) : nlohmann::json();
     }
@@ -105,6 +110,10 @@ void print_info(const nlohmann::json& j) {
             << str(j.value("cuda_runtime", nlohmann::json())) << ", driver "
             << str(j.value("cuda_driver", nlohmann::json())) << "\n"
             << "cuDNN       " << str(j["cudnn"]) << "\n"
+            << "Own convs   Hopper implicit GEMM (sm_90a, --conv): "
+            << (j["hopper_conv_kernels"].get<bool>() ? "built"
+                                                     : "not built (no CUTLASS headers or no sm_90 target)")
+            << "\n"
             << "FFmpeg      " << str(j["ffmpeg"]) << " (libavformat " << str(j["libavformat"])
             << ", libavcodec " << str(j["libavcodec"]) << ")\n";
   std::string encoders;
@@ -125,6 +134,7 @@ void print_info(const nlohmann::json& j) {
               << " GiB, compute " << g["compute_capability"].get<std::string>();
     if (g["suggested_preset"].is_string())
       std::cout << ", preset " << g["suggested_preset"].get<std::string>();
+    if (g["own_conv_kernels"].get<bool>()) std::cout << ", own convolutions";
     std::cout << "\n";
   }
   std::string all;

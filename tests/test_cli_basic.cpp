@@ -9,6 +9,7 @@
 
 #include <sys/wait.h>
 
+#include "core/kernels/conv3d.h"
 #include "tests/test_support.h"
 
 extern "C" {
@@ -53,6 +54,14 @@ TEST_CASE("vaecodec info lists the library versions and the GPUs", "[cli][basic]
   const auto j = nlohmann::json::parse(run_cli("info --json").out);
   CHECK(j.at("libtorch") == "2.11.0");
   CHECK(j.at("gpus").is_array());
+  // Whether the Hopper convolutions were built, as the library says; a GPU takes them only at compute 9.0.
+  CHECK(j.at("hopper_conv_kernels") == core::kernels::conv3d_sm90_built());
+  CHECK_THAT(r.out, Catch::Contains(core::kernels::conv3d_sm90_built()
+                                        ? "Own convs   Hopper implicit GEMM (sm_90a, --conv): built"
+                                        : "Own convs   Hopper implicit GEMM (sm_90a, --conv): not built"));
+  for (const auto& g : j.at("gpus"))
+    CHECK(g.at("own_conv_kernels") ==
+          (core::kernels::conv3d_sm90_built() && g.at("compute_capability") == "9.0"));
   if (j.at("gpus").empty()) CHECK_THAT(r.out, Catch::Contains("no CUDA device"));
   // The GPU encoders, each as the ffmpeg program finds it on this machine.
   CHECK_THAT(r.out, Catch::Contains("GPU encode  "));
