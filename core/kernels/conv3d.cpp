@@ -59,11 +59,11 @@ std::optional<ConvTile> own_tile_for(ConvBackend backend, int major, int minor, 
   // docs/benchmarks.md "Own convolutions").
   const bool spatial3 = filter[1] == 3 && filter[2] == 3;
   const bool phase = filter[0] == 1 && filter[1] == 2 && filter[2] == 2;  // an upsampler's 2x2 phases
-  if (stride == 2 && spatial3 && k % 96 == 0) return tile;                // Wan's downsamplers: 1.7-3.4x
-  if (k == 192 && spatial3) return tile;                                  // 757 against 613 TFLOP/s
-  if (k == 384 && c == 384 && spatial3) return tile;                      // 777 / 634 against 565 / 469
-  if (k == 384 && c == 192 && phase) return tile;                         // 528 against 420
-  if (k == 96 && c == 96 && spatial3) return tile;                        // 421 against 360 (timed)
+  if (stride == 2 && spatial3 && k % 96 == 0) return tile;                // Wan's downsamplers: 2.7-4x
+  if (k == 192 && spatial3) return tile;                                  // 670-757 against 599-613 TFLOP/s
+  if (k == 384 && c == 384 && spatial3) return tile;                      // 596-777 against 434-574
+  if (k == 384 && c == 192 && phase) return tile;                         // 437-528 against 401-420
+  if (k == 96 && c == 96 && spatial3) return tile;                        // 521 against 360 (cuDNN timed)
   return std::nullopt;
 }
 
