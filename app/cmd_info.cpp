@@ -86,13 +86,12 @@ nlohmann::json collect_info() {
       const auto* p = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i));
       const core::Device& device =
           core::Device::of(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
-      j["gpus"].push_back(
-          {{"index", i},
-           {"name", p->name},
-           {"memory_bytes", static_cast<int64_t>(p->totalGlobalMem)},
-           {"free_bytes", device.memory_info().free},
-           {"compute_capability", std::to_string(p->major) + "." + std::to_string(p->minor)},
-           {"own_conv_kernels", core::kernels::conv3d_sm90_built() && p->major == 9 && p->minor == 0}});
+      j["gpus"].push_back({{"index", i},
+                           {"name", p->name},
+                           {"memory_bytes", static_cast<int64_t>(p->totalGlobalMem)},
+                           {"free_bytes", device.memory_info().free},
+                           {"compute_capability", std::to_string(p->major) + "." + std::to_string(p->minor)},
+                           {"own_conv_kernels", core::kernels::own_kernels_run_on(p->major, p->minor)}});
       const auto preset = core::suggest_preset(static_cast<int64_t>(p->totalGlobalMem), p->name);
       j["gpus"].back()["suggested_preset"] = preset ? nlohmann::json(*preset) : nlohmann::json();
     }

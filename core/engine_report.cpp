@@ -129,7 +129,7 @@ std::vector<std::string> engine_setup_lines(const VaeModel& model, bool autotune
         on_off(context.deterministicCuDNN());
     const auto backend = kernels::conv_backend();
     const auto* props = at::cuda::getDeviceProperties(device.index());
-    const bool hopper = kernels::conv3d_sm90_built() && props->major == 9 && props->minor == 0;
+    const bool hopper = kernels::own_kernels_run_on(props->major, props->minor);
     conv += std::string("; own Hopper kernels: ") +
             (backend == kernels::ConvBackend::kCudnn ? "off (--conv cudnn)"
              : !hopper ? (kernels::conv3d_sm90_built() ? "none for this GPU" : "not built")

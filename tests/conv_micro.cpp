@@ -13,6 +13,7 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include "core/kernels/conv3d.h"
@@ -77,6 +78,10 @@ int main(int argc, char** argv) {
               {384, 384, 3, 3, 3, 6, 180, 320, 1}, {384, 384, 3, 3, 3, 4, 90, 160, 1},
               {192, 384, 1, 2, 2, 4, 361, 641, 1}, {384, 768, 1, 2, 2, 4, 181, 321, 1},
               {96, 96, 1, 3, 3, 4, 721, 1281, 2},  {192, 192, 1, 3, 3, 4, 361, 641, 2}};
+  }
+  if (!torch::cuda::is_available()) {
+    std::fprintf(stderr, "vaecodec_conv_micro: error: no CUDA device to time the convolutions on\n");
+    return 2;
   }
   at::globalContext().setBenchmarkCuDNN(autotune);
   const auto cl = torch::MemoryFormat::ChannelsLast3d;

@@ -42,6 +42,10 @@ ConvBackend conv_backend() {
   return backend_.load(std::memory_order_relaxed);
 }
 
+bool own_kernels_run_on(int major, int minor) {
+  return conv3d_sm90_built() && major == 9 && minor == 0;
+}
+
 std::optional<ConvBackend> parse_conv_backend(const std::string& name) {
   if (name == "auto") return ConvBackend::kAuto;
   if (name == "cudnn") return ConvBackend::kCudnn;
@@ -137,8 +141,12 @@ torch::Tensor conv3d_on_tile(const torch::Tensor& x, const torch::Tensor& weight
 torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias_f32,
                          std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
                          const torch::Tensor& residual) {
-  if (!x.is_cuda() || !conv3d_sm90_built()) return {};
+  if (!x.is_cuda()) return {};
   const auto* props = at::cuda::getDeviceProperties(x.device().index());
+  if (!own_kernels_run_on(props->major, props->minor)) {
+    KernelLog::count("conv3d", "cudnn");
+    return {};
+  }
   const auto tile = own_tile_for(conv_backend(), props->major, props->minor, x.size(1), weight.size(0),
                                  {weight.size(2), weight.size(3), weight.size(4)}, stride[1]);
   torch::Tensor y;

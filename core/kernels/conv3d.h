@@ -14,9 +14,10 @@ namespace vaecodec::core::kernels {
 // Wan decoder and encoder at full and half resolution waste a quarter or a third of every tile (360 TFLOP/s
 // of the H100's ~800 on the 96 -> 96 3x3x3 convolution). On Hopper (compute capability 9.0, bf16,
 // channels-last) a convolution may instead run on an implicit-GEMM kernel built from CUTLASS's collectives
-// with a tile that fits the channels (Note [Hopper implicit GEMM] in conv3d_sm90.cu), its bias added in the
-// epilogue. Which shapes take it is a table of measured choices (`own_tile_for`); everything else, and every
-// other GPU, keeps cuDNN. The backend can be forced for comparisons (`bench --conv`).
+// with a tile that fits the channels (Note [Hopper implicit GEMM] in core/kernels/hopper/hopper_conv.cuh),
+// its bias and a residual added in the epilogue. Which shapes take it is a table of measured choices
+// (`own_tile_for`); everything else, and every other GPU, keeps cuDNN. The backend can be forced for
+// comparisons (`bench --conv`).
 
 enum class ConvBackend {
   kAuto,   // the measured choice per shape
@@ -25,6 +26,9 @@ enum class ConvBackend {
 };
 void set_conv_backend(ConvBackend backend);
 ConvBackend conv_backend();
+// Whether a GPU of compute capability `major`.`minor` runs the own kernels in this build: they are built
+// (CUTLASS found, sm_90a among the architectures) and sm_90a code runs on 9.0 alone.
+bool own_kernels_run_on(int major, int minor);
 // "auto", "cudnn", "own"; std::nullopt for anything else.
 std::optional<ConvBackend> parse_conv_backend(const std::string& name);
 

@@ -1,5 +1,7 @@
 #include "core/kernels/conv3d_sm90.h"
 
+#include <iterator>
+
 // Built with CUTLASS's Hopper collectives only for sm_90a (core/kernels/hopper/CMakeLists.txt); without them
 // the entry points below say so and the engine keeps cuDNN.
 #if defined(VAECODEC_HAVE_CUTLASS)
@@ -17,8 +19,6 @@ bool conv3d_sm90_built() {
 
 cudaError_t launch_conv3d_sm90(const Conv3dProblem& problem, ConvTile tile, cudaStream_t stream) {
   switch (tile) {
-    case ConvTile::k128x96x32:
-      return hopper::run_tile<128, 96, 32>(problem, stream);
     case ConvTile::k256x96x32:
       return hopper::run_tile<256, 96, 32>(problem, stream);
     case ConvTile::k256x96x64:
@@ -53,20 +53,11 @@ cudaError_t launch_conv3d_sm90(const Conv3dProblem&, ConvTile, cudaStream_t) {
 namespace vaecodec::core::kernels {
 
 const char* conv_tile_name(ConvTile tile) {
-  switch (tile) {
-    case ConvTile::k128x96x32:
-      return "128x96x32";
-    case ConvTile::k256x96x32:
-      return "256x96x32";
-    case ConvTile::k256x96x64:
-      return "256x96x64";
-    case ConvTile::k128x192x64:
-      return "128x192x64";
-    case ConvTile::k128x128x64:
-      return "128x128x64";
-    default:
-      return "none";
-  }
+  // In ConvTile's order.
+  static constexpr const char* kNames[] = {"256x96x32", "256x96x64", "128x192x64", "128x128x64"};
+  static_assert(std::size(kNames) == static_cast<size_t>(ConvTile::kCount));
+  const auto i = static_cast<size_t>(tile);
+  return i < std::size(kNames) ? kNames[i] : "none";
 }
 
 }  // namespace vaecodec::core::kernels

@@ -31,13 +31,13 @@ namespace vaecodec::core::kernels::hopper {
 // channels as zeros). The epilogue adds the bias and, where given, a residual (the source C, beta 1; with
 // beta 0 it is never read) in float32 and rounds once (LinCombPerColBias: the bias indexes the GEMM's
 // columns, the output channels).
-template <int TileM, int TileN, int TileK, int ClusterM>
+template <int TileM, int TileN, int TileK>
 struct HopperConv {
   using Element = cutlass::bfloat16_t;
   static constexpr int kAlign = 8;  // 16-byte accesses
   using Layout = cutlass::layout::TensorNDHWC;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Shape<cute::Int<TileK>>>;
-  using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::_1, cute::_1>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;  // no multicast
   using Fusion = cutlass::epilogue::fusion::LinCombPerColBias<Element, float, float, Element, float>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
@@ -95,7 +95,7 @@ struct HopperConv {
 // One tile's entry point, explicitly instantiated by its tile_*.cu file.
 template <int TileM, int TileN, int TileK>
 cudaError_t run_tile(const Conv3dProblem& problem, cudaStream_t stream) {
-  return HopperConv<TileM, TileN, TileK, 1>::run(problem, stream);
+  return HopperConv<TileM, TileN, TileK>::run(problem, stream);
 }
 
 }  // namespace vaecodec::core::kernels::hopper
