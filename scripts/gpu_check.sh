@@ -300,6 +300,22 @@ if has fresh; then
         --weights /tmp/wan21_random.pth --conv "$conv"
     done
   done
+  # Where the wall clock goes: the libraries alone, CUDA's start, then each job's messages and progress with
+  # the seconds since the process started (scripts/dev/fresh_timeline.py), per x264 setting.
+  { time "$BUILD/vaecodec" --version; } 2>&1 | grep -E "vaecodec|real" | tr '\n' ' ' | tee -a "$OUT/timeline.txt"
+  echo | tee -a "$OUT/timeline.txt"
+  { time "$BUILD/vaecodec" info >/dev/null; } 2>&1 | grep real | sed 's/^/info: /' | tee -a "$OUT/timeline.txt"
+  for opts in ${FRESH_ENCODER_OPTIONS:-default}; do
+    extra=(); [[ $opts == default ]] || extra=(--encoder-options "$opts")
+    for job in decode roundtrip; do
+      input=/tmp/lat81.safetensors; [[ $job == roundtrip ]] && input=/tmp/clip81.mp4
+      echo "timeline: $job 720p x81, encoder $opts" | tee -a "$OUT/timeline.txt"
+      timeout 120 python3 scripts/dev/fresh_timeline.py "$BUILD/vaecodec" "$job" "$input" -o "/tmp/tl_$job.mp4" \
+        --weights /tmp/wan21_random.pth --verbose "${extra[@]}" 2>&1 | grep -v "conv3d: \|attention: " |
+        tee -a "$OUT/timeline.txt"
+      echo "  output $(stat -c %s "/tmp/tl_$job.mp4") bytes" | tee -a "$OUT/timeline.txt"
+    done
+  done
 fi
 
 if has profile; then
