@@ -13,8 +13,10 @@
 #   GPU_TESTS                                        the Catch filter of phase tests (default [gpu])
 #   CONV_BACKENDS, CONV_ROWS, CONV_MICRO=0,          phase conv: the --conv values, MODEL:OP:SIZE rows, no
 #   CONV_SHAPES                                      shape-by-shape timing, its shapes (C K T R S D H W stride)
-#   FRESH_BACKENDS                                   phase fresh: the --conv values (default cudnn auto)
-# Phases: conv fresh tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
+#   FRESH_BACKENDS, FRESH_TIMELINES,                 phase fresh: the --conv values (default cudnn auto), the
+#   FRESH_ENCODER_OPTIONS                            timelines (CONV@OPTS), x264 settings timed by write_tail
+#   COLD_BACKENDS                                    phase coldtrace: the --conv values traced cold
+# Phases: conv fresh coldtrace tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
 #   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -305,16 +307,37 @@ if has fresh; then
   { time "$BUILD/vaecodec" --version; } 2>&1 | grep -E "vaecodec|real" | tr '\n' ' ' | tee -a "$OUT/timeline.txt"
   echo | tee -a "$OUT/timeline.txt"
   { time "$BUILD/vaecodec" info >/dev/null; } 2>&1 | grep real | sed 's/^/info: /' | tee -a "$OUT/timeline.txt"
-  for opts in ${FRESH_ENCODER_OPTIONS:-default}; do
-    extra=(); [[ $opts == default ]] || extra=(--encoder-options "$opts")
+  # FRESH_TIMELINES: CONV@ENCODER-OPTIONS entries (default: x264's settings as vaecodec sets them).
+  for entry in ${FRESH_TIMELINES:-auto@default}; do
+    conv=${entry%%@*}; opts=${entry#*@}
+    extra=(--conv "$conv"); [[ $opts == default ]] || extra+=(--encoder-options "$opts")
     for job in decode roundtrip; do
       input=/tmp/lat81.safetensors; [[ $job == roundtrip ]] && input=/tmp/clip81.mp4
-      echo "timeline: $job 720p x81, encoder $opts" | tee -a "$OUT/timeline.txt"
+      echo "timeline: $job 720p x81, --conv $conv, encoder $opts" | tee -a "$OUT/timeline.txt"
       timeout 120 python3 scripts/dev/fresh_timeline.py "$BUILD/vaecodec" "$job" "$input" -o "/tmp/tl_$job.mp4" \
-        --weights /tmp/wan21_random.pth --verbose "${extra[@]}" 2>&1 | grep -v "conv3d: \|attention: " |
+        --weights /tmp/wan21_random.pth --verbose "${extra[@]}" 2>&1 | grep -v "engine: \|attention: " |
         tee -a "$OUT/timeline.txt"
       echo "  output $(stat -c %s "/tmp/tl_$job.mp4") bytes" | tee -a "$OUT/timeline.txt"
     done
+  done
+  # x264's tail per setting (`write_tail` in --json's stage_seconds), decode twice each.
+  for opts in ${FRESH_ENCODER_OPTIONS:-}; do
+    extra=(); [[ $opts == default ]] || extra=(--encoder-options "$opts")
+    for i in 1 2; do
+      file_run "decode latents 720p x81 encoder $opts #$i" decode /tmp/lat81.safetensors -o /tmp/dec81.mp4 \
+        --weights /tmp/wan21_random.pth "${extra[@]}"
+    done
+    echo "    output $(stat -c %s /tmp/dec81.mp4) bytes"
+  done
+fi
+
+if has coldtrace; then
+  # A fresh process's first chunks: the GPU's idle gaps in a traced first run (scripts/dev/trace_gaps.py).
+  step "cold run traced: Wan2.1 decode 1280x720 x81, first run of the process"
+  for conv in ${COLD_BACKENDS:-auto}; do
+    RUNS=1 bench --random --op decode --size 1280x720 --warmup 0 --no-autotune --conv "$conv" \
+      --trace "/tmp/cold_$conv.json"
+    python3 scripts/dev/trace_gaps.py "/tmp/cold_$conv.json" --top 30 | tee "$OUT/cold_$conv.txt"
   done
 fi
 
