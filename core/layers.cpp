@@ -35,10 +35,10 @@ torch::Tensor frame_attention(const torch::Tensor& q, torch::Tensor k, torch::Te
 
 torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      FloatCopy& bias_f32, std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
-                     const torch::Tensor& residual) {
+                     const torch::Tensor& residual, kernels::PaddedWeights* padded) {
   if (x.is_cuda()) {
-    auto out =
-        kernels::conv3d_own(x, weight, bias.defined() ? bias_f32.of(bias) : bias, stride, padding, residual);
+    auto out = kernels::conv3d_own(x, weight, bias.defined() ? bias_f32.of(bias) : bias, stride, padding,
+                                   residual, padded);
     if (out.defined()) return out;
   }
   // Arrays, not braced lists: an IntArrayRef of a braced list would outlive the list.
@@ -85,7 +85,7 @@ torch::Tensor CausalConv3d::convolve(const torch::Tensor& x, bool with_bias) con
 torch::Tensor CausalConv3d::convolve_rows(const torch::Tensor& x, bool with_bias, int64_t row_padding,
                                           const torch::Tensor& residual) const {
   auto out = core::conv3d(x, weight_, with_bias ? bias_ : torch::Tensor(), bias_f32_, stride_,
-                          {0, row_padding, spatial_padding_[1]}, residual);
+                          {0, row_padding, spatial_padding_[1]}, residual, &padded_);
   count_conv_flops(out, weight_);
   return out;
 }

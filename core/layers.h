@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "core/causal_cache.h"
+#include "core/kernels/conv3d.h"
 #include "core/stage_timer.h"
 
 namespace vaecodec::core {
@@ -82,9 +83,11 @@ class FloatCopy {
 // convolutions] in core/kernels/conv3d.h), the sum rounded once in its epilogue; else LibTorch's (cuDNN on
 // the GPU), then the residual and bias in one pass. bias and residual may be undefined; bias_f32 keeps bias's
 // float32 copy for the kernels.
+// padded: the layer's zero-padded weights, where its few channels need them (Note [Padded channels] in
+// core/kernels/conv3d.cpp); without it such a layer runs on cuDNN.
 torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      FloatCopy& bias_f32, std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
-                     const torch::Tensor& residual = {});
+                     const torch::Tensor& residual = {}, kernels::PaddedWeights* padded = nullptr);
 
 // What the frames before frame 0 are taken to be.
 enum class CausalPad {
@@ -163,6 +166,7 @@ class CausalConv3d : public CausalModule {
   torch::Tensor weight_;  // [out, in, kt, kh, kw]
   torch::Tensor bias_;    // [out]
   mutable FloatCopy bias_f32_;
+  mutable kernels::PaddedWeights padded_;  // Note [Padded channels] in core/kernels/conv3d.cpp
   std::array<int64_t, 3> stride_;
   std::array<int64_t, 2> spatial_padding_;
   int64_t pad_front_;  // padding frames before frame 0

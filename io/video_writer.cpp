@@ -93,9 +93,14 @@ AVChromaLocation chroma_location_for(AVChromaLocation input, AVPixelFormat out_f
 // 16-core H100 host. With rc-lookahead 10 that tail was 0.64-0.79 s and the fresh-process wall clock 4.7-5.2
 // s instead of 5.6-5.9 s; at the same CRF the files were 2.2% smaller with PSNR 0.004 dB and SSIM 0.0001
 // lower (a mandelbrot zoom, 81 frames of 720p; docs/benchmarks.md, "x264's tail"). Sliced threads, which hold
-// no frames per thread, did not pay: the encoder then fell behind the GPU. So libx264 gets rc-lookahead 10
-// unless --encoder-options sets it (an x264-params value still wins over both, as in ffmpeg).
+// no frames per thread, did not pay: the encoder then fell behind the GPU. Its threaded lookahead keeps a
+// buffer of its own (sync-lookahead, threads + B-frames deep by default); without it x264 writes the same
+// bytes and the tail was 0.59-0.68 s instead of 0.81-0.90 s (2026-11-24, same file sizes; fewer frame
+// threads shortened it no further and fell behind the GPU: 8 threads held the model up 1.7 s). So libx264
+// gets rc-lookahead 10 and sync-lookahead 0 unless --encoder-options sets them (an x264-params value wins,
+// as in ffmpeg; ours go first in the x264-params given).
 constexpr int kX264Lookahead = 10;
+const std::string kX264Params = "sync-lookahead=0";
 
 // --encoder-options, parsed: "key=value:key=value" into a dictionary for avcodec_open2. Each key must be an
 // option of the encoder (its private class, e.g. x264's rc-lookahead or x264-params) or of every encoder
@@ -300,8 +305,15 @@ void VideoWriter::open(int width, int height) {
     if (!av_dict_get(settings, "rc", nullptr, 0)) av_dict_set(&settings, "rc", "vbr", 0);
     enc->bit_rate = 0;
   }
-  if (codec_name_ == "libx264" && !av_dict_get(settings, "rc-lookahead", nullptr, 0))
-    av_dict_set_int(&settings, "rc-lookahead", kX264Lookahead, 0);  // Note [x264's tail]
+  if (codec_name_ == "libx264") {  // Note [x264's tail]
+    if (!av_dict_get(settings, "rc-lookahead", nullptr, 0))
+      av_dict_set_int(&settings, "rc-lookahead", kX264Lookahead, 0);
+    const AVDictionaryEntry* params = av_dict_get(settings, "x264-params", nullptr, 0);
+    const std::string given = params ? params->value : "";
+    if (given.find("sync-lookahead") == std::string::npos)
+      av_dict_set(&settings, "x264-params",
+                  (given.empty() ? kX264Params : kX264Params + (":" + given)).c_str(), 0);
+  }
   const int opened = avcodec_open2(enc, codec_, &settings);
   av_dict_free(&settings);
   if (opened < 0 && !options_.encoder_options.empty())

@@ -35,25 +35,41 @@ struct BackendScope {
 TEST_CASE("the own convolution tiles go to the shapes they divide, on compute capability 9.0 only",
           "[conv]") {
   const std::array<int64_t, 3> k333{3, 3, 3}, k133{1, 3, 3}, k111{1, 1, 1}, k122{1, 2, 2};
-  // auto: the shapes measured faster than cuDNN.
+  // auto: every shape a tile takes but the 128-wide tile's 3x3 convolutions at stride 1.
   CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 96, 96, k333) == ConvTile::k256x96x32);
   CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 192, 192, k133) == ConvTile::k128x192x64);
   CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 384, 384, k333) == ConvTile::k128x192x64);
   CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 192, 384, k122) == ConvTile::k128x192x64);
   CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 96, 96, k133, 2) == ConvTile::k256x96x32);
-  CHECK(!own_tile_for(ConvBackend::kAuto, 9, 0, 192, 96, k333));  // cuDNN: 575 against 434 TFLOP/s
-  CHECK(!own_tile_for(ConvBackend::kAuto, 9, 0, 384, 768, k122));
-  CHECK(!own_tile_for(ConvBackend::kAuto, 9, 0, 96, 96, k111));
-  // own: wherever a tile divides the channels.
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 192, 96, k333) == ConvTile::k256x96x64);
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 384, 768, k122) == ConvTile::k128x192x64);
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 96, 96, k111) == ConvTile::k256x96x32);
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 3, 96, k333) == ConvTile::k256x96x32);  // padded to 32
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 96, 3, k333) == ConvTile::k128x32x32);  // the RGB head
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 16, 16, k111) == ConvTile::k128x32x32);
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 128, 128, k111) == ConvTile::k128x128x64);
+  CHECK(own_tile_for(ConvBackend::kAuto, 9, 0, 128, 128, k333, 2) == ConvTile::k128x128x64);
+  CHECK(!own_tile_for(ConvBackend::kAuto, 9, 0, 128, 128, k333));  // cuDNN: 628-784 against 579-630
+  CHECK(!own_tile_for(ConvBackend::kAuto, 9, 0, 512, 512, k133));
+  // own: wherever a tile divides the (padded) channels.
   CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 192, 96, k333) == ConvTile::k256x96x64);
   CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 32, 96, k333) == ConvTile::k256x96x32);
   CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 256, 512, k333) == ConvTile::k128x128x64);
   CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 384, 768, k122) == ConvTile::k128x192x64);
-  CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 96, 96, k111) == ConvTile::k256x96x32);
-  CHECK(!own_tile_for(ConvBackend::kOwn, 9, 0, 3, 96, k333));    // the RGB input: 3 channels
-  CHECK(!own_tile_for(ConvBackend::kOwn, 9, 0, 96, 3, k333));    // the RGB head
-  CHECK(!own_tile_for(ConvBackend::kOwn, 9, 0, 48, 96, k333));   // no K slice divides 48
-  CHECK(!own_tile_for(ConvBackend::kOwn, 9, 0, 96, 160, k333));  // no tile's N divides 160
+  CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 48, 96, k333) == ConvTile::k256x96x64);  // 48 -> 64
+  CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 384, 32, k333) == ConvTile::k128x32x32);
+  CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 256, 12, k333) == ConvTile::k128x32x32);
+  CHECK(own_tile_for(ConvBackend::kOwn, 9, 0, 96, 160, k333) == ConvTile::k128x32x32);
+  CHECK(!own_tile_for(ConvBackend::kOwn, 9, 0, 96, 100, k333));  // wide and no tile divides it: cuDNN
+  CHECK(!own_tile_for(ConvBackend::kOwn, 9, 0, 72, 96, k333));
+  // The padding: counts below 64 to a multiple of 32, every other count unchanged.
+  CHECK(core::kernels::own_input_channels(3) == 32);
+  CHECK(core::kernels::own_input_channels(16) == 32);
+  CHECK(core::kernels::own_input_channels(48) == 64);
+  CHECK(core::kernels::own_input_channels(96) == 96);
+  CHECK(core::kernels::own_input_channels(72) == 72);
+  CHECK(core::kernels::own_output_channels(3) == 32);
+  CHECK(core::kernels::own_output_channels(12) == 32);
   // Elsewhere cuDNN, whatever is asked.
   for (const auto& [major, minor] : {std::pair{8, 0}, std::pair{8, 9}, std::pair{10, 0}, std::pair{12, 0}})
     CHECK(!own_tile_for(ConvBackend::kOwn, major, minor, 96, 96, k333));
@@ -187,6 +203,64 @@ TEST_CASE("on Hopper every own convolution tile matches float64", "[conv][gpu]")
       const auto w = torch::zeros({k.k, k.c, k.t, k.r, k.s}, x.options()).contiguous(kChannelsLast);
       CHECK_FALSE(
           core::kernels::conv3d_on_tile(x, w, {}, k.stride, k.padding, ConvTile::k128x192x64).defined());
+    }
+  }
+}
+
+TEST_CASE("on Hopper the layers with few channels run padded and match float64", "[conv][gpu]") {
+  // Note [Padded channels]: an RGB input, latents, an RGB head, a latent projection.
+  REQUIRE(torch::cuda::is_available());
+  if (!hopper_kernels_here()) {
+    SUCCEED("no Hopper kernels on this GPU or build");
+    return;
+  }
+  const BackendScope auto_backend(ConvBackend::kAuto);
+  torch::manual_seed(1);
+  struct Case {
+    int64_t c, k, t, r, s;
+  };
+  for (const Case& k :
+       {Case{3, 96, 3, 3, 3}, Case{16, 384, 3, 3, 3}, Case{16, 16, 1, 1, 1}, Case{96, 3, 3, 3, 3},
+        Case{48, 48, 1, 1, 1}, Case{12, 96, 3, 3, 3}, Case{256, 12, 3, 3, 3}, Case{384, 32, 3, 3, 3}}) {
+    INFO(k.c << " -> " << k.k << " channels, filter " << k.t << "x" << k.r << "x" << k.s);
+    const int64_t past = k.t - 1, rows = 11, cols = 19, frames = 3;
+    const std::array<int64_t, 3> padding{0, k.r / 2, k.s / 2};
+    auto buffer = torch::randn({1, k.c, past + frames, rows + 2, cols})
+                      .to(torch::kCUDA, torch::kBFloat16)
+                      .contiguous(kChannelsLast);
+    const auto x = buffer.narrow(3, 1, rows);  // a view, as a causal buffer hands it over
+    const auto w = (torch::randn({k.k, k.c, k.t, k.r, k.s}) / std::sqrt(double(k.c * k.t * k.r * k.s)))
+                       .to(torch::kCUDA, torch::kBFloat16)
+                       .contiguous(kChannelsLast);
+    const auto bias = torch::randn({k.k}, torch::kCUDA);
+    const auto expected =
+        at::conv3d(x.cpu().to(torch::kDouble), w.cpu().to(torch::kDouble), bias.cpu().to(torch::kDouble),
+                   {1, 1, 1}, {padding[0], padding[1], padding[2]});
+    const auto cudnn =
+        at::conv3d(x, w, bias.to(torch::kBFloat16), {1, 1, 1}, {padding[0], padding[1], padding[2]});
+    core::kernels::PaddedWeights padded;
+    // Without the padded weights the layer is left to cuDNN.
+    CHECK_FALSE(core::kernels::conv3d_own(x, w, bias, {1, 1, 1}, padding).defined());
+    for (int call = 0; call < 2; ++call) {  // the second call reuses the padded weights
+      {
+        auto poison = torch::full({1, core::kernels::own_output_channels(k.k), frames, rows, cols},
+                                  std::nan(""), torch::TensorOptions(torch::kCUDA).dtype(torch::kBFloat16));
+        poison = poison.contiguous(kChannelsLast);
+      }
+      const auto got = core::kernels::conv3d_own(x, w, bias, {1, 1, 1}, padding, {}, &padded);
+      REQUIRE(got.defined());
+      REQUIRE(got.sizes() == expected.sizes());
+      CHECK(got.is_contiguous(kChannelsLast));
+      CHECK(torch::isfinite(got).all().item<bool>());
+      const double err = relative_error(got, expected), err_cudnn = relative_error(cudnn, expected);
+      INFO("own " << err << ", cuDNN " << err_cudnn);
+      CHECK(err <= 4e-3);
+      CHECK(err <= 1.5 * err_cudnn + 1e-4);
+    }
+    // A residual with padded outputs is cuDNN's (the kernel's residual has the padded width).
+    if (core::kernels::own_output_channels(k.k) != k.k) {
+      const auto residual = torch::zeros_like(cudnn);
+      CHECK_FALSE(core::kernels::conv3d_own(x, w, bias, {1, 1, 1}, padding, residual, &padded).defined());
     }
   }
 }

@@ -30,10 +30,69 @@ std::optional<ConvTile> fitting_tile(int64_t c, int64_t k) {
     if (c % 32 == 0) return ConvTile::k256x96x32;
   }
   if (k % 128 == 0 && c % 64 == 0) return ConvTile::k128x128x64;
+  if (k % 32 == 0 && c % 32 == 0) return ConvTile::k128x32x32;
   return std::nullopt;
 }
 
+// Note [Padded channels]
+// The tiles take input channels in multiples of their K slice (32 or 64) and output channels in multiples of
+// their N. The layers at a model's edges have fewer: an RGB input (3; Wan2.2's patched 12), latents (16, 48),
+// an RGB head (3, 12), a latent projection (16, 48). Left to cuDNN they cost twice: a process's first cuDNN
+// call takes 120-225 ms and every further shape 20-77 ms to plan and load (the cold 720p decode spent 581 of
+// its 736 idle milliseconds there; docs/benchmarks.md, "A fresh process"), and cuDNN's kernels for them are
+// slow (the 3 -> 96 first convolution at 8 TFLOP/s). So their channels are padded with zeros to a multiple of
+// 32: the input with one copy (these tensors have at most 48 channels), the weights and bias once per layer
+// (PaddedWeights), the output computed with zero weights in the extra channels and copied out compact. Zero
+// channels add exact zeros to every sum, so the result is the convolution's; the padded arithmetic is wasted,
+// cheap for layers bound by memory traffic. Only counts below 64 are padded: a wide layer that no tile
+// divides stays with cuDNN rather than copy its input.
+int64_t padded_to_32(int64_t n) {
+  return n % 32 == 0 || n >= 64 ? n : (n + 31) / 32 * 32;
+}
+
+// x's channels zero-padded to c (Note [Padded channels]), channels-last.
+torch::Tensor pad_input_channels(const torch::Tensor& x, int64_t c) {
+  auto padded = torch::empty({x.size(0), c, x.size(2), x.size(3), x.size(4)},
+                             x.options().memory_format(torch::MemoryFormat::ChannelsLast3d));
+  padded.narrow(1, x.size(1), c - x.size(1)).zero_();
+  padded.narrow(1, 0, x.size(1)).copy_(x);
+  return padded;
+}
+
 }  // namespace
+
+int64_t own_input_channels(int64_t c) {
+  return padded_to_32(c);
+}
+int64_t own_output_channels(int64_t k) {
+  return padded_to_32(k);
+}
+
+const torch::Tensor& PaddedWeights::weight(const torch::Tensor& w) {
+  if (!weight_.defined() || weight_source_ != w.data_ptr() || weight_.device() != w.device() ||
+      weight_.scalar_type() != w.scalar_type()) {
+    const int64_t k = own_output_channels(w.size(0)), c = own_input_channels(w.size(1));
+    weight_ = torch::zeros({k, c, w.size(2), w.size(3), w.size(4)}, w.options())
+                  .contiguous(torch::MemoryFormat::ChannelsLast3d);
+    weight_.narrow(0, 0, w.size(0)).narrow(1, 0, w.size(1)).copy_(w);
+    weight_source_ = w.data_ptr();
+  }
+  return weight_;
+}
+
+const torch::Tensor& PaddedWeights::bias(const torch::Tensor& bias_f32) {
+  if (!bias_f32.defined()) {
+    bias_ = torch::Tensor();
+    bias_source_ = nullptr;
+    return bias_;
+  }
+  if (!bias_.defined() || bias_source_ != bias_f32.data_ptr() || bias_.device() != bias_f32.device()) {
+    bias_ = torch::zeros({own_output_channels(bias_f32.size(0))}, bias_f32.options());
+    bias_.narrow(0, 0, bias_f32.size(0)).copy_(bias_f32);
+    bias_source_ = bias_f32.data_ptr();
+  }
+  return bias_;
+}
 
 void set_conv_backend(ConvBackend backend) {
   backend_.store(backend);
@@ -57,18 +116,18 @@ std::optional<ConvTile> own_tile_for(ConvBackend backend, int major, int minor, 
                                      std::array<int64_t, 3> filter, int64_t stride) {
   // The kernels are built for sm_90a alone, which runs on compute capability 9.0 and nothing else.
   if (backend == ConvBackend::kCudnn || major != 9 || minor != 0) return std::nullopt;
-  const auto tile = fitting_tile(c, k);
+  const auto tile = fitting_tile(own_input_channels(c), own_output_channels(k));
   if (!tile || backend == ConvBackend::kOwn) return tile;
-  // kAuto: the shapes where the own kernel measured faster than cuDNN (vaecodec_conv_micro on an H100,
-  // docs/benchmarks.md "Own convolutions").
+  // kAuto: every shape a tile takes but the 3x3 convolutions of the 128-wide tile at stride 1 (SeedVR2's and
+  // Wan2.2's 128 to 1024 channels), where cuDNN measured faster: 628-784 against 579-630 TFLOP/s
+  // (vaecodec_conv_micro on an H100, docs/benchmarks.md "Own convolutions"). Elsewhere the own kernel was
+  // faster (96 -> 96 3x3x3: 521 against 360 TFLOP/s; 192 and 384 channels: 670-777 against 434-613; the
+  // stride-2 downsamplers 2.7-4x) or as fast within a few percent (Wan's 192 -> 96 and 384 -> 768 phase
+  // convolutions, 0.7% of the decode either way), and each shape left to cuDNN costs a fresh process its
+  // first call (Note [Padded channels]).
   const bool spatial3 = filter[1] == 3 && filter[2] == 3;
-  const bool phase = filter[0] == 1 && filter[1] == 2 && filter[2] == 2;  // an upsampler's 2x2 phases
-  if (stride == 2 && spatial3 && k % 96 == 0) return tile;                // Wan's downsamplers: 2.7-4x
-  if (k == 192 && spatial3) return tile;                                  // 670-757 against 599-613 TFLOP/s
-  if (k == 384 && c == 384 && spatial3) return tile;                      // 596-777 against 434-574
-  if (k == 384 && c == 192 && phase) return tile;                         // 437-528 against 401-420
-  if (k == 96 && c == 96 && spatial3) return tile;                        // 521 against 360 (cuDNN timed)
-  return std::nullopt;
+  if (*tile == ConvTile::k128x128x64 && spatial3 && stride == 1) return std::nullopt;
+  return tile;
 }
 
 bool conv3d_takes_layout(const torch::Tensor& x, const torch::Tensor& weight) {
@@ -140,7 +199,7 @@ torch::Tensor conv3d_on_tile(const torch::Tensor& x, const torch::Tensor& weight
 
 torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias_f32,
                          std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
-                         const torch::Tensor& residual) {
+                         const torch::Tensor& residual, PaddedWeights* padded) {
   if (!x.is_cuda()) return {};
   const auto* props = at::cuda::getDeviceProperties(x.device().index());
   if (!own_kernels_run_on(props->major, props->minor)) {
@@ -150,7 +209,17 @@ torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, co
   const auto tile = own_tile_for(conv_backend(), props->major, props->minor, x.size(1), weight.size(0),
                                  {weight.size(2), weight.size(3), weight.size(4)}, stride[1]);
   torch::Tensor y;
-  if (tile) y = conv3d_on_tile(x, weight, bias_f32, stride, padding, *tile, residual);
+  const int64_t c = own_input_channels(x.size(1)), k = own_output_channels(weight.size(0));
+  if (tile && c == x.size(1) && k == weight.size(0)) {
+    y = conv3d_on_tile(x, weight, bias_f32, stride, padding, *tile, residual);
+  } else if (tile && padded && !residual.defined() && x.dim() == 5 && weight.size(1) == x.size(1) &&
+             x.scalar_type() == torch::kBFloat16 && weight.scalar_type() == torch::kBFloat16) {
+    // Note [Padded channels]
+    const auto x_padded = c == x.size(1) ? x : pad_input_channels(x, c);
+    y = conv3d_on_tile(x_padded, padded->weight(weight), padded->bias(bias_f32), stride, padding, *tile);
+    if (y.defined() && k != weight.size(0))
+      y = y.narrow(1, 0, weight.size(0)).contiguous(torch::MemoryFormat::ChannelsLast3d);
+  }
   // Note [What the engine applied] (core/engine_report.h).
   KernelLog::count("conv3d", y.defined() ? conv_tile_name(*tile) : "cudnn");
   return y;

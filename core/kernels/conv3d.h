@@ -32,6 +32,26 @@ bool own_kernels_run_on(int major, int minor);
 // "auto", "cudnn", "own"; std::nullopt for anything else.
 std::optional<ConvBackend> parse_conv_backend(const std::string& name);
 
+// The channel counts the own kernels run a layer of c input and k output channels with: the few channels at
+// a model's edges (an RGB input or head, latents) padded with zeros to a multiple of 32, every other count
+// unchanged (Note [Padded channels] in core/kernels/conv3d.cpp).
+int64_t own_input_channels(int64_t c);
+int64_t own_output_channels(int64_t k);
+
+// One layer's weight and float32 bias zero-padded to own_output_channels x own_input_channels, for the own
+// kernels: made at the first call that needs them, again only if the layer's weights move. The layer keeps
+// it.
+class PaddedWeights {
+ public:
+  const torch::Tensor& weight(const torch::Tensor& w);       // [K', C', T, R, S], w's dtype and layout
+  const torch::Tensor& bias(const torch::Tensor& bias_f32);  // [K'] float32; undefined for undefined
+
+ private:
+  torch::Tensor weight_, bias_;
+  const void* weight_source_ = nullptr;
+  const void* bias_source_ = nullptr;
+};
+
 // The tile that runs a convolution of c input and k output channels with a (t, r, s) filter and spatial
 // stride under `backend` on a device of compute capability `major`.`minor`, or std::nullopt for cuDNN. Pure:
 // callable anywhere.
@@ -45,10 +65,11 @@ bool conv3d_takes_layout(const torch::Tensor& x, const torch::Tensor& weight);
 // conv3d(x, weight, bias) + residual with symmetric zero padding and stride on the own kernel, output
 // channels-last, the sum rounded once; an undefined tensor when the backend's choice is cuDNN or the kernel
 // does not take the tensors (the caller then runs cuDNN). bias_f32: float32 [K] on x's device, or
-// undefined; residual: shaped like the output, channels-last, x's dtype, or undefined.
+// undefined; residual: shaped like the output, channels-last, x's dtype, or undefined. A layer whose channels
+// need padding runs here only with `padded` (its padded weights) and without a residual.
 torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias_f32,
                          std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
-                         const torch::Tensor& residual = {});
+                         const torch::Tensor& residual = {}, PaddedWeights* padded = nullptr);
 
 // The same on a given tile, whatever the backend (the micro-benchmark and the tests): undefined when the tile
 // does not take the problem.

@@ -23,7 +23,7 @@ struct Conv3dProblem {
 
 // The tiles compiled (M output pixels x N output channels x K reduction slice per step); the launcher
 // refuses a problem whose channels a tile does not divide.
-enum class ConvTile { k256x96x32, k256x96x64, k128x192x64, k128x128x64, kCount };
+enum class ConvTile { k256x96x32, k256x96x64, k128x192x64, k128x128x64, k128x32x32, kCount };
 const char* conv_tile_name(ConvTile tile);
 
 // Whether this build holds the kernels (CUTLASS found and sm_90a among the architectures).

@@ -27,6 +27,8 @@ cudaError_t launch_conv3d_sm90(const Conv3dProblem& problem, ConvTile tile, cuda
       return hopper::run_tile<128, 192, 64>(problem, stream);
     case ConvTile::k128x128x64:
       return hopper::run_tile<128, 128, 64>(problem, stream);
+    case ConvTile::k128x32x32:
+      return hopper::run_tile<128, 32, 32>(problem, stream);
     default:
       return cudaErrorNotSupported;
   }
@@ -54,7 +56,7 @@ namespace vaecodec::core::kernels {
 
 const char* conv_tile_name(ConvTile tile) {
   // In ConvTile's order.
-  static constexpr const char* kNames[] = {"256x96x32", "256x96x64", "128x192x64", "128x128x64"};
+  static constexpr const char* kNames[] = {"256x96x32", "256x96x64", "128x192x64", "128x128x64", "128x32x32"};
   static_assert(std::size(kNames) == static_cast<size_t>(ConvTile::kCount));
   const auto i = static_cast<size_t>(tile);
   return i < std::size(kNames) ? kNames[i] : "none";
