@@ -160,6 +160,11 @@ RMSNorm::RMSNorm(int64_t channels, int gamma_rank) : channels_(channels) {
 }
 
 torch::Tensor RMSNorm::forward(const torch::Tensor& x) const {
+  if (x.is_cuda() &&
+      x.dim() == 5) {  // one pass instead of LibTorch's five (norm, clamp, divide, two products)
+    auto out = torch::empty_like(x, torch::MemoryFormat::Preserve);
+    if (kernels::rms_norm_into(x, gamma_f32_.of(gamma_), out)) return out;
+  }
   const auto compute = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   auto xf = x.to(compute);
   auto norm = xf.norm(2, /*dim=*/{1}, /*keepdim=*/true).clamp_min(1e-12);

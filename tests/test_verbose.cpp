@@ -155,7 +155,7 @@ TEST_CASE("cli --verbose on the GPU: own kernels and a fused attention backend r
   CHECK(calls(r.err, "attention", "(?:flash|memory-efficient|cuDNN)") > 0);
   // Every call of our kernels took them, in the encoder and the decoder (Note [Doubled frames' layout] in
   // core/models/wan/wan_blocks.cpp: once each chunk after the first handed them a layout they refuse).
-  for (const char* kernel : {"rms_norm_silu", "add_residual", "interleave_phases"}) {
+  for (const char* kernel : {"rms_norm_silu", "rms_norm", "add_residual", "interleave_phases"}) {
     INFO(kernel);
     CHECK(calls(r.err, kernel, "own kernel") > 0);
     CHECK(calls(r.err, kernel, "composite") == 0);
@@ -187,7 +187,7 @@ TEST_CASE("on the GPU a channels-last bf16 decode runs our kernels on every call
         if (e.kernel == kernel && e.path == path) n += e.calls;
       return n;
     };
-    for (const char* kernel : {"rms_norm_silu", "add_residual", "interleave_phases"}) {
+    for (const char* kernel : {"rms_norm_silu", "rms_norm", "add_residual", "interleave_phases"}) {
       INFO(kernel);
       CHECK(count(kernel, "own kernel") > 0);
       CHECK(count(kernel, "composite") == 0);

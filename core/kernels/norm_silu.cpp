@@ -137,7 +137,7 @@ static bool frame_group_norm_into_impl(const torch::Tensor& x, const torch::Tens
 }
 
 static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor& gamma,
-                                    const torch::Tensor& out, const torch::Tensor& bias) {
+                                    const torch::Tensor& out, const torch::Tensor& bias, bool with_silu) {
   if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type() ||
       out.sizes() != x.sizes())
     return false;
@@ -153,7 +153,7 @@ static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor&
     if (x.numel() == 0 || !rms_norm_silu_takes_layout(frame(x, 0, 0), frame(out, 0, 0))) return false;
     for (int64_t b = 0; b < x.size(0); ++b)
       for (int64_t f = 0; f < x.size(2); ++f)
-        if (!rms_norm_silu_into_impl(frame(x, b, f), gamma, frame(out, b, f), bias))
+        if (!rms_norm_silu_into_impl(frame(x, b, f), gamma, frame(out, b, f), bias, with_silu))
           throw Error("RMSNorm+SiLU: a frame of a band's buffer was refused after its first was taken");
     return true;
   }
@@ -164,9 +164,9 @@ static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor&
   torch::Tensor b;
   if (bias.defined()) b = as_float(bias, x.device()).reshape({channels});
   const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index());
-  const cudaError_t err =
-      launch_rms_norm_silu(x.data_ptr(), g.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr,
-                           out.data_ptr(), *type, batch, channels, spatial, channels_last, stream.stream());
+  const cudaError_t err = launch_rms_norm_silu(
+      x.data_ptr(), g.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr(), *type,
+      batch, channels, spatial, channels_last, with_silu, stream.stream());
   if (err != cudaSuccess)
     throw Error(std::string("RMSNorm+SiLU kernel launch failed: ") + cudaGetErrorString(err));
   return true;
@@ -218,8 +218,14 @@ bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, 
 
 bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
                         const torch::Tensor& bias) {
-  const bool ran = rms_norm_silu_into_impl(x, gamma, out, bias);
+  const bool ran = rms_norm_silu_into_impl(x, gamma, out, bias, /*with_silu=*/true);
   KernelLog::count("rms_norm_silu", ran ? "own kernel" : "composite");
+  return ran;
+}
+
+bool rms_norm_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out) {
+  const bool ran = rms_norm_silu_into_impl(x, gamma, out, {}, /*with_silu=*/false);
+  KernelLog::count("rms_norm", ran ? "own kernel" : "composite");
   return ran;
 }
 

@@ -12,6 +12,9 @@ namespace vaecodec::core::kernels {
 bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
                         const torch::Tensor& bias = {});
 
+// RMSNorm(x) alone, as above without the bias and the SiLU (the attention blocks' norm).
+bool rms_norm_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out);
+
 // y += s + bias (bias [C]), in place, in one pass computed in float32: for channels-last 5-D CUDA tensors of
 // the same shape and dtype. False when the kernel does not apply and nothing was written.
 bool add_residual_(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias);

@@ -23,7 +23,7 @@ constexpr int kThreads = 256;
 template <typename T, int V>
 __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __restrict__ gamma,
                                      const float* __restrict__ bias, T* __restrict__ y, int64_t voxels,
-                                     int channels, int group_shift, float scale) {
+                                     int channels, int group_shift, float scale, bool with_silu) {
   constexpr int E = Vec16<T>::kElements;
   const int group = 1 << group_shift;
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -56,7 +56,10 @@ __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __res
     const int c0 = (lane + k * group) * E;
     Vec16<T> p;
 #pragma unroll
-    for (int e = 0; e < E; ++e) p.v[e] = from_float<T>(silu(v[k][e] * inv * gamma[c0 + e]));
+    for (int e = 0; e < E; ++e) {
+      const float z = v[k][e] * inv * gamma[c0 + e];
+      p.v[e] = from_float<T>(with_silu ? silu(z) : z);
+    }
     *reinterpret_cast<uint4*>(out + c0) = p.raw;
   }
 }
@@ -66,7 +69,7 @@ __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __res
 template <typename T>
 __global__ void norm_silu_channels_last(const T* __restrict__ x, const float* __restrict__ gamma,
                                         const float* __restrict__ bias, T* __restrict__ y, int64_t voxels,
-                                        int channels, float scale) {
+                                        int channels, float scale, bool with_silu) {
   const int lane = threadIdx.x % kWarp;
   const int64_t voxel = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   if (voxel >= voxels) return;
@@ -86,7 +89,10 @@ __global__ void norm_silu_channels_last(const T* __restrict__ x, const float* __
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int c = lane + i * kWarp;
-    if (c < channels) out[c] = from_float<T>(silu(v[i] * inv * gamma[c]));
+    if (c < channels) {
+      const float z = v[i] * inv * gamma[c];
+      out[c] = from_float<T>(with_silu ? silu(z) : z);
+    }
   }
 }
 
@@ -94,7 +100,7 @@ __global__ void norm_silu_channels_last(const T* __restrict__ x, const float* __
 template <typename T>
 __global__ void norm_silu_planar(const T* __restrict__ x, const float* __restrict__ gamma,
                                  const float* __restrict__ bias, T* __restrict__ y, int64_t batch,
-                                 int channels, int64_t spatial, float scale) {
+                                 int channels, int64_t spatial, float scale, bool with_silu) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * spatial) return;
   const int64_t b = i / spatial, s = i % spatial;
@@ -108,7 +114,8 @@ __global__ void norm_silu_planar(const T* __restrict__ x, const float* __restric
   const float inv = scale / fmaxf(sqrtf(sum), 1e-12f);
   for (int c = 0; c < channels; ++c) {
     const float v = to_float(in[c * spatial]) + (bias ? bias[c] : 0.f);
-    out[c * spatial] = from_float<T>(silu(v * inv * gamma[c]));
+    const float z = v * inv * gamma[c];
+    out[c * spatial] = from_float<T>(with_silu ? silu(z) : z);
   }
 }
 
@@ -134,16 +141,17 @@ void vector_shape(int64_t channels, int& vectors, int& group_shift) {
 
 template <typename T, int V>
 void launch_vectorised(const T* x, const float* gamma, const float* bias, T* y, int64_t voxels, int channels,
-                       int group_shift, float scale, cudaStream_t stream) {
+                       int group_shift, float scale, bool with_silu, cudaStream_t stream) {
   const int64_t threads = voxels << group_shift;
   const int64_t blocks = (threads + kThreads - 1) / kThreads;
   norm_silu_vectorised<T, V>
-      <<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels, channels, group_shift, scale);
+      <<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels, channels, group_shift, scale, with_silu);
 }
 
 template <typename T>
 cudaError_t launch(const void* xv, const float* gamma, const float* bias, void* yv, int64_t batch,
-                   int64_t channels, int64_t spatial, bool channels_last, cudaStream_t stream) {
+                   int64_t channels, int64_t spatial, bool channels_last, bool with_silu,
+                   cudaStream_t stream) {
   const auto* x = static_cast<const T*>(xv);
   auto* y = static_cast<T*>(yv);
   const float scale = sqrtf(static_cast<float>(channels));
@@ -155,28 +163,28 @@ cudaError_t launch(const void* xv, const float* gamma, const float* bias, void* 
       const int c = static_cast<int>(channels);
       switch (vectors) {
         case 1:
-          launch_vectorised<T, 1>(x, gamma, bias, y, voxels, c, shift, scale, stream);
+          launch_vectorised<T, 1>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, stream);
           break;
         case 2:
-          launch_vectorised<T, 2>(x, gamma, bias, y, voxels, c, shift, scale, stream);
+          launch_vectorised<T, 2>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, stream);
           break;
         case 3:
-          launch_vectorised<T, 3>(x, gamma, bias, y, voxels, c, shift, scale, stream);
+          launch_vectorised<T, 3>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, stream);
           break;
         default:
-          launch_vectorised<T, 4>(x, gamma, bias, y, voxels, c, shift, scale, stream);
+          launch_vectorised<T, 4>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, stream);
           break;
       }
       return cudaGetLastError();
     }
     if (channels > kWarp * kMaxPerLane) return cudaErrorInvalidValue;
     const int64_t blocks = (voxels * kWarp + kThreads - 1) / kThreads;
-    norm_silu_channels_last<T>
-        <<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels, static_cast<int>(channels), scale);
+    norm_silu_channels_last<T><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels,
+                                                                static_cast<int>(channels), scale, with_silu);
   } else {
     const int64_t blocks = (batch * spatial + kThreads - 1) / kThreads;
     norm_silu_planar<T><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, batch, static_cast<int>(channels),
-                                                         spatial, scale);
+                                                         spatial, scale, with_silu);
   }
   return cudaGetLastError();
 }
@@ -215,10 +223,11 @@ cudaError_t launch_residual(void* y, const void* s, const float* bias, int64_t e
 
 cudaError_t launch_rms_norm_silu(const void* x, const float* gamma, const float* bias, void* y,
                                  ElementType type, int64_t batch, int64_t channels, int64_t spatial,
-                                 bool channels_last, cudaStream_t stream) {
+                                 bool channels_last, bool with_silu, cudaStream_t stream) {
   if (batch * spatial == 0) return cudaSuccess;
   return with_element_type(type, [&](auto zero) {
-    return launch<decltype(zero)>(x, gamma, bias, y, batch, channels, spatial, channels_last, stream);
+    return launch<decltype(zero)>(x, gamma, bias, y, batch, channels, spatial, channels_last, with_silu,
+                                  stream);
   });
 }
 

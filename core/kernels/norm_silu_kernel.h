@@ -8,12 +8,12 @@
 
 namespace vaecodec::core::kernels {
 
-// y = silu(v / max(||v||, 1e-12) * sqrt(C) * gamma) with v = x + bias (bias may be null), norm over C.
-// `channels_last`: C is the innermost axis (voxel v, channel c at v * C + c); otherwise planar per batch item
-// (b, c, s at (b * C + c) * S + s).
+// y = silu(v / max(||v||, 1e-12) * sqrt(C) * gamma) with v = x + bias (bias may be null), norm over C;
+// without the SiLU when !with_silu. `channels_last`: C is the innermost axis (voxel v, channel c at v * C +
+// c); otherwise planar per batch item (b, c, s at (b * C + c) * S + s).
 cudaError_t launch_rms_norm_silu(const void* x, const float* gamma, const float* bias, void* y,
                                  ElementType type, int64_t batch, int64_t channels, int64_t spatial,
-                                 bool channels_last, cudaStream_t stream);
+                                 bool channels_last, bool with_silu, cudaStream_t stream);
 
 // y += s + bias (bias per channel, may be null) over `elements` channels-last elements of C channels, in
 // float32, rounded once. y and s: 16-byte aligned, C a multiple of 16 bytes' worth of elements; otherwise

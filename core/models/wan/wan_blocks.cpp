@@ -49,16 +49,37 @@ WanAttentionBlock::WanAttentionBlock(int64_t channels) {
   proj_bias_ = proj->register_parameter("bias", torch::empty({channels}), false);
 }
 
+// Note [Projections as convolutions]
+// The projections in and out of the attention are 1x1 convolutions over channels-last pixels, which is what
+// the own convolution kernels run (Note [Own convolutions] in core/kernels/conv3d.h): on Hopper they take
+// them, the bias and the block's residual in the epilogue, and the process never starts cuBLAS (whose first
+// call cost a fresh 720p decode 85 ms). Elsewhere, or when the kernels decline, LibTorch's linear as before.
 torch::Tensor WanAttentionBlock::forward(const torch::Tensor& x, CausalCache& cache) {
   const int64_t b = x.size(0), c = x.size(1), t = x.size(2), h = x.size(3), w = x.size(4);
   // Tokens are the pixels of one frame: [B, C, T, H, W] -> [B*T, H*W, C].
-  auto tokens = norm_->forward(x).permute({0, 2, 3, 4, 1}).reshape({b * t, h * w, c});
-  auto qkv = torch::nn::functional::linear(tokens, qkv_weight_.flatten(1), qkv_bias_);  // [B*T, HW, 3C]
+  const auto normed = norm_->forward(x);
+  const auto tokens_of = [&](const torch::Tensor& y) {
+    return y.permute({0, 2, 3, 4, 1}).reshape({b * t, h * w, y.size(1)});
+  };
+  torch::Tensor qkv;  // [B*T, HW, 3C]
+  if (x.is_cuda()) {
+    qkv = kernels::conv3d_own(normed, qkv_weight_.unsqueeze(2), qkv_bias_f32_.of(qkv_bias_), {1, 1, 1},
+                              {0, 0, 0});
+    if (qkv.defined()) qkv = tokens_of(qkv);
+  }
+  if (!qkv.defined())
+    qkv = torch::nn::functional::linear(tokens_of(normed), qkv_weight_.flatten(1), qkv_bias_);
   auto q = qkv.narrow(2, 0, c).unsqueeze(1);
   auto k = qkv.narrow(2, c, c).unsqueeze(1);
   auto v = qkv.narrow(2, 2 * c, c).unsqueeze(1);
   auto attended = frame_attention(q, k, v);           // [B*T, HW, C]
   FlopCounter::add(2.0 * b * t * h * w * c * 4 * c);  // the projections: 2*HW*C*(3C + C) per frame
+  if (x.is_cuda()) {
+    const auto pixels = attended.reshape({b, t, h, w, c}).permute({0, 4, 1, 2, 3});  // channels-last
+    auto out = kernels::conv3d_own(pixels, proj_weight_.unsqueeze(2), proj_bias_f32_.of(proj_bias_),
+                                   {1, 1, 1}, {0, 0, 0}, x);
+    if (out.defined()) return out;
+  }
   auto out = torch::nn::functional::linear(attended, proj_weight_.flatten(1), proj_bias_);
   return out.reshape({b, t, h, w, c}).permute({0, 4, 1, 2, 3}) + x;
 }

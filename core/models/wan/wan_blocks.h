@@ -38,6 +38,7 @@ class WanAttentionBlock : public CausalModule {
  private:
   std::shared_ptr<RMSNorm> norm_;
   torch::Tensor qkv_weight_, qkv_bias_, proj_weight_, proj_bias_;  // 1x1 conv2d weights [out, in, 1, 1]
+  FloatCopy qkv_bias_f32_, proj_bias_f32_;  // for the own kernels (Note [Projections as convolutions])
 };
 
 // The middle of both trunks: residual block, attention, residual block. Keys middle.{0,1,2}.*
