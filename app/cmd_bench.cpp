@@ -664,9 +664,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--profile", o->profile, "Time and FLOPs per model stage (first timed run)");
   cmd->add_flag("--compare-untiled", o->compare_untiled,
                 "When the plan tiles, also run untiled (no budget) and report the difference");
-  cmd->add_option("--trace", o->trace,
-                  "Write a Chrome trace (Kineto) of one extra, untimed run to this file (the first run, cold, "
-                  "with --warmup 0)");
+  cmd->add_option(
+      "--trace", o->trace,
+      "Write a Chrome trace (Kineto) of one extra, untimed run to this file (the first run, cold, "
+      "with --warmup 0)");
   add_memory_options(*cmd, o->memory, o->device, o->dtype, o->chunk);
   cmd->callback([o] { bench(*o); });
 }
