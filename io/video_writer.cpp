@@ -100,7 +100,7 @@ AVChromaLocation chroma_location_for(AVChromaLocation input, AVPixelFormat out_f
 // gets rc-lookahead 10 and sync-lookahead 0 unless --encoder-options sets them (an x264-params value wins,
 // as in ffmpeg; ours go first in the x264-params given).
 constexpr int kX264Lookahead = 10;
-const std::string kX264Params = "sync-lookahead=0";
+constexpr char kX264Params[] = "sync-lookahead=0";
 
 // --encoder-options, parsed: "key=value:key=value" into a dictionary for avcodec_open2. Each key must be an
 // option of the encoder (its private class, e.g. x264's rc-lookahead or x264-params) or of every encoder
@@ -310,9 +310,10 @@ void VideoWriter::open(int width, int height) {
       av_dict_set_int(&settings, "rc-lookahead", kX264Lookahead, 0);
     const AVDictionaryEntry* params = av_dict_get(settings, "x264-params", nullptr, 0);
     const std::string given = params ? params->value : "";
-    if (given.find("sync-lookahead") == std::string::npos)
-      av_dict_set(&settings, "x264-params",
-                  (given.empty() ? kX264Params : kX264Params + (":" + given)).c_str(), 0);
+    // x264 reads "sync_lookahead" as "sync-lookahead".
+    if (given.find("sync-lookahead") == std::string::npos &&
+        given.find("sync_lookahead") == std::string::npos)
+      av_dict_set(&settings, "x264-params", (kX264Params + (given.empty() ? "" : ":" + given)).c_str(), 0);
   }
   const int opened = avcodec_open2(enc, codec_, &settings);
   av_dict_free(&settings);
