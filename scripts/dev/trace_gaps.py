@@ -9,7 +9,8 @@ kernel's operator, and the host operators that took longest. Usage:
 """
 import argparse
 import collections
-import json
+
+import trace_events
 
 
 def main():
@@ -17,15 +18,7 @@ def main():
     parser.add_argument("trace")
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
-    events = json.load(open(args.trace))["traceEvents"]
-    ops = {}
-    cpu_ops = []
-    for e in events:
-        if e.get("cat") == "cpu_op":
-            ops[e["args"].get("External id")] = e
-            cpu_ops.append(e)
-    kernels = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
-                     key=lambda e: e["ts"])
+    ops, cpu_ops, kernels = trace_events.load(args.trace)
     if not kernels:
         print("no GPU activity in the trace")
         return
@@ -34,8 +27,7 @@ def main():
         op = ops.get(kernel["args"].get("External id"))
         if op is None:
             return kernel["name"][:70]
-        dims = [d for d in op["args"].get("Input Dims", []) if d]
-        return op["name"] + " " + " ".join("x".join(map(str, d)) for d in dims[:2])
+        return op["name"] + " " + trace_events.shapes(op)
 
     start = kernels[0]["ts"]
     span = max(k["ts"] + k["dur"] for k in kernels) - start
@@ -63,8 +55,7 @@ def main():
         print(f"{us / 1e3:9.2f} {n:6d}  {key}")
     print("\nlongest host operators (ms)")
     for e in sorted(cpu_ops, key=lambda e: -e.get("dur", 0))[: args.top]:
-        dims = [d for d in e["args"].get("Input Dims", []) if d]
-        print(f"{e.get('dur', 0) / 1e3:9.2f}  {e['name']} {' '.join('x'.join(map(str, d)) for d in dims[:2])}")
+        print(f"{e.get('dur', 0) / 1e3:9.2f}  {e['name']} {trace_events.shapes(e)}")
 
 
 if __name__ == "__main__":

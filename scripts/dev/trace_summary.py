@@ -7,7 +7,8 @@ convolutions by shape, the norms, the copies), then by kernel name. Usage:
 """
 import argparse
 import collections
-import json
+
+import trace_events
 
 
 def main():
@@ -15,13 +16,7 @@ def main():
     parser.add_argument("trace")
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
-    events = json.load(open(args.trace))["traceEvents"]
-
-    ops = {}
-    for e in events:
-        if e.get("cat") == "cpu_op":
-            ops[e["args"].get("External id")] = e
-    kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    ops, _, kernels = trace_events.load(args.trace)
     total_us = sum(k["dur"] for k in kernels)
     if kernels:
         span_us = max(k["ts"] + k["dur"] for k in kernels) - min(k["ts"] for k in kernels)
@@ -36,8 +31,7 @@ def main():
         if op is None:
             key = ("(no operator)", "")
         else:
-            dims = [d for d in op["args"].get("Input Dims", []) if d]
-            key = (op["name"], " ".join("x".join(map(str, d)) for d in dims[:2]))
+            key = (op["name"], trace_events.shapes(op))
         by_op[key][0] += k["dur"]
         by_op[key][1] += 1
         by_kernel[k["name"][:110]][0] += k["dur"]
