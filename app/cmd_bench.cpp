@@ -652,8 +652,10 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--accuracy", o->accuracy, "Also run in fp32 and report the difference");
   cmd->add_flag("!--no-autotune", o->autotune, "Do not let cuDNN time its algorithms");
-  cmd->add_option("--conv", o->conv,
-                  "Convolution kernels: auto (own Hopper kernels where they measured faster), cudnn or own")
+  cmd->add_option(
+         "--conv", o->conv,
+         "Convolution kernels: auto (own Hopper kernels wherever a tile fits, but where cuDNN measured "
+         "faster), cudnn or own")
       ->check(CLI::IsMember({"auto", "cudnn", "own"}))
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print one JSON object");

@@ -149,9 +149,10 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
          "some models), off: take its heuristics' choice")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
-  sub.add_option("--conv", options.conv,
-                 "convolution kernels: auto (own Hopper kernels where they measured faster, else cuDNN), "
-                 "cudnn, or own (wherever one takes the shape)")
+  sub.add_option(
+         "--conv", options.conv,
+         "convolution kernels: auto (own Hopper kernels wherever a tile fits, cuDNN where it measured "
+         "faster), cudnn, or own (wherever one takes the shape)")
       ->check(CLI::IsMember({"auto", "cudnn", "own"}))
       ->capture_default_str();
   sub.add_option("--shard", options.shard,

@@ -133,8 +133,9 @@ std::vector<std::string> engine_setup_lines(const VaeModel& model, bool autotune
     conv += std::string("; own Hopper kernels: ") +
             (backend == kernels::ConvBackend::kCudnn ? "off (--conv cudnn)"
              : !hopper ? (kernels::conv3d_sm90_built() ? "none for this GPU" : "not built")
-             : backend == kernels::ConvBackend::kOwn ? "wherever a tile fits (--conv own)"
-                                                     : "where measured faster (--conv auto)");
+             : backend == kernels::ConvBackend::kOwn
+                 ? "wherever a tile fits (--conv own)"
+                 : "wherever a tile fits but where cuDNN measured faster (--conv auto)");
     lines.push_back(conv);
     lines.push_back("matrix products: cuBLAS, TF32 " + on_off(context.allowTF32CuBLAS()));
   } else {
