@@ -129,6 +129,11 @@ class CausalConv3d : public CausalModule {
     CausalCache::Slot* slot = nullptr;
     bool replicate_pending = false;  // the head copies frame 0, which is known only once fill is written
     int64_t top = 0, bottom = 0;     // halo rows
+    // Note [History written by the norm] (core/layers.cpp): where offer_history() defined it, the next
+    // chunk's history, for the producer to write beside fill's last frames; `history_written` says it did,
+    // and run() keeps it instead of copying.
+    torch::Tensor history;
+    bool history_written = false;
   };
   // For a chunk of `sizes` ([B, C, t, H, W]) made with `options` (dtype, device, memory format). Takes the
   // cache slot, as forward() would.
@@ -147,6 +152,9 @@ class CausalConv3d : public CausalModule {
   // residual (shaped like the output, or undefined) is added with the bias: in the convolution's epilogue
   // where the own kernel runs.
   torch::Tensor run(Buffer& buffer, bool with_bias = true, const torch::Tensor& residual = {});
+  // Allocates buffer.history where a producer may write the next chunk's history itself (Note [History
+  // written by the norm] in core/layers.cpp); leaves it undefined elsewhere.
+  void offer_history(Buffer& buffer) const;
 
   const torch::Tensor& bias() const { return bias_; }
   bool looks_back() const { return history_ > 0 || pad_front_ > 0; }
@@ -201,9 +209,11 @@ class RMSNorm : public torch::nn::Module {
   // x: [B, C, ...]
   torch::Tensor forward(const torch::Tensor& x) const;
   // SiLU(RMSNorm(x)) written into out (shaped like x; on the GPU laid out like x, then written in place;
-  // fused there), of x + bias when bias ([C]) is defined (Note [Deferred bias]).
-  void forward_silu_into(const torch::Tensor& x, const torch::Tensor& out,
-                         const torch::Tensor& bias = {}) const;
+  // fused there), of x + bias when bias ([C]) is defined (Note [Deferred bias]). With `tail` (a causal
+  // buffer's history: Note [History written by the norm]) the last frames of out go there too where the
+  // kernel can; true if it did.
+  bool forward_silu_into(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& bias = {},
+                         const torch::Tensor& tail = {}) const;
 
  private:
   torch::Tensor gamma_;
@@ -230,7 +240,8 @@ inline torch::Tensor norm_silu_conv_deferred(const RMSNorm& norm, CausalConv3d& 
                                              const torch::Tensor& x_bias, CausalCache& cache,
                                              const torch::Tensor& residual = {}) {
   auto buffer = conv.prepare(x, cache);
-  norm.forward_silu_into(x, buffer.fill, x_bias);
+  conv.offer_history(buffer);
+  buffer.history_written = norm.forward_silu_into(x, buffer.fill, x_bias, buffer.history);
   x.reset();
   return conv.run(buffer, /*with_bias=*/residual.defined(), residual);
 }

@@ -136,14 +136,28 @@ static bool frame_group_norm_into_impl(const torch::Tensor& x, const torch::Tens
   return true;
 }
 
+// Whether `tail` can take the last frames of `out` as the kernel writes them: one batch item, every tensor
+// dense channels-last, tail [1, C, k, H, W] with k no more than out's frames (Note [History written by the
+// norm] in core/layers.cpp).
+static bool rms_norm_tail_fits(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& tail) {
+  const auto format = torch::MemoryFormat::ChannelsLast3d;
+  return x.size(0) == 1 && tail.dim() == 5 && tail.size(0) == 1 && tail.size(1) == x.size(1) &&
+         tail.size(2) <= x.size(2) && tail.size(3) == x.size(3) && tail.size(4) == x.size(4) &&
+         tail.scalar_type() == x.scalar_type() && tail.device() == x.device() && x.is_contiguous(format) &&
+         out.is_contiguous(format) && tail.is_contiguous(format) && x.size(1) > 1;
+}
+
 static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor& gamma,
-                                    const torch::Tensor& out, const torch::Tensor& bias, bool with_silu) {
+                                    const torch::Tensor& out, const torch::Tensor& bias, bool with_silu,
+                                    const torch::Tensor& tail = {}) {
   if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type() ||
       out.sizes() != x.sizes())
     return false;
   const auto type = element_type(x.scalar_type());
   if (!type) return false;
+  if (tail.defined() && !rms_norm_tail_fits(x, out, tail)) return false;
   if (!rms_norm_silu_takes_layout(x, out)) {
+    if (tail.defined()) return false;
     // Note [Frames of a band's buffer]: in a band the output is the convolution's buffer, whose rows are cut
     // by the halo rows above and below, so it is not dense as a whole, but each of its frames is: one launch
     // per frame (of each batch item) then, rather than the composite path's half-dozen passes.
@@ -164,9 +178,12 @@ static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor&
   torch::Tensor b;
   if (bias.defined()) b = as_float(bias, x.device()).reshape({channels});
   const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index());
-  const cudaError_t err = launch_rms_norm_silu(
-      x.data_ptr(), g.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr(), *type,
-      batch, channels, spatial, channels_last, with_silu, stream.stream());
+  const int64_t tail_from = tail.defined() ? x.numel() / channels - tail.numel() / channels : 0;
+  const cudaError_t err =
+      launch_rms_norm_silu(x.data_ptr(), g.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr,
+                           out.data_ptr(), *type, batch, channels, spatial, channels_last, with_silu,
+                           tail.defined() ? tail.data_ptr() : nullptr, tail_from, stream.stream());
+  if (err == cudaErrorInvalidValue && tail.defined()) return false;  // nothing written: the caller copies
   if (err != cudaSuccess)
     throw Error(std::string("RMSNorm+SiLU kernel launch failed: ") + cudaGetErrorString(err));
   return true;
@@ -220,6 +237,14 @@ bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, cons
                         const torch::Tensor& bias) {
   const bool ran = rms_norm_silu_into_impl(x, gamma, out, bias, /*with_silu=*/true);
   KernelLog::count("rms_norm_silu", ran ? "own kernel" : "composite");
+  return ran;
+}
+
+bool rms_norm_silu_into_with_tail(const torch::Tensor& x, const torch::Tensor& gamma,
+                                  const torch::Tensor& out, const torch::Tensor& bias,
+                                  const torch::Tensor& tail) {
+  const bool ran = rms_norm_silu_into_impl(x, gamma, out, bias, /*with_silu=*/true, tail);
+  if (ran) KernelLog::count("rms_norm_silu", "own kernel");
   return ran;
 }
 

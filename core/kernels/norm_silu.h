@@ -12,6 +12,14 @@ namespace vaecodec::core::kernels {
 bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
                         const torch::Tensor& bias = {});
 
+// The same, also writing the last tail.size(2) frames of out into `tail` ([1, C, k, H, W], channels-last):
+// the causal buffer's history for the next chunk, without a copy (Note [History written by the norm] in
+// core/layers.cpp). False, with nothing written, where the kernel cannot (other layouts, several batch
+// items): the caller then takes rms_norm_silu_into and copies.
+bool rms_norm_silu_into_with_tail(const torch::Tensor& x, const torch::Tensor& gamma,
+                                  const torch::Tensor& out, const torch::Tensor& bias,
+                                  const torch::Tensor& tail);
+
 // RMSNorm(x) alone, as above without the bias and the SiLU (the attention blocks' norm).
 bool rms_norm_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out);
 

@@ -23,7 +23,8 @@ constexpr int kThreads = 256;
 template <typename T, int V>
 __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __restrict__ gamma,
                                      const float* __restrict__ bias, T* __restrict__ y, int64_t voxels,
-                                     int channels, int group_shift, float scale, bool with_silu) {
+                                     int channels, int group_shift, float scale, bool with_silu,
+                                     T* __restrict__ tail, int64_t tail_from) {
   constexpr int E = Vec16<T>::kElements;
   const int group = 1 << group_shift;
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -61,6 +62,8 @@ __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __res
       p.v[e] = from_float<T>(with_silu ? silu(z) : z);
     }
     *reinterpret_cast<uint4*>(out + c0) = p.raw;
+    if (tail && voxel >= tail_from)
+      *reinterpret_cast<uint4*>(tail + (voxel - tail_from) * channels + c0) = p.raw;
   }
 }
 
@@ -141,47 +144,54 @@ void vector_shape(int64_t channels, int& vectors, int& group_shift) {
 
 template <typename T, int V>
 void launch_vectorised(const T* x, const float* gamma, const float* bias, T* y, int64_t voxels, int channels,
-                       int group_shift, float scale, bool with_silu, cudaStream_t stream) {
+                       int group_shift, float scale, bool with_silu, T* tail, int64_t tail_from,
+                       cudaStream_t stream) {
   const int64_t threads = voxels << group_shift;
   const int64_t blocks = (threads + kThreads - 1) / kThreads;
-  norm_silu_vectorised<T, V>
-      <<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels, channels, group_shift, scale, with_silu);
+  norm_silu_vectorised<T, V><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels, channels,
+                                                              group_shift, scale, with_silu, tail, tail_from);
 }
 
 template <typename T>
 cudaError_t launch(const void* xv, const float* gamma, const float* bias, void* yv, int64_t batch,
-                   int64_t channels, int64_t spatial, bool channels_last, bool with_silu,
-                   cudaStream_t stream) {
+                   int64_t channels, int64_t spatial, bool channels_last, bool with_silu, void* tailv,
+                   int64_t tail_from, cudaStream_t stream) {
   const auto* x = static_cast<const T*>(xv);
   auto* y = static_cast<T*>(yv);
+  auto* tail = static_cast<T*>(tailv);
   const float scale = sqrtf(static_cast<float>(channels));
   if (channels_last) {
     const int64_t voxels = batch * spatial;
     int vectors = 0, shift = 0;
     vector_shape<T>(channels, vectors, shift);
-    if (vectors > 0 && aligned16(x) && aligned16(y)) {
+    if (vectors > 0 && aligned16(x) && aligned16(y) && (!tail || aligned16(tail))) {
       const int c = static_cast<int>(channels);
       switch (vectors) {
         case 1:
-          launch_vectorised<T, 1>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, stream);
+          launch_vectorised<T, 1>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
+                                  stream);
           break;
         case 2:
-          launch_vectorised<T, 2>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, stream);
+          launch_vectorised<T, 2>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
+                                  stream);
           break;
         case 3:
-          launch_vectorised<T, 3>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, stream);
+          launch_vectorised<T, 3>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
+                                  stream);
           break;
         default:
-          launch_vectorised<T, 4>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, stream);
+          launch_vectorised<T, 4>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
+                                  stream);
           break;
       }
       return cudaGetLastError();
     }
-    if (channels > kWarp * kMaxPerLane) return cudaErrorInvalidValue;
+    if (channels > kWarp * kMaxPerLane || tail) return cudaErrorInvalidValue;  // nothing launched
     const int64_t blocks = (voxels * kWarp + kThreads - 1) / kThreads;
     norm_silu_channels_last<T><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels,
                                                                 static_cast<int>(channels), scale, with_silu);
   } else {
+    if (tail) return cudaErrorInvalidValue;
     const int64_t blocks = (batch * spatial + kThreads - 1) / kThreads;
     norm_silu_planar<T><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, batch, static_cast<int>(channels),
                                                          spatial, scale, with_silu);
@@ -223,11 +233,12 @@ cudaError_t launch_residual(void* y, const void* s, const float* bias, int64_t e
 
 cudaError_t launch_rms_norm_silu(const void* x, const float* gamma, const float* bias, void* y,
                                  ElementType type, int64_t batch, int64_t channels, int64_t spatial,
-                                 bool channels_last, bool with_silu, cudaStream_t stream) {
+                                 bool channels_last, bool with_silu, void* tail, int64_t tail_from,
+                                 cudaStream_t stream) {
   if (batch * spatial == 0) return cudaSuccess;
   return with_element_type(type, [&](auto zero) {
-    return launch<decltype(zero)>(x, gamma, bias, y, batch, channels, spatial, channels_last, with_silu,
-                                  stream);
+    return launch<decltype(zero)>(x, gamma, bias, y, batch, channels, spatial, channels_last, with_silu, tail,
+                                  tail_from, stream);
   });
 }
 
