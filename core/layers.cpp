@@ -138,7 +138,7 @@ void CausalConv3d::offer_history(Buffer& b) const {
   // causal convolution and chunk (118 ms of the 720p decode's 1.45 s on an H100, head copies included). When
   // the chunk alone holds them (no halo rows, one batch item, channels-last on the GPU), the norm kernel that
   // fills the buffer writes them a second time, into a tensor of their own, as it goes: the copy's read is
-  // saved. A producer that cannot leaves `history_written` false and run() copies as before.
+  // saved. A producer that cannot resets b.history and run() copies as before.
   const auto& fill = b.fill;
   if (!b.slot || history_ == 0 || fill.size(2) < history_ || b.top != 0 || b.bottom != 0 ||
       b.replicate_pending || fill.size(0) != 1 || !fill.is_cuda() ||
@@ -164,11 +164,13 @@ torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias, const torch::Tensor& 
   const bool halo = b.top > 0 || b.bottom > 0;
   if (halo) fill_halo(b.whole, b.top, b.bottom);
   if (b.slot) {
-    if (history_ > 0 && b.history_written) {
-      b.slot->history = std::move(b.history);  // Note [History written by the norm]
-    } else if (history_ > 0) {
+    if (history_ > 0) {
+      // Note [History written by the norm]; counted for --verbose (Note [What the engine applied]).
+      const bool written = b.history.defined();
+      KernelLog::count("causal_history", written ? "written by the norm" : "copied");
       const int64_t keep = std::min(history_, b.whole.size(2));
-      b.slot->history = b.whole.narrow(2, b.whole.size(2) - keep, keep).clone();
+      b.slot->history =
+          written ? std::move(b.history) : b.whole.narrow(2, b.whole.size(2) - keep, keep).clone();
     }
     b.slot->started = true;
   }
@@ -198,12 +200,11 @@ torch::Tensor RMSNorm::forward(const torch::Tensor& x) const {
 
 bool RMSNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& bias,
                                 const torch::Tensor& tail) const {
-  if (x.is_cuda()) {
-    const auto& b = bias.defined() ? bias_f32_.of(bias) : bias;
-    if (tail.defined() && kernels::rms_norm_silu_into_with_tail(x, gamma_f32_.of(gamma_), out, b, tail))
-      return true;
-    if (kernels::rms_norm_silu_into(x, gamma_f32_.of(gamma_), out, b)) return false;
-  }
+  bool tail_written = false;
+  if (x.is_cuda() &&
+      kernels::rms_norm_silu_into(x, gamma_f32_.of(gamma_), out, bias.defined() ? bias_f32_.of(bias) : bias,
+                                  tail, &tail_written))
+    return tail_written;
   out.copy_(torch::silu(forward(bias.defined() ? x + bias.reshape({channels_, 1, 1, 1}) : x)));
   return false;
 }

@@ -130,10 +130,9 @@ class CausalConv3d : public CausalModule {
     bool replicate_pending = false;  // the head copies frame 0, which is known only once fill is written
     int64_t top = 0, bottom = 0;     // halo rows
     // Note [History written by the norm] (core/layers.cpp): where offer_history() defined it, the next
-    // chunk's history, for the producer to write beside fill's last frames; `history_written` says it did,
-    // and run() keeps it instead of copying.
+    // chunk's history, for the producer to write beside fill's last frames; a producer that did not resets
+    // it, and run() keeps it instead of copying.
     torch::Tensor history;
-    bool history_written = false;
   };
   // For a chunk of `sizes` ([B, C, t, H, W]) made with `options` (dtype, device, memory format). Takes the
   // cache slot, as forward() would.
@@ -241,7 +240,7 @@ inline torch::Tensor norm_silu_conv_deferred(const RMSNorm& norm, CausalConv3d& 
                                              const torch::Tensor& residual = {}) {
   auto buffer = conv.prepare(x, cache);
   conv.offer_history(buffer);
-  buffer.history_written = norm.forward_silu_into(x, buffer.fill, x_bias, buffer.history);
+  if (!norm.forward_silu_into(x, buffer.fill, x_bias, buffer.history)) buffer.history.reset();
   x.reset();
   return conv.run(buffer, /*with_bias=*/residual.defined(), residual);
 }

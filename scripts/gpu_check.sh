@@ -13,8 +13,9 @@
 #   GPU_TESTS                                        the Catch filter of phase tests (default [gpu])
 #   CONV_BACKENDS, CONV_ROWS, CONV_MICRO=0,          phase conv: the --conv values, MODEL:OP:SIZE rows, no
 #   CONV_SHAPES                                      shape-by-shape timing, its shapes (C K T R S D H W stride)
-#   FRESH_BACKENDS, FRESH_TIMELINES,                 phase fresh: the --conv values (default cudnn auto), the
-#   FRESH_ENCODER_OPTIONS                            timelines (CONV@OPTS), x264 settings timed by write_tail
+#   FRESH_BACKENDS, FRESH_TIMELINES                  phase fresh: the --conv values (default cudnn auto), the
+#                                                    timelines (CONV@ENCODER-OPTIONS)
+#   ENCODER_OPTIONS                                  phase encoder: x264 settings, each timed by write_tail
 #   COLD_BACKENDS                                    phase coldtrace: the --conv values traced cold
 # Phases: conv fresh coldtrace tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
 #   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long
@@ -319,15 +320,6 @@ if has fresh; then
         tee -a "$OUT/timeline.txt"
       echo "  output $(stat -c %s "/tmp/tl_$job.mp4") bytes" | tee -a "$OUT/timeline.txt"
     done
-  done
-  # x264's tail per setting (`write_tail` in --json's stage_seconds), decode twice each.
-  for opts in ${FRESH_ENCODER_OPTIONS:-}; do
-    extra=(); [[ $opts == default ]] || extra=(--encoder-options "$opts")
-    for i in 1 2; do
-      file_run "decode latents 720p x81 encoder $opts #$i" decode /tmp/lat81.safetensors -o /tmp/dec81.mp4 \
-        --weights /tmp/wan21_random.pth "${extra[@]}"
-    done
-    echo "    output $(stat -c %s /tmp/dec81.mp4) bytes"
   done
 fi
 

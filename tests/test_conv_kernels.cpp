@@ -65,13 +65,12 @@ TEST_CASE("the own convolution tiles go to the shapes they divide, on compute ca
   CHECK(!own_tile_for(ConvBackend::kOwn, 9, 0, 96, 100, k333));  // wide and no tile divides it: cuDNN
   CHECK(!own_tile_for(ConvBackend::kOwn, 9, 0, 72, 96, k333));
   // The padding: counts below 64 to a multiple of 32, every other count unchanged.
-  CHECK(core::kernels::own_input_channels(3) == 32);
-  CHECK(core::kernels::own_input_channels(16) == 32);
-  CHECK(core::kernels::own_input_channels(48) == 64);
-  CHECK(core::kernels::own_input_channels(96) == 96);
-  CHECK(core::kernels::own_input_channels(72) == 72);
-  CHECK(core::kernels::own_output_channels(3) == 32);
-  CHECK(core::kernels::own_output_channels(12) == 32);
+  CHECK(core::kernels::own_channels(3) == 32);
+  CHECK(core::kernels::own_channels(16) == 32);
+  CHECK(core::kernels::own_channels(48) == 64);
+  CHECK(core::kernels::own_channels(96) == 96);
+  CHECK(core::kernels::own_channels(72) == 72);
+  CHECK(core::kernels::own_channels(12) == 32);
   // Elsewhere cuDNN, whatever is asked.
   for (const auto& [major, minor] : {std::pair{8, 0}, std::pair{8, 9}, std::pair{10, 0}, std::pair{12, 0}})
     CHECK(!own_tile_for(ConvBackend::kOwn, major, minor, 96, 96, k333));
@@ -243,12 +242,12 @@ TEST_CASE("on Hopper the layers with few channels run padded and match float64",
     core::kernels::PaddedWeights padded;
     // Without the padded weights a layer that needs them is left to cuDNN.
     const bool needs_padding =
-        core::kernels::own_input_channels(k.c) != k.c || core::kernels::own_output_channels(k.k) != k.k;
+        core::kernels::own_channels(k.c) != k.c || core::kernels::own_channels(k.k) != k.k;
     CHECK(core::kernels::conv3d_own(x, w, bias, {1, 1, 1}, padding).defined() == !needs_padding);
     for (int call = 0; call < 2; ++call) {  // the second call reuses the padded weights
       {
-        auto poison = torch::full({1, core::kernels::own_output_channels(k.k), frames, rows, cols},
-                                  std::nan(""), torch::TensorOptions(torch::kCUDA).dtype(torch::kBFloat16));
+        auto poison = torch::full({1, core::kernels::own_channels(k.k), frames, rows, cols}, std::nan(""),
+                                  torch::TensorOptions(torch::kCUDA).dtype(torch::kBFloat16));
         poison = poison.contiguous(kChannelsLast);
       }
       const auto got = core::kernels::conv3d_own(x, w, bias, {1, 1, 1}, padding, {}, &padded);
@@ -262,7 +261,7 @@ TEST_CASE("on Hopper the layers with few channels run padded and match float64",
       CHECK(err <= 1.5 * err_cudnn + 1e-4);
     }
     // A residual with padded outputs is cuDNN's (the kernel's residual has the padded width).
-    if (core::kernels::own_output_channels(k.k) != k.k) {
+    if (core::kernels::own_channels(k.k) != k.k) {
       const auto residual = torch::zeros_like(cudnn);
       CHECK_FALSE(core::kernels::conv3d_own(x, w, bias, {1, 1, 1}, padding, residual, &padded).defined());
     }

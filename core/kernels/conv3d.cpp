@@ -48,10 +48,6 @@ std::optional<ConvTile> fitting_tile(int64_t c, int64_t k) {
 // channels add exact zeros to every sum, so the result is the convolution's; the padded arithmetic is wasted,
 // cheap for layers bound by memory traffic. Only counts below 64 are padded: a wide layer that no tile
 // divides stays with cuDNN rather than copy its input.
-int64_t padded_to_32(int64_t n) {
-  return n % 32 == 0 || n >= 64 ? n : (n + 31) / 32 * 32;
-}
-
 // x's channels zero-padded to c (Note [Padded channels]), channels-last.
 torch::Tensor pad_input_channels(const torch::Tensor& x, int64_t c) {
   auto padded = torch::empty({x.size(0), c, x.size(2), x.size(3), x.size(4)},
@@ -63,17 +59,14 @@ torch::Tensor pad_input_channels(const torch::Tensor& x, int64_t c) {
 
 }  // namespace
 
-int64_t own_input_channels(int64_t c) {
-  return padded_to_32(c);
-}
-int64_t own_output_channels(int64_t k) {
-  return padded_to_32(k);
+int64_t own_channels(int64_t n) {
+  return n % 32 == 0 || n >= 64 ? n : (n + 31) / 32 * 32;  // Note [Padded channels]
 }
 
 const torch::Tensor& PaddedWeights::weight(const torch::Tensor& w) {
   if (!weight_.defined() || weight_source_ != w.data_ptr() || weight_.device() != w.device() ||
       weight_.scalar_type() != w.scalar_type()) {
-    const int64_t k = own_output_channels(w.size(0)), c = own_input_channels(w.size(1));
+    const int64_t k = own_channels(w.size(0)), c = own_channels(w.size(1));
     weight_ = torch::zeros({k, c, w.size(2), w.size(3), w.size(4)}, w.options())
                   .contiguous(torch::MemoryFormat::ChannelsLast3d);
     weight_.narrow(0, 0, w.size(0)).narrow(1, 0, w.size(1)).copy_(w);
@@ -89,7 +82,7 @@ const torch::Tensor& PaddedWeights::bias(const torch::Tensor& bias_f32) {
     return bias_;
   }
   if (!bias_.defined() || bias_source_ != bias_f32.data_ptr() || bias_.device() != bias_f32.device()) {
-    bias_ = torch::zeros({own_output_channels(bias_f32.size(0))}, bias_f32.options());
+    bias_ = torch::zeros({own_channels(bias_f32.size(0))}, bias_f32.options());
     bias_.narrow(0, 0, bias_f32.size(0)).copy_(bias_f32);
     bias_source_ = bias_f32.data_ptr();
   }
@@ -118,7 +111,7 @@ std::optional<ConvTile> own_tile_for(ConvBackend backend, int major, int minor, 
                                      std::array<int64_t, 3> filter, int64_t stride) {
   // The kernels are built for sm_90a alone, which runs on compute capability 9.0 and nothing else.
   if (backend == ConvBackend::kCudnn || major != 9 || minor != 0) return std::nullopt;
-  const auto tile = fitting_tile(own_input_channels(c), own_output_channels(k));
+  const auto tile = fitting_tile(own_channels(c), own_channels(k));
   if (!tile || backend == ConvBackend::kOwn) return tile;
   // kAuto: every shape a tile takes but the 3x3 convolutions of the 128-wide tile at stride 1 (SeedVR2's and
   // Wan2.2's 128 to 1024 channels), where cuDNN measured faster: 628-784 against 579-630 TFLOP/s
@@ -211,7 +204,7 @@ torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, co
   const auto tile = own_tile_for(conv_backend(), props->major, props->minor, x.size(1), weight.size(0),
                                  {weight.size(2), weight.size(3), weight.size(4)}, stride[1]);
   torch::Tensor y;
-  const int64_t c = own_input_channels(x.size(1)), k = own_output_channels(weight.size(0));
+  const int64_t c = own_channels(x.size(1)), k = own_channels(weight.size(0));
   if (tile && c == x.size(1) && k == weight.size(0)) {
     y = conv3d_on_tile(x, weight, bias_f32, stride, padding, *tile, residual);
   } else if (tile && padded && !residual.defined() && x.dim() == 5 && weight.size(1) == x.size(1) &&

@@ -32,15 +32,13 @@ bool own_kernels_run_on(int major, int minor);
 // "auto", "cudnn", "own"; std::nullopt for anything else.
 std::optional<ConvBackend> parse_conv_backend(const std::string& name);
 
-// The channel counts the own kernels run a layer of c input and k output channels with: the few channels at
-// a model's edges (an RGB input or head, latents) padded with zeros to a multiple of 32, every other count
+// The channel count the own kernels run a layer's n input (or output) channels with: the few channels at a
+// model's edges (an RGB input or head, latents) padded with zeros to a multiple of 32, every other count
 // unchanged (Note [Padded channels] in core/kernels/conv3d.cpp).
-int64_t own_input_channels(int64_t c);
-int64_t own_output_channels(int64_t k);
+int64_t own_channels(int64_t n);
 
-// One layer's weight and float32 bias zero-padded to own_output_channels x own_input_channels, for the own
-// kernels: made at the first call that needs them, again only if the layer's weights move. The layer keeps
-// it.
+// One layer's weight and float32 bias zero-padded to own_channels(K) x own_channels(C), for the own kernels:
+// made at the first call that needs them, again only if the layer's weights move. The layer keeps it.
 class PaddedWeights {
  public:
   const torch::Tensor& weight(const torch::Tensor& w);       // [K', C', T, R, S], w's dtype and layout

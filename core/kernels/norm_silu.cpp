@@ -149,15 +149,14 @@ static bool rms_norm_tail_fits(const torch::Tensor& x, const torch::Tensor& out,
 
 static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor& gamma,
                                     const torch::Tensor& out, const torch::Tensor& bias, bool with_silu,
-                                    const torch::Tensor& tail = {}) {
+                                    const torch::Tensor& tail = {}, bool* tail_written = nullptr) {
+  if (tail_written) *tail_written = false;
   if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type() ||
       out.sizes() != x.sizes())
     return false;
   const auto type = element_type(x.scalar_type());
   if (!type) return false;
-  if (tail.defined() && !rms_norm_tail_fits(x, out, tail)) return false;
   if (!rms_norm_silu_takes_layout(x, out)) {
-    if (tail.defined()) return false;
     // Note [Frames of a band's buffer]: in a band the output is the convolution's buffer, whose rows are cut
     // by the halo rows above and below, so it is not dense as a whole, but each of its frames is: one launch
     // per frame (of each batch item) then, rather than the composite path's half-dozen passes.
@@ -178,12 +177,19 @@ static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor&
   torch::Tensor b;
   if (bias.defined()) b = as_float(bias, x.device()).reshape({channels});
   const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index());
-  const int64_t tail_from = tail.defined() ? x.numel() / channels - tail.numel() / channels : 0;
-  const cudaError_t err =
-      launch_rms_norm_silu(x.data_ptr(), g.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr,
-                           out.data_ptr(), *type, batch, channels, spatial, channels_last, with_silu,
-                           tail.defined() ? tail.data_ptr() : nullptr, tail_from, stream.stream());
-  if (err == cudaErrorInvalidValue && tail.defined()) return false;  // nothing written: the caller copies
+  auto launch = [&](const torch::Tensor& t) {
+    return launch_rms_norm_silu(
+        x.data_ptr(), g.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr(), *type,
+        batch, channels, spatial, channels_last, with_silu, t.defined() ? t.data_ptr() : nullptr,
+        t.defined() ? (x.numel() - t.numel()) / channels : 0, stream.stream());
+  };
+  const bool with_tail = tail.defined() && rms_norm_tail_fits(x, out, tail);
+  cudaError_t err = launch(with_tail ? tail : torch::Tensor());
+  // Only the vectorised kernel writes a tail; where it does not apply nothing was launched.
+  if (with_tail && err == cudaErrorInvalidValue)
+    err = launch({});
+  else if (with_tail && err == cudaSuccess && tail_written)
+    *tail_written = true;
   if (err != cudaSuccess)
     throw Error(std::string("RMSNorm+SiLU kernel launch failed: ") + cudaGetErrorString(err));
   return true;
@@ -234,17 +240,9 @@ bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, 
 }
 
 bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
-                        const torch::Tensor& bias) {
-  const bool ran = rms_norm_silu_into_impl(x, gamma, out, bias, /*with_silu=*/true);
+                        const torch::Tensor& bias, const torch::Tensor& tail, bool* tail_written) {
+  const bool ran = rms_norm_silu_into_impl(x, gamma, out, bias, /*with_silu=*/true, tail, tail_written);
   KernelLog::count("rms_norm_silu", ran ? "own kernel" : "composite");
-  return ran;
-}
-
-bool rms_norm_silu_into_with_tail(const torch::Tensor& x, const torch::Tensor& gamma,
-                                  const torch::Tensor& out, const torch::Tensor& bias,
-                                  const torch::Tensor& tail) {
-  const bool ran = rms_norm_silu_into_impl(x, gamma, out, bias, /*with_silu=*/true, tail);
-  if (ran) KernelLog::count("rms_norm_silu", "own kernel");
   return ran;
 }
 

@@ -9,16 +9,12 @@ namespace vaecodec::core::kernels {
 // be undefined. x: [B, C, T, H, W], contiguous or channels-last-3d; gamma: [C, ...]. False when the kernel
 // does not apply (CPU tensors, unsupported dtype or layout) and nothing was written: the caller takes the
 // composite path.
+// With `tail` ([1, C, k, H, W], channels-last) the last k frames of out are also written there, where the
+// kernel can (one batch item, dense channels-last tensors): the causal buffer's history for the next chunk,
+// without a copy (Note [History written by the norm] in core/layers.cpp); *tail_written says whether it was.
 bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
-                        const torch::Tensor& bias = {});
-
-// The same, also writing the last tail.size(2) frames of out into `tail` ([1, C, k, H, W], channels-last):
-// the causal buffer's history for the next chunk, without a copy (Note [History written by the norm] in
-// core/layers.cpp). False, with nothing written, where the kernel cannot (other layouts, several batch
-// items): the caller then takes rms_norm_silu_into and copies.
-bool rms_norm_silu_into_with_tail(const torch::Tensor& x, const torch::Tensor& gamma,
-                                  const torch::Tensor& out, const torch::Tensor& bias,
-                                  const torch::Tensor& tail);
+                        const torch::Tensor& bias = {}, const torch::Tensor& tail = {},
+                        bool* tail_written = nullptr);
 
 // RMSNorm(x) alone, as above without the bias and the SiLU (the attention blocks' norm).
 bool rms_norm_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out);

@@ -7,18 +7,13 @@ the largest idle gaps with the kernel that ended each (its operator and input sh
 kernel's operator, and the host operators that took longest. Usage:
     trace_gaps.py TRACE.json [--top N]
 """
-import argparse
 import collections
 
 import trace_events
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("trace")
-    parser.add_argument("--top", type=int, default=25)
-    args = parser.parse_args()
-    ops, cpu_ops, kernels = trace_events.load(args.trace)
+    top, ops, cpu_ops, kernels = trace_events.from_command_line(top=25)
     if not kernels:
         print("no GPU activity in the trace")
         return
@@ -41,7 +36,7 @@ def main():
             gaps.append((k["ts"] - end, k["ts"] - start, k))
         end = max(end, k["ts"] + k["dur"])
     print(f"\nlargest idle gaps (ms, at ms since the first kernel, the kernel that ended the gap)")
-    for gap, at, k in sorted(gaps, key=lambda g: -g[0])[: args.top]:
+    for gap, at, k in sorted(gaps, key=lambda g: -g[0])[: top]:
         print(f"{gap / 1e3:9.2f} {at / 1e3:9.1f}  {label(k)[:90]}  [{k['name'][:60]}]")
     by_op = collections.defaultdict(lambda: [0.0, 0])
     for gap, _, k in gaps:
@@ -51,10 +46,10 @@ def main():
         by_op[key][0] += gap
         by_op[key][1] += 1
     print("\nidle gaps over 50 us, summed by what ended them (ms, gaps)")
-    for key, (us, n) in sorted(by_op.items(), key=lambda kv: -kv[1][0])[: args.top]:
+    for key, (us, n) in sorted(by_op.items(), key=lambda kv: -kv[1][0])[: top]:
         print(f"{us / 1e3:9.2f} {n:6d}  {key}")
     print("\nlongest host operators (ms)")
-    for e in sorted(cpu_ops, key=lambda e: -e.get("dur", 0))[: args.top]:
+    for e in sorted(cpu_ops, key=lambda e: -e.get("dur", 0))[: top]:
         print(f"{e.get('dur', 0) / 1e3:9.2f}  {e['name']} {trace_events.shapes(e)}")
 
 

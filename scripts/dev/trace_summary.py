@@ -5,18 +5,13 @@ Prints the GPU kernels' total time grouped by the operator that launched them an
 convolutions by shape, the norms, the copies), then by kernel name. Usage:
     trace_summary.py TRACE.json [--top N]
 """
-import argparse
 import collections
 
 import trace_events
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("trace")
-    parser.add_argument("--top", type=int, default=30)
-    args = parser.parse_args()
-    ops, _, kernels = trace_events.load(args.trace)
+    top, ops, _, kernels = trace_events.from_command_line(top=30)
     total_us = sum(k["dur"] for k in kernels)
     if kernels:
         span_us = max(k["ts"] + k["dur"] for k in kernels) - min(k["ts"] for k in kernels)
@@ -40,7 +35,7 @@ def main():
     def table(title, rows):
         print(f"\n{title}")
         print(f"{'ms':>9} {'share':>6} {'calls':>6}  what")
-        for key, (us, calls) in sorted(rows.items(), key=lambda kv: -kv[1][0])[: args.top]:
+        for key, (us, calls) in sorted(rows.items(), key=lambda kv: -kv[1][0])[: top]:
             label = " ".join(key) if isinstance(key, tuple) else key
             print(f"{us / 1e3:9.1f} {100 * us / max(total_us, 1):5.1f}% {calls:6d}  {label}")
 
