@@ -135,11 +135,17 @@ std::shared_ptr<core::VaeModel> make_model(const BenchOptions& o, torch::Device 
                                            torch::ScalarType dtype) {
   // --model names the family of --random; with --weights it overrides detection when given.
   const core::ModelOptions options{o.model, device, dtype, nullptr, channels_last_option(o.layout)};
-  if (!o.weights.empty()) return core::build_model(core::load_checkpoint(o.weights), options);
-  const auto& family = o.model.empty() ? core::default_model_family() : core::find_model_family(o.model);
-  auto model = family.build(family.released_config);
-  core::randomize_parameters(*model, /*seed=*/0);
-  core::place_model(*model, options);
+  apply_fp8_option(o.dtype, {device}, o.conv);  // Note [FP8 convolutions]
+  std::shared_ptr<core::VaeModel> model;
+  if (!o.weights.empty()) {
+    model = core::build_model(core::load_checkpoint(o.weights), options);
+  } else {
+    const auto& family = o.model.empty() ? core::default_model_family() : core::find_model_family(o.model);
+    model = family.build(family.released_config);
+    core::randomize_parameters(*model, /*seed=*/0);
+    core::place_model(*model, options);
+  }
+  check_fp8_family(o.dtype, model->info().family);
   return model;
 }
 
@@ -559,9 +565,14 @@ void bench(const BenchOptions& o) {
     const auto reference = run_op(*reference_model, o.op, video, latents, plan).to(torch::kDouble);
     const auto got = out.to(torch::kDouble);
     j["relative_l2_vs_fp32"] = ((got - reference).norm() / reference.norm()).item<double>();
-    if (o.op != "encode") {
-      const double mse = (got.clamp(-1, 1) - reference.clamp(-1, 1)).div(2).pow(2).mean().item<double>();
-      j["psnr_vs_fp32_db"] = 10 * std::log10(1.0 / std::max(mse, 1e-20));
+    if (o.op != "encode") j["psnr_vs_fp32_db"] = psnr(got, reference);
+    if (o.dtype == "fp8") {
+      // Beside it, the same model in bf16 alone: what e4m3 costs on top.
+      core::kernels::set_fp8_convolutions(false);
+      const auto bf16 = run_op(*model, o.op, video, latents, plan).to(torch::kDouble);
+      core::kernels::set_fp8_convolutions(true);
+      j["bf16_relative_l2_vs_fp32"] = ((bf16 - reference).norm() / reference.norm()).item<double>();
+      if (o.op != "encode") j["bf16_psnr_vs_fp32_db"] = psnr(bf16, reference);
     }
   }
   if (o.compare_untiled && plan.tiles.tiled()) {
@@ -615,6 +626,14 @@ void bench(const BenchOptions& o) {
                 << " dB";
     std::cout << "\n";
   }
+  if (j.contains("bf16_relative_l2_vs_fp32")) {
+    std::cout << std::scientific << std::setprecision(2) << "  bf16 alone vs fp32: relative L2 "
+              << j["bf16_relative_l2_vs_fp32"].get<double>();
+    if (j.contains("bf16_psnr_vs_fp32_db"))
+      std::cout << std::fixed << std::setprecision(1) << ", PSNR " << j["bf16_psnr_vs_fp32_db"].get<double>()
+                << " dB";
+    std::cout << "\n";
+  }
 }
 
 }  // namespace
@@ -640,7 +659,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag(
       "--split", o->split,
       "With --devices: one clip split across them in bands (exact), against the first device alone");
-  cmd->add_option("--dtype", o->dtype, "fp32, bf16 or fp16")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype,
+                  "fp32, bf16, fp16, or fp8 (bf16 with the norm-fed convolutions in e4m3: Wan on Hopper)")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16", "fp8"}))
+      ->capture_default_str();
   cmd->add_option("--chunk", o->chunk, "Latent frames per chunk")
       ->check(CLI::Range(int64_t{1}, core::kMaxChunk))
       ->capture_default_str();

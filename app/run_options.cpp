@@ -90,8 +90,10 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   sub.add_option("--devices", options.devices,
                  "GPUs to spread a batch over, one model and one input at a time each: all, 0,1 or "
                  "cuda:0,cuda:2 (default: --device's alone)");
-  sub.add_option("--dtype", options.dtype, "fp32, bf16 or fp16 (default: bf16 on CUDA, fp32 on the CPU)")
-      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16"}));
+  sub.add_option("--dtype", options.dtype,
+                 "fp32, bf16 or fp16 (default: bf16 on CUDA, fp32 on the CPU); fp8: bf16 with the "
+                 "norm-fed convolutions in e4m3 (Wan on Hopper; faster, less exact)")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16", "fp8"}));
   sub.add_option("--chunk", options.chunk,
                  "latent frames per chunk (memory vs speed; the result is the same)")
       ->check(CLI::Range(int64_t{1}, core::kMaxChunk));
@@ -208,9 +210,30 @@ torch::Device resolve_device(const std::string& device) {
 
 torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device) {
   if (dtype == "fp32") return torch::kFloat;
-  if (dtype == "bf16") return torch::kBFloat16;
+  if (dtype == "bf16" || dtype == "fp8") return torch::kBFloat16;
   if (dtype == "fp16") return torch::kHalf;
   return device.is_cuda() ? torch::kBFloat16 : torch::kFloat;
+}
+
+void apply_fp8_option(const std::string& dtype, const std::vector<torch::Device>& devices,
+                      const std::string& conv) {
+  const bool fp8 = dtype == "fp8";
+  core::kernels::set_fp8_convolutions(false);
+  if (!fp8) return;
+  if (conv == "cudnn")
+    throw UsageError("--dtype fp8 runs on vaecodec's own convolution kernels, which --conv cudnn turns off");
+  for (const torch::Device& device : devices) {
+    const std::string why = core::kernels::fp8_refusal(device);
+    if (!why.empty()) throw UsageError("--dtype fp8: " + why + "; use bf16");
+  }
+  core::kernels::set_fp8_convolutions(true);
+}
+
+void check_fp8_family(const std::string& dtype, const std::string& family) {
+  if (dtype == "fp8" && family == "seedvr2-vae")
+    throw UsageError(
+        "--dtype fp8: SeedVR2's convolutions read GroupNorm's output, which has no bound to scale e4m3 "
+        "by, so it has no fp8 path; use bf16");
 }
 
 core::ModelOptions model_options(const RunOptions& options, torch::Device device) {
@@ -235,10 +258,12 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
   core::ContextWarmup contexts(devices);  // Note [Contexts while the weights load]
   const core::Checkpoint checkpoint = core::load_checkpoint(weights);
   const Clock::time_point read = Clock::now();
-  contexts.wait();  // counted as building
+  contexts.wait();                                         // counted as building
+  apply_fp8_option(options.dtype, devices, options.conv);  // asks the devices: after their start
   std::vector<std::shared_ptr<core::VaeModel>> built;
   for (const torch::Device& device : devices)
     built.push_back(core::build_model(checkpoint, model_options(options, device)));
+  check_fp8_family(options.dtype, built.front()->info().family);
   if (seconds) {
     seconds->read = std::chrono::duration<double>(read - start).count();
     seconds->build = std::chrono::duration<double>(Clock::now() - read).count();
@@ -291,6 +316,7 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
   j["latent_shape"] = s.latent_shape;
   j["device"] = device.str();
   j["dtype"] = c10::toString(model.dtype());
+  if (options.dtype == "fp8") j["fp8_convolutions"] = true;  // Note [FP8 convolutions]
   j["model"] = model.info().family;
   if (!s.codec.empty()) {
     j["codec"] = s.codec;

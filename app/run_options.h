@@ -74,7 +74,15 @@ std::filesystem::path resolve_weights(const RunOptions& options);
 torch::Device resolve_device(const std::string& device);
 // "WIDTHxHEIGHT" (--size) as {width, height}; one clear error otherwise.
 std::pair<int64_t, int64_t> parse_frame_size(const std::string& text);
+// fp8 is bf16 with the norm-fed convolutions on e4m3 tiles (Note [FP8 convolutions] in
+// core/kernels/conv3d.cpp).
 torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device);
+// Turns the fp8 convolutions on for --dtype fp8 (off otherwise), after checking that every device runs them
+// under --conv `conv`: a UsageError naming the device and why not.
+void apply_fp8_option(const std::string& dtype, const std::vector<torch::Device>& devices,
+                      const std::string& conv);
+// A UsageError when --dtype fp8 is asked of a family without an fp8 path (SeedVR2).
+void check_fp8_family(const std::string& dtype, const std::string& family);
 
 // Where loading a model spends its time: reading the weights file, building the model on its device (for a
 // GPU, that includes creating the CUDA context and uploading the weights).

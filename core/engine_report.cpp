@@ -115,7 +115,9 @@ std::vector<std::string> engine_setup_lines(const VaeModel& model, bool autotune
   } else {
     lines.push_back("device: cpu (" + std::to_string(at::get_num_threads()) + " threads)");
   }
-  lines.push_back("model: " + model.info().family + ", " + dtype_name(model.dtype()) + ", " +
+  const bool fp8 = kernels::fp8_convolutions() && model.dtype() == torch::kBFloat16 && device.is_cuda();
+  lines.push_back("model: " + model.info().family + ", " + dtype_name(model.dtype()) +
+                  (fp8 ? " with fp8 (e4m3) convolutions after each norm" : "") + ", " +
                   std::to_string(model.parameter_count()) + " parameters, layout " +
                   (model.channels_last() ? "channels-last (NDHWC)" : "contiguous (NCDHW)"));
   if (device.is_cuda()) {

@@ -83,9 +83,23 @@ torch::Tensor CausalConv3d::convolve(const torch::Tensor& x, bool with_bias) con
 }
 
 torch::Tensor CausalConv3d::convolve_rows(const torch::Tensor& x, bool with_bias, int64_t row_padding,
-                                          const torch::Tensor& residual) const {
-  auto out = core::conv3d(x, weight_, with_bias ? bias_ : torch::Tensor(), bias_f32_, stride_,
-                          {0, row_padding, spatial_padding_[1]}, residual, &padded_);
+                                          const torch::Tensor& residual,
+                                          const torch::Tensor& input_scale) const {
+  const std::array<int64_t, 3> padding{0, row_padding, spatial_padding_[1]};
+  const auto& bias = with_bias ? bias_ : torch::Tensor();
+  if (x.scalar_type() == c10::ScalarType::Float8_e4m3fn) {
+    // Note [FP8 convolutions] in core/kernels/conv3d.cpp.
+    auto out = kernels::conv3d_fp8(x, input_scale, weight_, bias.defined() ? bias_f32_.of(bias) : bias,
+                                   stride_, padding, residual, fp8_);
+    if (out.defined()) {
+      count_conv_flops(out, weight_);
+      return out;
+    }
+    // No fp8 tile took it after all (a layout the kernel refuses): the same values in bf16.
+    return convolve_rows((x.to(torch::kFloat) / input_scale).to(weight_.scalar_type()), with_bias,
+                         row_padding, residual);
+  }
+  auto out = core::conv3d(x, weight_, bias, bias_f32_, stride_, padding, residual, &padded_);
   count_conv_flops(out, weight_);
   return out;
 }
@@ -153,7 +167,8 @@ void CausalConv3d::offer_history(Buffer& b) const {
   b.history = torch::empty(sizes, fill.options().memory_format(torch::MemoryFormat::ChannelsLast3d));
 }
 
-torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias, const torch::Tensor& residual) {
+torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias, const torch::Tensor& residual,
+                                const torch::Tensor& input_scale) {
   const int64_t past = b.whole.size(2) - b.fill.size(2);
   if (b.replicate_pending) {
     auto head = b.whole.narrow(2, 0, past);
@@ -175,7 +190,7 @@ torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias, const torch::Tensor& 
     b.slot->started = true;
   }
   // Halo rows, where there are any, stand in for the vertical padding.
-  return convolve_rows(b.whole, with_bias, halo ? 0 : spatial_padding_[0], residual);
+  return convolve_rows(b.whole, with_bias, halo ? 0 : spatial_padding_[0], residual, input_scale);
 }
 
 RMSNorm::RMSNorm(int64_t channels, int gamma_rank) : channels_(channels) {
@@ -206,6 +221,31 @@ bool RMSNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out
                                   tail, &tail_written))
     return tail_written;
   out.copy_(torch::silu(forward(bias.defined() ? x + bias.reshape({channels_, 1, 1, 1}) : x)));
+  return false;
+}
+
+const torch::Tensor& RMSNorm::fp8_scale() const {
+  const auto& g = gamma_f32_.of(gamma_);
+  if (!fp8_scale_.defined() || fp8_scale_source_ != g.data_ptr()) {
+    // Note [FP8 convolutions]: |SiLU(z)| <= max(|z|, 0.28) and |z| <= sqrt(C) * max|gamma| after the norm.
+    const auto bound =
+        (g.abs().max() * std::sqrt(static_cast<double>(channels_))).clamp_min(0.28).reshape({1});
+    fp8_scale_ = torch::exp2(torch::floor(torch::log2(448.0 / bound))).clamp(1.0 / 65536, 65536);
+    fp8_scale_source_ = g.data_ptr();
+  }
+  return fp8_scale_;
+}
+
+bool RMSNorm::forward_silu_fp8_into(const torch::Tensor& x, const torch::Tensor& out,
+                                    const torch::Tensor& bias, const torch::Tensor& tail) const {
+  const auto& scale = fp8_scale();
+  bool tail_written = false;
+  if (x.is_cuda() &&
+      kernels::rms_norm_silu_fp8_into(x, gamma_f32_.of(gamma_), out, scale,
+                                      bias.defined() ? bias_f32_.of(bias) : bias, tail, &tail_written))
+    return tail_written;
+  const auto y = torch::silu(forward(bias.defined() ? x + bias.reshape({channels_, 1, 1, 1}) : x));
+  out.copy_((y.to(torch::kFloat) * scale).clamp(-448, 448));
   return false;
 }
 

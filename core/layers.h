@@ -149,8 +149,13 @@ class CausalConv3d : public CausalModule {
     return t.options().memory_format(t.suggest_memory_format());
   }
   // residual (shaped like the output, or undefined) is added with the bias: in the convolution's epilogue
-  // where the own kernel runs.
-  torch::Tensor run(Buffer& buffer, bool with_bias = true, const torch::Tensor& residual = {});
+  // where the own kernel runs. input_scale: for a buffer in e4m3, what its values were multiplied by (Note
+  // [FP8 convolutions] in core/kernels/conv3d.cpp).
+  torch::Tensor run(Buffer& buffer, bool with_bias = true, const torch::Tensor& residual = {},
+                    const torch::Tensor& input_scale = {});
+  // Whether this convolution of a norm's output x runs in fp8 (Note [FP8 convolutions]): then its causal
+  // buffer, history included, is e4m3. The same answer for every chunk of a run.
+  bool takes_fp8(const torch::Tensor& x) const { return kernels::runs_fp8(x, weight_); }
   // Allocates buffer.history where a producer may write the next chunk's history itself (Note [History
   // written by the norm] in core/layers.cpp); leaves it undefined elsewhere.
   void offer_history(Buffer& buffer) const;
@@ -165,7 +170,8 @@ class CausalConv3d : public CausalModule {
  private:
   // convolve() with `row_padding` zero rows above and below instead of the layer's own, plus residual.
   torch::Tensor convolve_rows(const torch::Tensor& x, bool with_bias, int64_t row_padding,
-                              const torch::Tensor& residual = {}) const;
+                              const torch::Tensor& residual = {},
+                              const torch::Tensor& input_scale = {}) const;
   // Allocates whole (with halo rows when needs_halo()) and sets fill.
   void allocate(Buffer& b, std::vector<int64_t> whole_sizes, int64_t past, int64_t frames, int64_t rows,
                 const torch::TensorOptions& options) const;
@@ -174,6 +180,7 @@ class CausalConv3d : public CausalModule {
   torch::Tensor bias_;    // [out]
   mutable FloatCopy bias_f32_;
   mutable kernels::PaddedWeights padded_;  // Note [Padded channels] in core/kernels/conv3d.cpp
+  mutable kernels::Fp8Weights fp8_;        // Note [FP8 convolutions] in core/kernels/conv3d.cpp
   std::array<int64_t, 3> stride_;
   std::array<int64_t, 2> spatial_padding_;
   int64_t pad_front_;  // padding frames before frame 0
@@ -213,12 +220,21 @@ class RMSNorm : public torch::nn::Module {
   // kernel can; true if it did.
   bool forward_silu_into(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& bias = {},
                          const torch::Tensor& tail = {}) const;
+  // The same into an e4m3 `out` (and tail), each value times fp8_scale() (Note [FP8 convolutions] in
+  // core/kernels/conv3d.cpp).
+  bool forward_silu_fp8_into(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& bias = {},
+                             const torch::Tensor& tail = {}) const;
+  // The power of two that maps this norm's output bound, max(sqrt(C) * max|gamma|, 0.28), into e4m3's range:
+  // a 1-element float32 tensor on gamma's device, computed there (no synchronisation), once per gamma.
+  const torch::Tensor& fp8_scale() const;
 
  private:
   torch::Tensor gamma_;
   int64_t channels_;
   mutable FloatCopy gamma_f32_;
   mutable FloatCopy bias_f32_;
+  mutable torch::Tensor fp8_scale_;
+  mutable const void* fp8_scale_source_ = nullptr;
 };
 
 // SiLU(norm(x)) written straight into conv's causal buffer, then conv (Note [Causal buffer]): no copy of the
@@ -235,9 +251,19 @@ torch::Tensor norm_silu_conv(const Norm& norm, CausalConv3d& conv, const torch::
 // (`x_bias`, may be undefined) and conv's own bias is left for the caller to add, unless `residual` is given:
 // then the result is conv(...) + bias + residual. x is taken by value so that a caller handing over its last
 // reference (std::move) frees it before the convolution allocates its output.
+// Where the convolution takes fp8 (Note [FP8 convolutions] in core/kernels/conv3d.cpp) the norm writes e4m3.
 inline torch::Tensor norm_silu_conv_deferred(const RMSNorm& norm, CausalConv3d& conv, torch::Tensor x,
                                              const torch::Tensor& x_bias, CausalCache& cache,
                                              const torch::Tensor& residual = {}) {
+  if (conv.takes_fp8(x)) {
+    const torch::Tensor& scale = norm.fp8_scale();
+    auto buffer =
+        conv.prepare(x.sizes(), CausalConv3d::layout_of(x).dtype(c10::ScalarType::Float8_e4m3fn), cache);
+    conv.offer_history(buffer);
+    if (!norm.forward_silu_fp8_into(x, buffer.fill, x_bias, buffer.history)) buffer.history.reset();
+    x.reset();
+    return conv.run(buffer, /*with_bias=*/residual.defined(), residual, scale);
+  }
   auto buffer = conv.prepare(x, cache);
   conv.offer_history(buffer);
   if (!norm.forward_silu_into(x, buffer.fill, x_bias, buffer.history)) buffer.history.reset();

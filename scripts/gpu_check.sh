@@ -17,7 +17,9 @@
 #                                                    timelines (CONV@ENCODER-OPTIONS)
 #   ENCODER_OPTIONS                                  phase encoder: x264 settings, each timed by write_tail
 #   COLD_BACKENDS                                    phase coldtrace: the --conv values traced cold
-# Phases: conv fresh coldtrace tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
+#   FP8_ROWS, FP8_PROFILE (0: none)                  phase fp8: MODEL:OP:SIZE rows timed in bf16 and fp8,
+#                                                    their accuracy at 256x256 x17, the fp8 decode's profile
+# Phases: fp8 conv fresh coldtrace tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
 #   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -29,7 +31,7 @@ PHASES=${PHASES:-tests speed variants models memory roundtrip}
 mkdir -p "$OUT"
 step() { echo "== $* ($(date +%T))"; }
 bench() {  # bench ARGS...: one JSON line to bench.jsonl, a short line to the log
-  timeout "${BENCH_TIMEOUT:-150}" "$BUILD/vaecodec" bench --frames 81 --dtype bf16 --runs "$RUNS" --json "$@" \
+  timeout "${BENCH_TIMEOUT:-150}" "$BUILD/vaecodec" bench --frames 81 --dtype "${DTYPE:-bf16}" --runs "$RUNS" --json "$@" \
     ${BENCH_EXTRA:-} >"$OUT/last.json" \
     2>>"$OUT/bench.err"
   local rc=$?
@@ -286,6 +288,32 @@ if has conv; then
       bench --random --model "$model" --op "$op" --size "$size" --conv "$conv"
     done
   done
+fi
+
+if has fp8; then
+  # Note [FP8 convolutions]: each row in bf16 and with --dtype fp8 (the same call, the same build), then the
+  # error of each against float32 (bench --accuracy reports bf16's beside fp8's), then where the fp8 decode's
+  # time goes, stage by stage.
+  step "fp8: ${FP8_ROWS:-wan2.1 720p and 480p, wan2.2 1280x704} in bf16 and fp8, accuracy, profile"
+  rows=${FP8_ROWS:-wan2.1-vae:decode:1280x720 wan2.1-vae:encode:1280x720 wan2.1-vae:decode:832x480 wan2.1-vae:encode:832x480 wan2.2-vae:decode:1280x704 wan2.2-vae:encode:1280x704}
+  for row in $rows; do
+    IFS=: read -r model op size <<<"$row"
+    for dtype in bf16 fp8; do
+      DTYPE=$dtype bench --random --model "$model" --op "$op" --size "$size"
+      echo "    ($dtype)"
+    done
+  done
+  for row in $rows; do
+    IFS=: read -r model op size <<<"$row"
+    [[ $size == 1280x720 || $size == 1280x704 ]] || continue
+    timeout 120 "$BUILD/vaecodec" bench --random --model "$model" --op "$op" --size 256x256 --frames 17 \
+      --dtype fp8 --runs 1 --warmup 0 --accuracy --json 2>>"$OUT/bench.err" |
+      python3 -c "import json,sys; j=json.load(sys.stdin); print('  accuracy %s %s 256x256 x17: fp8 %.3e (%s dB), bf16 %.3e (%s dB)' % (j['model'], j['op'], j['relative_l2_vs_fp32'], j.get('psnr_vs_fp32_db', '-'), j['bf16_relative_l2_vs_fp32'], j.get('bf16_psnr_vs_fp32_db', '-')))"
+  done
+  if [[ ${FP8_PROFILE:-1} != 0 ]]; then
+    RUNS=1 DTYPE=fp8 bench --random --op decode --size 1280x720 --trace /tmp/trace_fp8.json
+    python3 scripts/dev/trace_summary.py /tmp/trace_fp8.json --top 25 | tee "$OUT/trace_fp8.txt"
+  fi
 fi
 
 if has fresh; then

@@ -16,6 +16,10 @@ namespace vaecodec::core::kernels {
 namespace {
 
 std::atomic<ConvBackend> backend_{ConvBackend::kAuto};
+std::atomic<bool> fp8_{false};
+
+constexpr auto kE4m3 = c10::ScalarType::Float8_e4m3fn;
+constexpr double kE4m3Max = 448;  // e4m3's largest finite magnitude
 
 bool aligned16(int64_t elements, int64_t element_size) {
   return (elements * element_size) % 16 == 0;
@@ -89,6 +93,83 @@ const torch::Tensor& PaddedWeights::bias(const torch::Tensor& bias_f32) {
   return bias_;
 }
 
+// Note [FP8 convolutions]
+// `--dtype fp8` (opt-in, Hopper only) runs the convolutions that read a norm's output on e4m3 tiles: the
+// activations and weights rounded to e4m3 (3 mantissa bits), multiplied on the tensor cores at twice bf16's
+// rate, summed in float32 and written in bf16; everything else (the norms, the attention, the residual sums,
+// the convolutions of other inputs: the RGB and latent edges, the up- and downsamplers, the shortcuts) stays
+// bf16. Those convolutions are most of a Wan model's FLOPs, and their inputs have a known range: after
+// RMSNorm each voxel's channels have an RMS of one, so |SiLU(RMSNorm(x))| <= max(sqrt(C) * max|gamma|, 0.28)
+// for any x. The norm kernel multiplies its output by a per-layer power of two that maps that bound into
+// e4m3's range (exact, so the rounding to e4m3 is the only error) and writes e4m3 straight into the
+// convolution's causal buffer, history included (half the bytes of bf16). The weights are scaled per output
+// channel so that each channel's largest weight is 448. The epilogue multiplies each channel's sum by
+// alpha = weight scale / input scale and adds the bias and residual in float32. SeedVR2's GroupNorm has no
+// such bound (a group's statistics span the whole frame), so its family has no fp8 path and refuses the
+// option. The error is what e4m3 rounding costs, measured by `bench --accuracy` against float32 beside
+// bf16's (docs/benchmarks.md, "FP8").
+void set_fp8_convolutions(bool on) {
+  fp8_.store(on);
+}
+bool fp8_convolutions() {
+  return fp8_.load(std::memory_order_relaxed);
+}
+
+std::optional<ConvTile> fp8_tile_for(int major, int minor, int64_t c, int64_t k) {
+  if (major != 9 || minor != 0) return std::nullopt;
+  if (k % 192 == 0 && c % 64 == 0) return ConvTile::kFp8_128x192x64;
+  if (k % 96 == 0) {
+    if (c % 64 == 0) return ConvTile::kFp8_256x96x64;
+    if (c % 32 == 0) return ConvTile::kFp8_256x96x32;
+  }
+  if (k % 128 == 0 && c % 64 == 0) return ConvTile::kFp8_128x128x64;
+  return std::nullopt;
+}
+
+std::string fp8_refusal(const torch::Device& device) {
+  if (!device.is_cuda()) return "it runs on a GPU's fp8 tensor cores, and " + device.str() + " is not a GPU";
+  if (!conv3d_sm90_built()) return "this build has no Hopper convolution kernels (CUTLASS, sm_90a)";
+  const auto* props = at::cuda::getDeviceProperties(device.has_index() ? device.index() : 0);
+  if (own_kernels_run_on(props->major, props->minor)) return "";
+  return device.str() + " (" + props->name + ") is compute capability " + std::to_string(props->major) + "." +
+         std::to_string(props->minor) + ", and the fp8 kernels are built for Hopper (9.0) alone";
+}
+
+bool runs_fp8(const torch::Tensor& x, const torch::Tensor& weight) {
+  if (!fp8_convolutions() || !x.is_cuda() || x.dim() != 5 || x.scalar_type() != torch::kBFloat16 ||
+      weight.dim() != 5 || !conv3d_sm90_built())
+    return false;
+  const auto* props = at::cuda::getDeviceProperties(x.device().index());
+  return fp8_tile_for(props->major, props->minor, x.size(1), weight.size(0)).has_value();
+}
+
+void Fp8Weights::quantise(const torch::Tensor& w) {
+  const auto wf = w.to(torch::kFloat);
+  scale_ = wf.abs().amax({1, 2, 3, 4}).clamp_min(1e-30) / kE4m3Max;
+  // Clamped: the quotient of the largest weight may round a hair past 448, which e4m3 has no room for.
+  weight_ = (wf / scale_.view({-1, 1, 1, 1, 1}))
+                .clamp(-kE4m3Max, kE4m3Max)
+                .to(kE4m3)
+                .contiguous(torch::MemoryFormat::ChannelsLast3d);
+  weight_source_ = w.data_ptr();
+  alpha_ = torch::Tensor();
+  alpha_source_ = nullptr;
+}
+
+const torch::Tensor& Fp8Weights::weight(const torch::Tensor& w) {
+  if (!weight_.defined() || weight_source_ != w.data_ptr() || weight_.device() != w.device()) quantise(w);
+  return weight_;
+}
+
+const torch::Tensor& Fp8Weights::alpha(const torch::Tensor& w, const torch::Tensor& input_scale) {
+  weight(w);
+  if (!alpha_.defined() || alpha_source_ != input_scale.data_ptr()) {
+    alpha_ = (scale_ / input_scale.to(scale_.device(), torch::kFloat)).contiguous();
+    alpha_source_ = input_scale.data_ptr();
+  }
+  return alpha_;
+}
+
 void set_conv_backend(ConvBackend backend) {
   backend_.store(backend);
 }
@@ -126,8 +207,8 @@ std::optional<ConvTile> own_tile_for(ConvBackend backend, int major, int minor, 
 }
 
 bool conv3d_takes_layout(const torch::Tensor& x, const torch::Tensor& weight) {
-  if (x.dim() != 5 || weight.dim() != 5 || x.scalar_type() != torch::kBFloat16 ||
-      weight.scalar_type() != torch::kBFloat16 || weight.size(1) != x.size(1))
+  if (x.dim() != 5 || weight.dim() != 5 || weight.scalar_type() != x.scalar_type() ||
+      (x.scalar_type() != torch::kBFloat16 && x.scalar_type() != kE4m3) || weight.size(1) != x.size(1))
     return false;
   const int64_t e = x.element_size();
   if (x.stride(1) != 1 && x.size(1) > 1) return false;
@@ -143,8 +224,14 @@ bool conv3d_takes_layout(const torch::Tensor& x, const torch::Tensor& weight) {
 
 torch::Tensor conv3d_on_tile(const torch::Tensor& x, const torch::Tensor& weight,
                              const torch::Tensor& bias_f32, std::array<int64_t, 3> stride,
-                             std::array<int64_t, 3> padding, ConvTile tile, const torch::Tensor& residual) {
+                             std::array<int64_t, 3> padding, ConvTile tile, const torch::Tensor& residual,
+                             const torch::Tensor& alpha) {
   if (!x.is_cuda() || weight.device() != x.device() || !conv3d_takes_layout(x, weight)) return {};
+  const bool fp8 = conv_tile_fp8(tile);
+  if (fp8 != (x.scalar_type() == kE4m3)) return {};
+  if (fp8 && (!alpha.defined() || alpha.scalar_type() != torch::kFloat || !alpha.is_contiguous() ||
+              alpha.numel() != weight.size(0) || alpha.device() != x.device()))
+    return {};
   if (bias_f32.defined() && (bias_f32.scalar_type() != torch::kFloat || !bias_f32.is_contiguous() ||
                              bias_f32.numel() != weight.size(0) || bias_f32.device() != x.device()))
     return {};
@@ -155,12 +242,13 @@ torch::Tensor conv3d_on_tile(const torch::Tensor& x, const torch::Tensor& weight
   }
   const std::vector<int64_t> sizes{x.size(0), weight.size(0), out[0], out[1], out[2]};
   if (residual.defined() &&
-      (residual.sizes() != at::IntArrayRef(sizes) || residual.scalar_type() != x.scalar_type() ||
+      (residual.sizes() != at::IntArrayRef(sizes) || residual.scalar_type() != torch::kBFloat16 ||
        residual.device() != x.device() || !residual.is_contiguous(torch::MemoryFormat::ChannelsLast3d) ||
        reinterpret_cast<uintptr_t>(residual.data_ptr()) % 16 != 0))
     return {};
   const c10::cuda::CUDAGuard guard(x.device());
-  auto y = torch::empty(sizes, x.options().memory_format(torch::MemoryFormat::ChannelsLast3d));
+  auto y = torch::empty(
+      sizes, x.options().dtype(torch::kBFloat16).memory_format(torch::MemoryFormat::ChannelsLast3d));
   Conv3dProblem p;
   p.x = x.data_ptr();
   p.n = x.size(0);
@@ -178,6 +266,7 @@ torch::Tensor conv3d_on_tile(const torch::Tensor& x, const torch::Tensor& weight
   p.r = weight.size(3);
   p.s = weight.size(4);
   p.bias = bias_f32.defined() ? bias_f32.data_ptr<float>() : nullptr;
+  p.alpha = fp8 ? alpha.data_ptr<float>() : nullptr;
   p.y = y.data_ptr();
   p.residual = residual.defined() ? residual.data_ptr() : nullptr;
   for (int i = 0; i < 3; ++i) {
@@ -217,6 +306,20 @@ torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, co
   }
   // Note [What the engine applied] (core/engine_report.h).
   KernelLog::count("conv3d", y.defined() ? conv_tile_name(*tile) : "cudnn");
+  return y;
+}
+
+torch::Tensor conv3d_fp8(const torch::Tensor& x, const torch::Tensor& input_scale,
+                         const torch::Tensor& weight, const torch::Tensor& bias_f32,
+                         std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
+                         const torch::Tensor& residual, Fp8Weights& quantised) {
+  if (!x.is_cuda() || x.scalar_type() != kE4m3 || !conv3d_sm90_built()) return {};
+  const auto* props = at::cuda::getDeviceProperties(x.device().index());
+  const auto tile = fp8_tile_for(props->major, props->minor, x.size(1), weight.size(0));
+  if (!tile) return {};
+  auto y = conv3d_on_tile(x, quantised.weight(weight), bias_f32, stride, padding, *tile, residual,
+                          quantised.alpha(weight, input_scale));
+  KernelLog::count("conv3d", y.defined() ? conv_tile_name(*tile) : "fp8 refused, bf16");
   return y;
 }
 

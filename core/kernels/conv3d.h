@@ -2,6 +2,7 @@
 
 #include <array>
 #include <optional>
+#include <string>
 
 #include <torch/torch.h>
 
@@ -50,6 +51,39 @@ class PaddedWeights {
   const void* bias_source_ = nullptr;
 };
 
+// Note [FP8 convolutions] (core/kernels/conv3d.cpp): `--dtype fp8` runs the convolutions fed by a norm on
+// e4m3 tiles. Process-wide, like the backend; it changes only bf16 runs on compute capability 9.0.
+void set_fp8_convolutions(bool on);
+bool fp8_convolutions();
+
+// The fp8 tile for a convolution of c input and k output channels on compute capability `major`.`minor`, or
+// std::nullopt (then it runs in bf16). Pure.
+std::optional<ConvTile> fp8_tile_for(int major, int minor, int64_t c, int64_t k);
+
+// Why `device` cannot run the fp8 convolutions in this build, in a few words; empty when it can.
+std::string fp8_refusal(const torch::Device& device);
+
+// Whether a convolution of `weight` over x (bf16, on the GPU) runs on an fp8 tile in this process: fp8 on,
+// the kernels built and runnable on x's device, and an fp8 tile for its channels.
+bool runs_fp8(const torch::Tensor& x, const torch::Tensor& weight);
+
+// A layer's weights quantised for the fp8 tiles: e4m3 [K, C, T, R, S] channels-last, each output channel
+// scaled so that its largest magnitude is e4m3's largest (448), and alpha = that scale over the input's
+// (the epilogue's per-channel factor). Made at the first call, again only if the weights or the input scale
+// move. The layer keeps it.
+class Fp8Weights {
+ public:
+  const torch::Tensor& weight(const torch::Tensor& w);
+  // input_scale: the 1-element float32 tensor the activations were multiplied by before rounding to e4m3.
+  const torch::Tensor& alpha(const torch::Tensor& w, const torch::Tensor& input_scale);
+
+ private:
+  void quantise(const torch::Tensor& w);
+  torch::Tensor weight_, scale_, alpha_;
+  const void* weight_source_ = nullptr;
+  const void* alpha_source_ = nullptr;
+};
+
 // The tile that runs a convolution of c input and k output channels with a (t, r, s) filter and spatial
 // stride under `backend` on a device of compute capability `major`.`minor`, or std::nullopt for cuDNN. Pure:
 // callable anywhere.
@@ -57,7 +91,7 @@ std::optional<ConvTile> own_tile_for(ConvBackend backend, int major, int minor, 
                                      std::array<int64_t, 3> filter, int64_t stride = 1);
 
 // Whether the own kernel takes these tensors as laid out: x [N, C, D, H, W] and weight [K, C, T, R, S] both
-// channels-last with 16-byte aligned data and strides, bf16. Pure (CPU tensors too).
+// channels-last with 16-byte aligned data and strides, both bf16 or both e4m3. Pure (CPU tensors too).
 bool conv3d_takes_layout(const torch::Tensor& x, const torch::Tensor& weight);
 
 // conv3d(x, weight, bias) + residual with symmetric zero padding and stride on the own kernel, output
@@ -69,11 +103,19 @@ torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, co
                          std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
                          const torch::Tensor& residual = {}, PaddedWeights* padded = nullptr);
 
+// The same on an fp8 tile (Note [FP8 convolutions]): x in e4m3, the activations times input_scale (a
+// 1-element float32 tensor on x's device); weight the layer's bf16 weights, quantised once into `quantised`;
+// output bf16. Undefined when no fp8 tile takes it (the caller then dequantises and runs in bf16).
+torch::Tensor conv3d_fp8(const torch::Tensor& x, const torch::Tensor& input_scale,
+                         const torch::Tensor& weight, const torch::Tensor& bias_f32,
+                         std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
+                         const torch::Tensor& residual, Fp8Weights& quantised);
+
 // The same on a given tile, whatever the backend (the micro-benchmark and the tests): undefined when the tile
-// does not take the problem.
+// does not take the problem. An fp8 tile takes e4m3 x and weight and the per-channel alpha (float32 [K]).
 torch::Tensor conv3d_on_tile(const torch::Tensor& x, const torch::Tensor& weight,
                              const torch::Tensor& bias_f32, std::array<int64_t, 3> stride,
                              std::array<int64_t, 3> padding, ConvTile tile,
-                             const torch::Tensor& residual = {});
+                             const torch::Tensor& residual = {}, const torch::Tensor& alpha = {});
 
 }  // namespace vaecodec::core::kernels

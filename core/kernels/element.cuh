@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include "core/kernels/element_type.h"
@@ -40,6 +41,15 @@ __device__ __forceinline__ __half from_float(float v) {
   return __float2half(v);
 }
 
+// e4m3, saturating: a value past 448 becomes +-448, never NaN (Note [FP8 convolutions] in
+// core/kernels/conv3d.cpp); rounded to nearest even.
+template <>
+__device__ __forceinline__ __nv_fp8_e4m3 from_float(float v) {
+  __nv_fp8_e4m3 r;
+  r.__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+  return r;
+}
+
 __device__ __forceinline__ float silu(float v) {
   return v / (1.0f + __expf(-v));
 }
@@ -67,6 +77,12 @@ struct Vec16 {
     uint4 raw;
     T v[kElements];
   };
+};
+
+// E elements of T stored or loaded with one access (16 bytes of bf16, 8 of e4m3).
+template <typename T, int E>
+struct alignas(sizeof(T) * E) VecOf {
+  T v[E];
 };
 
 }  // namespace vaecodec::core::kernels

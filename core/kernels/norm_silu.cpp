@@ -143,16 +143,23 @@ static bool rms_norm_tail_fits(const torch::Tensor& x, const torch::Tensor& out,
   const auto format = torch::MemoryFormat::ChannelsLast3d;
   return x.size(0) == 1 && tail.dim() == 5 && tail.size(0) == 1 && tail.size(1) == x.size(1) &&
          tail.size(2) <= x.size(2) && tail.size(3) == x.size(3) && tail.size(4) == x.size(4) &&
-         tail.scalar_type() == x.scalar_type() && tail.device() == x.device() && x.is_contiguous(format) &&
+         tail.scalar_type() == out.scalar_type() && tail.device() == x.device() && x.is_contiguous(format) &&
          out.is_contiguous(format) && tail.is_contiguous(format) && x.size(1) > 1;
 }
 
+// fp8_scale (a 1-element float32 tensor on x's device), where defined: out and tail are e4m3 (Note [FP8
+// convolutions] in core/kernels/conv3d.cpp).
 static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor& gamma,
                                     const torch::Tensor& out, const torch::Tensor& bias, bool with_silu,
-                                    const torch::Tensor& tail = {}, bool* tail_written = nullptr) {
+                                    const torch::Tensor& tail = {}, bool* tail_written = nullptr,
+                                    const torch::Tensor& fp8_scale = {}) {
   if (tail_written) *tail_written = false;
-  if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type() ||
+  const auto out_type = fp8_scale.defined() ? c10::ScalarType::Float8_e4m3fn : x.scalar_type();
+  if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != out_type ||
       out.sizes() != x.sizes())
+    return false;
+  if (fp8_scale.defined() && (fp8_scale.device() != x.device() || fp8_scale.scalar_type() != torch::kFloat ||
+                              fp8_scale.numel() != 1))
     return false;
   const auto type = element_type(x.scalar_type());
   if (!type) return false;
@@ -166,7 +173,8 @@ static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor&
     if (x.numel() == 0 || !rms_norm_silu_takes_layout(frame(x, 0, 0), frame(out, 0, 0))) return false;
     for (int64_t b = 0; b < x.size(0); ++b)
       for (int64_t f = 0; f < x.size(2); ++f)
-        if (!rms_norm_silu_into_impl(frame(x, b, f), gamma, frame(out, b, f), bias, with_silu))
+        if (!rms_norm_silu_into_impl(frame(x, b, f), gamma, frame(out, b, f), bias, with_silu, {}, nullptr,
+                                     fp8_scale))
           throw Error("RMSNorm+SiLU: a frame of a band's buffer was refused after its first was taken");
     return true;
   }
@@ -181,7 +189,8 @@ static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor&
     return launch_rms_norm_silu(
         x.data_ptr(), g.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr(), *type,
         batch, channels, spatial, channels_last, with_silu, t.defined() ? t.data_ptr() : nullptr,
-        t.defined() ? (x.numel() - t.numel()) / channels : 0, stream.stream());
+        t.defined() ? (x.numel() - t.numel()) / channels : 0,
+        fp8_scale.defined() ? fp8_scale.data_ptr<float>() : nullptr, stream.stream());
   };
   const bool with_tail = tail.defined() && rms_norm_tail_fits(x, out, tail);
   cudaError_t err = launch(with_tail ? tail : torch::Tensor());
@@ -190,6 +199,9 @@ static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor&
     err = launch({});
   else if (with_tail && err == cudaSuccess && tail_written)
     *tail_written = true;
+  // The e4m3 output has the vectorised kernel alone: where it does not apply the caller's composite path
+  // runs.
+  if (fp8_scale.defined() && err == cudaErrorInvalidValue) return false;
   if (err != cudaSuccess)
     throw Error(std::string("RMSNorm+SiLU kernel launch failed: ") + cudaGetErrorString(err));
   return true;
@@ -243,6 +255,15 @@ bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, cons
                         const torch::Tensor& bias, const torch::Tensor& tail, bool* tail_written) {
   const bool ran = rms_norm_silu_into_impl(x, gamma, out, bias, /*with_silu=*/true, tail, tail_written);
   KernelLog::count("rms_norm_silu", ran ? "own kernel" : "composite");
+  return ran;
+}
+
+bool rms_norm_silu_fp8_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
+                            const torch::Tensor& scale, const torch::Tensor& bias, const torch::Tensor& tail,
+                            bool* tail_written) {
+  const bool ran =
+      rms_norm_silu_into_impl(x, gamma, out, bias, /*with_silu=*/true, tail, tail_written, scale);
+  KernelLog::count("rms_norm_silu", ran ? "own kernel, e4m3 out" : "composite");
   return ran;
 }
 

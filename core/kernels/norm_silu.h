@@ -16,6 +16,13 @@ bool rms_norm_silu_into(const torch::Tensor& x, const torch::Tensor& gamma, cons
                         const torch::Tensor& bias = {}, const torch::Tensor& tail = {},
                         bool* tail_written = nullptr);
 
+// The same with an e4m3 `out` (and tail): each value multiplied by `scale` (a 1-element float32 tensor on x's
+// device) and rounded with saturation (Note [FP8 convolutions] in core/kernels/conv3d.cpp). False where the
+// kernel does not apply (then nothing was written).
+bool rms_norm_silu_fp8_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out,
+                            const torch::Tensor& scale, const torch::Tensor& bias = {},
+                            const torch::Tensor& tail = {}, bool* tail_written = nullptr);
+
 // RMSNorm(x) alone, as above without the bias and the SiLU (the attention blocks' norm).
 bool rms_norm_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out);
 

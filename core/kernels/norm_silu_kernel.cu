@@ -20,12 +20,16 @@ constexpr int kThreads = 256;
 // in log2(G) shuffles. G * V * E == C exactly (E elements per vector), chosen by the launcher. The optional
 // bias (the previous convolution's, deferred: Note [Deferred bias] in core/layers.h) is added in float32
 // before the norm.
-template <typename T, int V>
+// With an e4m3 output O (Note [FP8 convolutions] in core/kernels/conv3d.cpp) each value is multiplied by
+// *out_scale before it is rounded, and a lane stores 8 bytes per vector instead of 16.
+template <typename T, typename O, int V>
 __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __restrict__ gamma,
-                                     const float* __restrict__ bias, T* __restrict__ y, int64_t voxels,
+                                     const float* __restrict__ bias, O* __restrict__ y, int64_t voxels,
                                      int channels, int group_shift, float scale, bool with_silu,
-                                     T* __restrict__ tail, int64_t tail_from) {
+                                     O* __restrict__ tail, int64_t tail_from,
+                                     const float* __restrict__ out_scale) {
   constexpr int E = Vec16<T>::kElements;
+  using Out = VecOf<O, E>;
   const int group = 1 << group_shift;
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t voxel = thread >> group_shift;
@@ -51,19 +55,19 @@ __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __res
   for (int offset = group / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (!active) return;
   const float inv = scale / fmaxf(sqrtf(sum), 1e-12f);
-  T* out = y + voxel * channels;
+  const float multiplier = out_scale ? *out_scale : 1.f;
+  O* out = y + voxel * channels;
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const int c0 = (lane + k * group) * E;
-    Vec16<T> p;
+    Out p;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const float z = v[k][e] * inv * gamma[c0 + e];
-      p.v[e] = from_float<T>(with_silu ? silu(z) : z);
+      p.v[e] = from_float<O>((with_silu ? silu(z) : z) * multiplier);
     }
-    *reinterpret_cast<uint4*>(out + c0) = p.raw;
-    if (tail && voxel >= tail_from)
-      *reinterpret_cast<uint4*>(tail + (voxel - tail_from) * channels + c0) = p.raw;
+    *reinterpret_cast<Out*>(out + c0) = p;
+    if (tail && voxel >= tail_from) *reinterpret_cast<Out*>(tail + (voxel - tail_from) * channels + c0) = p;
   }
 }
 
@@ -142,50 +146,70 @@ void vector_shape(int64_t channels, int& vectors, int& group_shift) {
   }
 }
 
-template <typename T, int V>
-void launch_vectorised(const T* x, const float* gamma, const float* bias, T* y, int64_t voxels, int channels,
-                       int group_shift, float scale, bool with_silu, T* tail, int64_t tail_from,
-                       cudaStream_t stream) {
+template <typename T, typename O, int V>
+void launch_vectorised(const T* x, const float* gamma, const float* bias, O* y, int64_t voxels, int channels,
+                       int group_shift, float scale, bool with_silu, O* tail, int64_t tail_from,
+                       const float* out_scale, cudaStream_t stream) {
   const int64_t threads = voxels << group_shift;
   const int64_t blocks = (threads + kThreads - 1) / kThreads;
-  norm_silu_vectorised<T, V><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels, channels,
-                                                              group_shift, scale, with_silu, tail, tail_from);
+  norm_silu_vectorised<T, O, V><<<blocks, kThreads, 0, stream>>>(
+      x, gamma, bias, y, voxels, channels, group_shift, scale, with_silu, tail, tail_from, out_scale);
+}
+
+// The vectorised kernel with output O, or cudaErrorInvalidValue (nothing launched) where it does not apply.
+template <typename T, typename O>
+cudaError_t launch_vectorised_for(const T* x, const float* gamma, const float* bias, O* y, int64_t voxels,
+                                  int64_t channels, bool with_silu, O* tail, int64_t tail_from,
+                                  const float* out_scale, cudaStream_t stream) {
+  constexpr int kOutAlign = sizeof(O) * Vec16<T>::kElements;
+  const auto aligned_out = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % kOutAlign == 0; };
+  int vectors = 0, shift = 0;
+  vector_shape<T>(channels, vectors, shift);
+  if (vectors == 0 || !aligned16(x) || !aligned_out(y) || (tail && !aligned_out(tail)))
+    return cudaErrorInvalidValue;
+  const int c = static_cast<int>(channels);
+  const float scale = sqrtf(static_cast<float>(channels));
+  switch (vectors) {
+    case 1:
+      launch_vectorised<T, O, 1>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
+                                 out_scale, stream);
+      break;
+    case 2:
+      launch_vectorised<T, O, 2>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
+                                 out_scale, stream);
+      break;
+    case 3:
+      launch_vectorised<T, O, 3>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
+                                 out_scale, stream);
+      break;
+    default:
+      launch_vectorised<T, O, 4>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
+                                 out_scale, stream);
+      break;
+  }
+  return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t launch(const void* xv, const float* gamma, const float* bias, void* yv, int64_t batch,
                    int64_t channels, int64_t spatial, bool channels_last, bool with_silu, void* tailv,
-                   int64_t tail_from, cudaStream_t stream) {
+                   int64_t tail_from, const float* fp8_scale, cudaStream_t stream) {
   const auto* x = static_cast<const T*>(xv);
+  const float scale = sqrtf(static_cast<float>(channels));
+  if (fp8_scale) {
+    // e4m3 output: the vectorised channels-last kernel alone.
+    if (!channels_last) return cudaErrorInvalidValue;
+    return launch_vectorised_for<T, __nv_fp8_e4m3>(
+        x, gamma, bias, static_cast<__nv_fp8_e4m3*>(yv), batch * spatial, channels, with_silu,
+        static_cast<__nv_fp8_e4m3*>(tailv), tail_from, fp8_scale, stream);
+  }
   auto* y = static_cast<T*>(yv);
   auto* tail = static_cast<T*>(tailv);
-  const float scale = sqrtf(static_cast<float>(channels));
   if (channels_last) {
     const int64_t voxels = batch * spatial;
-    int vectors = 0, shift = 0;
-    vector_shape<T>(channels, vectors, shift);
-    if (vectors > 0 && aligned16(x) && aligned16(y) && (!tail || aligned16(tail))) {
-      const int c = static_cast<int>(channels);
-      switch (vectors) {
-        case 1:
-          launch_vectorised<T, 1>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
-                                  stream);
-          break;
-        case 2:
-          launch_vectorised<T, 2>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
-                                  stream);
-          break;
-        case 3:
-          launch_vectorised<T, 3>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
-                                  stream);
-          break;
-        default:
-          launch_vectorised<T, 4>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
-                                  stream);
-          break;
-      }
-      return cudaGetLastError();
-    }
+    const cudaError_t vectorised = launch_vectorised_for<T, T>(x, gamma, bias, y, voxels, channels, with_silu,
+                                                               tail, tail_from, nullptr, stream);
+    if (vectorised != cudaErrorInvalidValue) return vectorised;
     if (channels > kWarp * kMaxPerLane || tail) return cudaErrorInvalidValue;  // nothing launched
     const int64_t blocks = (voxels * kWarp + kThreads - 1) / kThreads;
     norm_silu_channels_last<T><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels,
@@ -234,11 +258,11 @@ cudaError_t launch_residual(void* y, const void* s, const float* bias, int64_t e
 cudaError_t launch_rms_norm_silu(const void* x, const float* gamma, const float* bias, void* y,
                                  ElementType type, int64_t batch, int64_t channels, int64_t spatial,
                                  bool channels_last, bool with_silu, void* tail, int64_t tail_from,
-                                 cudaStream_t stream) {
+                                 const float* fp8_scale, cudaStream_t stream) {
   if (batch * spatial == 0) return cudaSuccess;
   return with_element_type(type, [&](auto zero) {
     return launch<decltype(zero)>(x, gamma, bias, y, batch, channels, spatial, channels_last, with_silu, tail,
-                                  tail_from, stream);
+                                  tail_from, fp8_scale, stream);
   });
 }
 

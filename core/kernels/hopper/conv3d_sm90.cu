@@ -9,7 +9,7 @@
 namespace vaecodec::core::kernels {
 namespace hopper {
 // Instantiated one per file (tile_*.cu); declared here without CUTLASS's headers.
-template <int TileM, int TileN, int TileK>
+template <int TileM, int TileN, int TileK, bool Fp8>
 cudaError_t run_tile(const Conv3dProblem& problem, cudaStream_t stream);
 }  // namespace hopper
 
@@ -20,15 +20,23 @@ bool conv3d_sm90_built() {
 cudaError_t launch_conv3d_sm90(const Conv3dProblem& problem, ConvTile tile, cudaStream_t stream) {
   switch (tile) {
     case ConvTile::k256x96x32:
-      return hopper::run_tile<256, 96, 32>(problem, stream);
+      return hopper::run_tile<256, 96, 32, false>(problem, stream);
     case ConvTile::k256x96x64:
-      return hopper::run_tile<256, 96, 64>(problem, stream);
+      return hopper::run_tile<256, 96, 64, false>(problem, stream);
     case ConvTile::k128x192x64:
-      return hopper::run_tile<128, 192, 64>(problem, stream);
+      return hopper::run_tile<128, 192, 64, false>(problem, stream);
     case ConvTile::k128x128x64:
-      return hopper::run_tile<128, 128, 64>(problem, stream);
+      return hopper::run_tile<128, 128, 64, false>(problem, stream);
     case ConvTile::k128x32x32:
-      return hopper::run_tile<128, 32, 32>(problem, stream);
+      return hopper::run_tile<128, 32, 32, false>(problem, stream);
+    case ConvTile::kFp8_256x96x32:
+      return hopper::run_tile<256, 96, 32, true>(problem, stream);
+    case ConvTile::kFp8_256x96x64:
+      return hopper::run_tile<256, 96, 64, true>(problem, stream);
+    case ConvTile::kFp8_128x192x64:
+      return hopper::run_tile<128, 192, 64, true>(problem, stream);
+    case ConvTile::kFp8_128x128x64:
+      return hopper::run_tile<128, 128, 64, true>(problem, stream);
     default:
       return cudaErrorNotSupported;
   }
@@ -56,10 +64,16 @@ namespace vaecodec::core::kernels {
 
 const char* conv_tile_name(ConvTile tile) {
   // In ConvTile's order.
-  static constexpr const char* kNames[] = {"256x96x32", "256x96x64", "128x192x64", "128x128x64", "128x32x32"};
+  static constexpr const char* kNames[] = {"256x96x32",     "256x96x64",      "128x192x64",
+                                           "128x128x64",    "128x32x32",      "256x96x32 fp8",
+                                           "256x96x64 fp8", "128x192x64 fp8", "128x128x64 fp8"};
   static_assert(std::size(kNames) == static_cast<size_t>(ConvTile::kCount));
   const auto i = static_cast<size_t>(tile);
   return i < std::size(kNames) ? kNames[i] : "none";
+}
+
+bool conv_tile_fp8(ConvTile tile) {
+  return tile >= ConvTile::kFp8_256x96x32 && tile < ConvTile::kCount;
 }
 
 }  // namespace vaecodec::core::kernels

@@ -1,6 +1,8 @@
 #pragma once
 // The Hopper implicit-GEMM convolution as a template over its tile (Note [Hopper implicit GEMM]); each tile
 // is instantiated in a file of its own (tile_*.cu), so that the build compiles them in parallel.
+#include <type_traits>
+
 #include <cuda_runtime.h>
 
 #include <cute/tensor.hpp>
@@ -18,6 +20,7 @@
 #include "cutlass/conv/kernel/conv_universal.hpp"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 #include "cutlass/epilogue/fusion/operations.hpp"
+#include "cutlass/epilogue/thread/activation.h"
 
 namespace vaecodec::core::kernels::hopper {
 
@@ -31,21 +34,30 @@ namespace vaecodec::core::kernels::hopper {
 // channels as zeros). The epilogue adds the bias and, where given, a residual (the source C, beta 1; with
 // beta 0 it is never read) in float32 and rounds once (LinCombPerColBias: the bias indexes the GEMM's
 // columns, the output channels).
-template <int TileM, int TileN, int TileK>
+// With e4m3 inputs (Note [FP8 convolutions] in core/kernels/conv3d.cpp) the same kernel multiplies in fp8
+// and the epilogue first scales each output channel's sum by its alpha (the weights' per-channel scale over
+// the activations' scale): PerColLinCombPerColBiasEltAct with the identity, alpha a float32 vector.
+template <int TileM, int TileN, int TileK, bool Fp8>
 struct HopperConv {
-  using Element = cutlass::bfloat16_t;
-  static constexpr int kAlign = 8;  // 16-byte accesses
+  using Element = cutlass::bfloat16_t;  // output and residual
+  using ElementIn = std::conditional_t<Fp8, cutlass::float_e4m3_t, cutlass::bfloat16_t>;
+  static constexpr int kAlign = 8;                         // 16-byte accesses of bf16
+  static constexpr int kAlignIn = 16 / sizeof(ElementIn);  // and of the inputs
   using Layout = cutlass::layout::TensorNDHWC;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Shape<cute::Int<TileK>>>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;  // no multicast
-  using Fusion = cutlass::epilogue::fusion::LinCombPerColBias<Element, float, float, Element, float>;
+  using Fusion =
+      std::conditional_t<Fp8,
+                         cutlass::epilogue::fusion::PerColLinCombPerColBiasEltAct<
+                             cutlass::epilogue::thread::Identity, Element, float, float, Element, float>,
+                         cutlass::epilogue::fusion::LinCombPerColBias<Element, float, float, Element, float>>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, Element, Layout, kAlign, Element, Layout,
       kAlign, cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
   using Mainloop = typename cutlass::conv::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop, Element, Layout,
-      kAlign, Element, Layout, kAlign, float, TileShape, ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop, ElementIn, Layout,
+      kAlignIn, ElementIn, Layout, kAlignIn, float, TileShape, ClusterShape,
       cutlass::conv::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       cutlass::conv::KernelImplicitTmaWarpSpecializedSm90>::CollectiveOp;
@@ -55,7 +67,7 @@ struct HopperConv {
   using Device = cutlass::conv::device::ConvUniversalAdapter<Kernel>;
 
   static cudaError_t run(const Conv3dProblem& p, cudaStream_t stream) {
-    if (p.c % TileK != 0 || p.k % TileN != 0) return cudaErrorNotSupported;
+    if (p.c % TileK != 0 || p.k % TileN != 0 || (Fp8 && p.alpha == nullptr)) return cudaErrorNotSupported;
     const int64_t kt = p.t, kr = p.r, ks = p.s, c = p.c;
     Problem problem(cutlass::conv::Mode::kCrossCorrelation,
                     {static_cast<int>(p.n), static_cast<int>(p.d), static_cast<int>(p.h),
@@ -68,18 +80,20 @@ struct HopperConv {
     typename Kernel::StrideD stride_d;
     cute::for_each(cute::make_seq<cute::rank<0>(typename Kernel::StrideD{})>{},
                    [&](auto i) { cute::get<0, i>(stride_d) = problem.stride_C[Problem::RankT - 2 - i]; });
-    typename Device::Arguments args{problem,
-                                    {static_cast<const Element*>(p.x), static_cast<const Element*>(p.weight)},
-                                    {{},
-                                     // Without a residual the source is never read (beta 0), but its
-                                     // descriptor still wants an address: the output's.
-                                     static_cast<const Element*>(p.residual ? p.residual : p.y),
-                                     stride_d,
-                                     static_cast<Element*>(p.y),
-                                     stride_d}};
+    typename Device::Arguments args{
+        problem,
+        {static_cast<const ElementIn*>(p.x), static_cast<const ElementIn*>(p.weight)},
+        {{},
+         // Without a residual the source is never read (beta 0), but its
+         // descriptor still wants an address: the output's.
+         static_cast<const Element*>(p.residual ? p.residual : p.y),
+         stride_d,
+         static_cast<Element*>(p.y),
+         stride_d}};
     args.epilogue.thread.alpha = 1.f;
     args.epilogue.thread.beta = p.residual ? 1.f : 0.f;  // no residual: the source is never read
     args.epilogue.thread.bias_ptr = p.bias;
+    if constexpr (Fp8) args.epilogue.thread.alpha_ptr = p.alpha;  // per output channel
     Device conv;
     if (conv.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
     if (Device::get_workspace_size(args) != 0) return cudaErrorNotSupported;
@@ -93,9 +107,9 @@ struct HopperConv {
 };
 
 // One tile's entry point, explicitly instantiated by its tile_*.cu file.
-template <int TileM, int TileN, int TileK>
+template <int TileM, int TileN, int TileK, bool Fp8>
 cudaError_t run_tile(const Conv3dProblem& problem, cudaStream_t stream) {
-  return HopperConv<TileM, TileN, TileK>::run(problem, stream);
+  return HopperConv<TileM, TileN, TileK, Fp8>::run(problem, stream);
 }
 
 }  // namespace vaecodec::core::kernels::hopper

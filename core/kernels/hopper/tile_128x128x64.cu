@@ -2,5 +2,5 @@
 #include "core/kernels/hopper/hopper_conv.cuh"
 
 namespace vaecodec::core::kernels::hopper {
-template cudaError_t run_tile<128, 128, 64>(const Conv3dProblem&, cudaStream_t);
+template cudaError_t run_tile<128, 128, 64, false>(const Conv3dProblem&, cudaStream_t);
 }  // namespace vaecodec::core::kernels::hopper
