@@ -109,18 +109,28 @@ int main(int argc, char** argv) {
         2.0 * static_cast<double>(reference.numel()) * static_cast<double>(s.c * s.t * s.r * s.s);
     const auto line = [&](const char* kernel, double ms, double diff) {
       std::printf(
-          "%4ld -> %4ld  %ldx%ldx%ld  in %ldx%ldx%ld /%ld  %-12s %8.3f ms  %6.1f TFLOP/s  diff %.2e\n",
+          "%4ld -> %4ld  %ldx%ldx%ld  in %ldx%ldx%ld /%ld  %-16s %8.3f ms  %6.1f TFLOP/s  diff %.2e\n",
           static_cast<long>(s.c), static_cast<long>(s.k), static_cast<long>(s.t), static_cast<long>(s.r),
           static_cast<long>(s.s), static_cast<long>(s.d), static_cast<long>(s.h), static_cast<long>(s.w),
           static_cast<long>(s.stride), kernel, ms, flop / ms / 1e9, diff);
     };
     line("cudnn", ms_cudnn, 0.0);
+    // The fp8 tiles (Note [FP8 convolutions]) on the same values in e4m3, the weights scaled per channel.
+    const auto e4m3 = c10::ScalarType::Float8_e4m3fn;
+    vaecodec::core::kernels::Fp8Weights quantised;
+    const auto x8 = x.to(e4m3).contiguous(cl);
+    const auto& w8 = quantised.weight(w);
+    const auto& alpha = quantised.alpha(w, torch::ones({1}, torch::kCUDA));
     for (int t = 0; t < static_cast<int>(ConvTile::kCount); ++t) {
       const auto tile = static_cast<ConvTile>(t);
-      torch::Tensor y = vaecodec::core::kernels::conv3d_on_tile(x, w, {}, stride, padding, tile);
+      const bool fp8 = vaecodec::core::kernels::conv_tile_fp8(tile);
+      const auto run = [&] {
+        return fp8 ? vaecodec::core::kernels::conv3d_on_tile(x8, w8, {}, stride, padding, tile, {}, alpha)
+                   : vaecodec::core::kernels::conv3d_on_tile(x, w, {}, stride, padding, tile);
+      };
+      torch::Tensor y = run();
       if (!y.defined()) continue;
-      const double ms = median_ms(
-          [&] { y = vaecodec::core::kernels::conv3d_on_tile(x, w, {}, stride, padding, tile); }, runs);
+      const double ms = median_ms([&] { y = run(); }, runs);
       const double diff =
           ((y.to(torch::kFloat) - reference.to(torch::kFloat)).norm() / reference.to(torch::kFloat).norm())
               .item<double>();

@@ -42,11 +42,16 @@ torch::Tensor e4m3_values(at::IntArrayRef sizes, double scale) {
 
 TEST_CASE("fp8 tiles go to the norm-fed convolutions' channels, on compute capability 9.0 only", "[fp8]") {
   using core::kernels::fp8_tile_for;
-  CHECK(fp8_tile_for(9, 0, 96, 96) == ConvTile::kFp8_256x96x32);  // Wan2.1's full resolution
-  CHECK(fp8_tile_for(9, 0, 192, 96) == ConvTile::kFp8_256x96x64);
-  CHECK(fp8_tile_for(9, 0, 192, 192) == ConvTile::kFp8_128x192x64);
-  CHECK(fp8_tile_for(9, 0, 384, 384) == ConvTile::kFp8_128x192x64);
-  CHECK(fp8_tile_for(9, 0, 96, 192) == ConvTile::kFp8_256x96x32);  // the encoder's widening block
+  // The widest K slice that divides the input channels.
+  CHECK(fp8_tile_for(9, 0, 96, 96) == ConvTile::kFp8_256x96x96);  // Wan2.1's full resolution
+  CHECK(fp8_tile_for(9, 0, 192, 96) == ConvTile::kFp8_256x96x96);
+  CHECK(fp8_tile_for(9, 0, 192, 192) == ConvTile::kFp8_128x192x192);
+  CHECK(fp8_tile_for(9, 0, 384, 384) == ConvTile::kFp8_128x192x192);
+  CHECK(fp8_tile_for(9, 0, 128, 384) == ConvTile::kFp8_128x192x128);
+  CHECK(fp8_tile_for(9, 0, 64, 192) == ConvTile::kFp8_128x192x64);
+  CHECK(fp8_tile_for(9, 0, 96, 192) == ConvTile::kFp8_256x96x96);  // the encoder's widening block
+  CHECK(fp8_tile_for(9, 0, 64, 96) == ConvTile::kFp8_256x96x64);
+  CHECK(fp8_tile_for(9, 0, 32, 96) == ConvTile::kFp8_256x96x32);
   CHECK(fp8_tile_for(9, 0, 256, 512) == ConvTile::kFp8_128x128x64);
   CHECK(!fp8_tile_for(9, 0, 160, 160));  // Wan2.2's encoder widths: bf16
   CHECK(!fp8_tile_for(9, 0, 8, 8));      // the tiny test models: bf16
@@ -135,13 +140,11 @@ TEST_CASE("on Hopper every fp8 tile matches float64 of its e4m3 inputs", "[fp8][
   torch::manual_seed(0);
   struct Case {
     int64_t c, k, t, r, s;
-    ConvTile tile;
   };
-  for (const Case& k :
-       {Case{96, 96, 3, 3, 3, ConvTile::kFp8_256x96x32}, Case{192, 96, 3, 3, 3, ConvTile::kFp8_256x96x64},
-        Case{192, 192, 3, 3, 3, ConvTile::kFp8_128x192x64},
-        Case{384, 384, 1, 3, 3, ConvTile::kFp8_128x192x64}, Case{96, 192, 3, 3, 3, ConvTile::kFp8_256x96x32},
-        Case{128, 256, 3, 3, 3, ConvTile::kFp8_128x128x64}}) {
+  int ran_total = 0;
+  for (const Case& k : {Case{96, 96, 3, 3, 3}, Case{192, 96, 3, 3, 3}, Case{192, 192, 3, 3, 3},
+                        Case{384, 384, 1, 3, 3}, Case{96, 192, 3, 3, 3}, Case{128, 256, 3, 3, 3},
+                        Case{128, 384, 3, 3, 3}, Case{64, 96, 3, 3, 3}, Case{32, 96, 1, 3, 3}}) {
     for (const bool with_residual : {false, true}) {
       INFO(k.c << " -> " << k.k << ", filter " << k.t << "x" << k.r << "x" << k.s
                << (with_residual ? ", residual" : ""));
@@ -167,28 +170,39 @@ TEST_CASE("on Hopper every fp8 tile matches float64 of its e4m3 inputs", "[fp8][
             torch::randn(expected.sizes()).to(torch::kCUDA, torch::kBFloat16).contiguous(kChannelsLast);
         expected = expected + residual.cpu().to(torch::kDouble);
       }
-      {
-        auto poison = torch::full(expected.sizes(), std::nan(""),
-                                  torch::TensorOptions(torch::kCUDA).dtype(torch::kBFloat16));
-        poison = poison.contiguous(kChannelsLast);
+      // Every fp8 tile that takes the shape; the one fp8_tile_for picks must.
+      const auto chosen = core::kernels::fp8_tile_for(9, 0, k.c, k.k);
+      REQUIRE(chosen);
+      for (int t = 0; t < static_cast<int>(ConvTile::kCount); ++t) {
+        const auto tile = static_cast<ConvTile>(t);
+        if (!core::kernels::conv_tile_fp8(tile)) continue;
+        INFO("tile " << core::kernels::conv_tile_name(tile));
+        {
+          auto poison = torch::full(expected.sizes(), std::nan(""),
+                                    torch::TensorOptions(torch::kCUDA).dtype(torch::kBFloat16));
+          poison = poison.contiguous(kChannelsLast);
+        }
+        const auto got = core::kernels::conv3d_on_tile(x, w, bias.cuda(), {1, 1, 1}, padding, tile, residual,
+                                                       alpha.cuda().contiguous());
+        if (tile == *chosen) REQUIRE(got.defined());
+        if (!got.defined()) continue;
+        ++ran_total;
+        CHECK(got.scalar_type() == torch::kBFloat16);
+        CHECK(got.is_contiguous(kChannelsLast));
+        REQUIRE(got.sizes() == expected.sizes());
+        CHECK(torch::isfinite(got).all().item<bool>());
+        // The products of e4m3 values are exact; what remains is the tensor cores' sum and one bf16 rounding.
+        const double err = relative_error(got, expected);
+        INFO("relative error " << err);
+        CHECK(err <= 4e-3);
       }
-      const auto got = core::kernels::conv3d_on_tile(x, w, bias.cuda(), {1, 1, 1}, padding, k.tile, residual,
-                                                     alpha.cuda().contiguous());
-      REQUIRE(got.defined());
-      CHECK(got.scalar_type() == torch::kBFloat16);
-      CHECK(got.is_contiguous(kChannelsLast));
-      REQUIRE(got.sizes() == expected.sizes());
-      CHECK(torch::isfinite(got).all().item<bool>());
-      // The products of e4m3 values are exact; what remains is the tensor cores' sum and one bf16 rounding.
-      const double err = relative_error(got, expected);
-      INFO("relative error " << err);
-      CHECK(err <= 4e-3);
-      // Without alpha, or with bf16 inputs, an fp8 tile refuses; a bf16 tile refuses e4m3 inputs.
-      CHECK_FALSE(core::kernels::conv3d_on_tile(x, w, bias.cuda(), {1, 1, 1}, padding, k.tile).defined());
+      // Without alpha an fp8 tile refuses; a bf16 tile refuses e4m3 inputs.
+      CHECK_FALSE(core::kernels::conv3d_on_tile(x, w, bias.cuda(), {1, 1, 1}, padding, *chosen).defined());
       CHECK_FALSE(core::kernels::conv3d_on_tile(x, w, bias.cuda(), {1, 1, 1}, padding, ConvTile::k256x96x32)
                       .defined());
     }
   }
+  CHECK(ran_total >= 18);
 }
 
 TEST_CASE("on CUDA the norm writes e4m3 as LibTorch rounds the float64 norm, tail included", "[fp8][gpu]") {

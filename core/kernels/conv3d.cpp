@@ -117,8 +117,15 @@ bool fp8_convolutions() {
 
 std::optional<ConvTile> fp8_tile_for(int major, int minor, int64_t c, int64_t k) {
   if (major != 9 || minor != 0) return std::nullopt;
-  if (k % 192 == 0 && c % 64 == 0) return ConvTile::kFp8_128x192x64;
+  // The widest K slice that divides the input channels: e4m3 moves half bf16's bytes per element, so a slice
+  // of 32 channels is a 32-byte step.
+  if (k % 192 == 0) {
+    if (c % 192 == 0) return ConvTile::kFp8_128x192x192;
+    if (c % 128 == 0) return ConvTile::kFp8_128x192x128;
+    if (c % 64 == 0) return ConvTile::kFp8_128x192x64;
+  }
   if (k % 96 == 0) {
+    if (c % 96 == 0) return ConvTile::kFp8_256x96x96;
     if (c % 64 == 0) return ConvTile::kFp8_256x96x64;
     if (c % 32 == 0) return ConvTile::kFp8_256x96x32;
   }

@@ -36,6 +36,9 @@ enum class ConvTile {
   kFp8_256x96x64,
   kFp8_128x192x64,
   kFp8_128x128x64,
+  kFp8_256x96x96,
+  kFp8_128x192x128,
+  kFp8_128x192x192,
   kCount
 };
 const char* conv_tile_name(ConvTile tile);
