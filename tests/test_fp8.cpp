@@ -42,16 +42,16 @@ torch::Tensor e4m3_values(at::IntArrayRef sizes, double scale) {
 
 TEST_CASE("fp8 tiles go to the norm-fed convolutions' channels, on compute capability 9.0 only", "[fp8]") {
   using core::kernels::fp8_tile_for;
-  // The widest K slice that divides the input channels.
-  CHECK(fp8_tile_for(9, 0, 96, 96) == ConvTile::kFp8_256x96x96);  // Wan2.1's full resolution
-  CHECK(fp8_tile_for(9, 0, 192, 96) == ConvTile::kFp8_256x96x96);
-  CHECK(fp8_tile_for(9, 0, 192, 192) == ConvTile::kFp8_128x192x192);
-  CHECK(fp8_tile_for(9, 0, 384, 384) == ConvTile::kFp8_128x192x192);
+  CHECK(fp8_tile_for(9, 0, 192, 96) == ConvTile::kFp8_256x96x64);
+  CHECK(fp8_tile_for(9, 0, 192, 192) == ConvTile::kFp8_128x192x64);
+  CHECK(fp8_tile_for(9, 0, 384, 384) == ConvTile::kFp8_128x192x128);
   CHECK(fp8_tile_for(9, 0, 128, 384) == ConvTile::kFp8_128x192x128);
   CHECK(fp8_tile_for(9, 0, 64, 192) == ConvTile::kFp8_128x192x64);
-  CHECK(fp8_tile_for(9, 0, 96, 192) == ConvTile::kFp8_256x96x96);  // the encoder's widening block
   CHECK(fp8_tile_for(9, 0, 64, 96) == ConvTile::kFp8_256x96x64);
-  CHECK(fp8_tile_for(9, 0, 32, 96) == ConvTile::kFp8_256x96x32);
+  // A K slice of 32 channels measured no faster in e4m3: Wan2.1's 96-channel full resolution stays bf16.
+  CHECK(!fp8_tile_for(9, 0, 96, 96));
+  CHECK(!fp8_tile_for(9, 0, 96, 192));
+  CHECK(!fp8_tile_for(9, 0, 32, 96));
   CHECK(fp8_tile_for(9, 0, 256, 512) == ConvTile::kFp8_128x128x64);
   CHECK(!fp8_tile_for(9, 0, 160, 160));  // Wan2.2's encoder widths: bf16
   CHECK(!fp8_tile_for(9, 0, 8, 8));      // the tiny test models: bf16
@@ -142,9 +142,9 @@ TEST_CASE("on Hopper every fp8 tile matches float64 of its e4m3 inputs", "[fp8][
     int64_t c, k, t, r, s;
   };
   int ran_total = 0;
-  for (const Case& k : {Case{96, 96, 3, 3, 3}, Case{192, 96, 3, 3, 3}, Case{192, 192, 3, 3, 3},
-                        Case{384, 384, 1, 3, 3}, Case{96, 192, 3, 3, 3}, Case{128, 256, 3, 3, 3},
-                        Case{128, 384, 3, 3, 3}, Case{64, 96, 3, 3, 3}, Case{32, 96, 1, 3, 3}}) {
+  for (const Case& k :
+       {Case{192, 96, 3, 3, 3}, Case{192, 192, 3, 3, 3}, Case{384, 384, 1, 3, 3}, Case{384, 192, 3, 3, 3},
+        Case{128, 256, 3, 3, 3}, Case{128, 384, 3, 3, 3}, Case{64, 96, 3, 3, 3}}) {
     for (const bool with_residual : {false, true}) {
       INFO(k.c << " -> " << k.k << ", filter " << k.t << "x" << k.r << "x" << k.s
                << (with_residual ? ", residual" : ""));
@@ -202,7 +202,7 @@ TEST_CASE("on Hopper every fp8 tile matches float64 of its e4m3 inputs", "[fp8][
                       .defined());
     }
   }
-  CHECK(ran_total >= 18);
+  CHECK(ran_total >= 20);
 }
 
 TEST_CASE("on CUDA the norm writes e4m3 as LibTorch rounds the float64 norm, tail included", "[fp8][gpu]") {
@@ -271,7 +271,7 @@ TEST_CASE("on Hopper --dtype fp8 runs the e4m3 tiles and reports its error besid
     CHECK(fp8 > bf16);  // e4m3 is coarser: a run that took no fp8 tile would match bf16
     CHECK(fp8 <= 0.1);  // a few per cent, not a broken kernel
     CHECK(fp8 <= 10 * bf16);
-    CHECK_THAT(r.err, Catch::Contains("256x96x32 fp8"));
+    CHECK_THAT(r.err, Catch::Contains("128x192x128 fp8"));
     CHECK_THAT(r.err, Catch::Contains("e4m3 out"));
     CHECK_THAT(r.err, Catch::Contains("with fp8 (e4m3) convolutions"));
   }

@@ -32,13 +32,10 @@ enum class ConvTile {
   k128x192x64,
   k128x128x64,
   k128x32x32,
-  kFp8_256x96x32,
   kFp8_256x96x64,
   kFp8_128x192x64,
   kFp8_128x128x64,
-  kFp8_256x96x96,
   kFp8_128x192x128,
-  kFp8_128x192x192,
   kCount
 };
 const char* conv_tile_name(ConvTile tile);
