@@ -106,8 +106,7 @@ const torch::Tensor& PaddedWeights::bias(const torch::Tensor& bias_f32) {
 // channel so that each channel's largest weight is 448. The epilogue multiplies each channel's sum by
 // alpha = weight scale / input scale and adds the bias and residual in float32. SeedVR2's GroupNorm has no
 // such bound (a group's statistics span the whole frame), so its family has no fp8 path and refuses the
-// option. Only layers whose input channels give the tile a K slice of 64 or more take e4m3 (fp8_tile_for):
-// Wan2.1's 96-channel full resolution measured no faster in e4m3 and keeps bf16. The error is what e4m3 rounding costs, measured by `bench --accuracy` against float32 beside
+// option. The error is what e4m3 rounding costs, measured by `bench --accuracy` against float32 beside
 // bf16's (docs/benchmarks.md, "FP8").
 void set_fp8_convolutions(bool on) {
   fp8_.store(on);
@@ -118,15 +117,19 @@ bool fp8_convolutions() {
 
 std::optional<ConvTile> fp8_tile_for(int major, int minor, int64_t c, int64_t k) {
   if (major != 9 || minor != 0) return std::nullopt;
-  // Only where e4m3 pays (vaecodec_conv_micro on an H100, docs/benchmarks.md "FP8"): with K slices of 64 or
-  // 128 input channels the tiles ran 1000-1450 TFLOP/s against bf16's 590-760. A slice of 32 (96 input
-  // channels: Wan2.1's full resolution) ran no faster than bf16 (512 against 521 TFLOP/s), and slices that
-  // are not a power of two (96, 192) four times slower: those layers keep bf16, and its accuracy.
+  // The widest power-of-two K slice that divides the input channels (vaecodec_conv_micro on an H100,
+  // docs/benchmarks.md "FP8"): slices of 64 and 128 channels ran 1000-1450 TFLOP/s against bf16's 590-760;
+  // slices of 96 or 192 (not a power of two) four times slower than that. A slice of 32 (Wan2.1's 96-channel
+  // full resolution) runs no faster than bf16's (512 against 521 TFLOP/s), but its input is half the bytes to
+  // write, copy and read: the 720p decode took 1.12 s with it in e4m3 and 1.19 s with it in bf16.
   if (k % 192 == 0) {
     if (c % 128 == 0) return ConvTile::kFp8_128x192x128;
     if (c % 64 == 0) return ConvTile::kFp8_128x192x64;
   }
-  if (k % 96 == 0 && c % 64 == 0) return ConvTile::kFp8_256x96x64;
+  if (k % 96 == 0) {
+    if (c % 64 == 0) return ConvTile::kFp8_256x96x64;
+    if (c % 32 == 0) return ConvTile::kFp8_256x96x32;
+  }
   if (k % 128 == 0 && c % 64 == 0) return ConvTile::kFp8_128x128x64;
   return std::nullopt;
 }

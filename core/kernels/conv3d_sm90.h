@@ -36,6 +36,7 @@ enum class ConvTile {
   kFp8_128x192x64,
   kFp8_128x128x64,
   kFp8_128x192x128,
+  kFp8_256x96x32,
   kCount
 };
 const char* conv_tile_name(ConvTile tile);

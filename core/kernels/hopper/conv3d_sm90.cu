@@ -37,6 +37,8 @@ cudaError_t launch_conv3d_sm90(const Conv3dProblem& problem, ConvTile tile, cuda
       return hopper::run_tile<128, 128, 64, true>(problem, stream);
     case ConvTile::kFp8_128x192x128:
       return hopper::run_tile<128, 192, 128, true>(problem, stream);
+    case ConvTile::kFp8_256x96x32:
+      return hopper::run_tile<256, 96, 32, true>(problem, stream);
     default:
       return cudaErrorNotSupported;
   }
@@ -64,9 +66,9 @@ namespace vaecodec::core::kernels {
 
 const char* conv_tile_name(ConvTile tile) {
   // In ConvTile's order.
-  static constexpr const char* kNames[] = {"256x96x32",      "256x96x64",      "128x192x64",
-                                           "128x128x64",     "128x32x32",      "256x96x64 fp8",
-                                           "128x192x64 fp8", "128x128x64 fp8", "128x192x128 fp8"};
+  static constexpr const char* kNames[] = {
+      "256x96x32",     "256x96x64",      "128x192x64",     "128x128x64",      "128x32x32",
+      "256x96x64 fp8", "128x192x64 fp8", "128x128x64 fp8", "128x192x128 fp8", "256x96x32 fp8"};
   static_assert(std::size(kNames) == static_cast<size_t>(ConvTile::kCount));
   const auto i = static_cast<size_t>(tile);
   return i < std::size(kNames) ? kNames[i] : "none";
