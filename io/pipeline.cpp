@@ -10,6 +10,7 @@
 #include "core/host_memory.h"
 #include "core/presets.h"
 #include "core/sizes.h"
+#include "core/tensor_run.h"
 #include "core/tiling.h"
 #include "io/chunking.h"
 #include "io/interrupt.h"
@@ -128,28 +129,6 @@ AVRational rational(LatentMeta::Rational q) {
   return {q.num, q.den};
 }
 
-// The budget of a run: without one given, what the device has free now; one given that is more than that is
-// refused before any work (unless forced), since the allocator would fail part way through.
-core::PlannerOptions settle_budget(const core::VaeModel& model, core::PlannerOptions planner) {
-  const core::Device& device = core::Device::of(model.device());
-  const std::optional<int64_t> available = device.available_bytes();
-  if (!available) return planner;
-  const std::string where = device.torch_device().str();
-  if (planner.budget_bytes == 0) {
-    const int64_t total = device.memory_info().total;
-    planner.budget_bytes = *available;
-    planner.budget_is_ceiling = true;
-    if (planner.budget_note.empty())
-      planner.budget_note = "free" + (total > 0 ? " of " + core::format_size(total) : "") + " on " + where;
-  } else if (planner.budget_bytes > *available && !planner.budget_forced) {
-    throw Error("the memory budget of " + core::format_size(planner.budget_bytes) + " is more than the " +
-                core::format_size(*available) + " free on " + where +
-                " now (other programs hold the rest): give --vram " + core::format_size(*available) +
-                " or less, or --vram-force to plan for it anyway");
-  }
-  return planner;
-}
-
 // The last request planned on this thread, for the message of a run that keeps running out of memory
 // (with_replans): the failed attempt's state is gone by then.
 thread_local std::optional<core::PlanRequest> last_plan_request;
@@ -169,7 +148,7 @@ core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geomet
   std::optional<core::PlannerOptions> planner;
   std::string devices;
   for (const core::BandPlace& band : options.bands) {
-    core::PlannerOptions mine = settle_budget(*band.model, *options.memory);
+    core::PlannerOptions mine = core::settle_budget(*band.model, *options.memory);
     // The smallest budget of any device (0: none, larger than any).
     if (!planner ||
         (mine.budget_bytes > 0 && (planner->budget_bytes == 0 || mine.budget_bytes < planner->budget_bytes)))
@@ -213,7 +192,7 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
     return plan;
   }
   if (!options.bands.empty()) return plan_bands(model, op, geometry, options);
-  const core::PlannerOptions planner = settle_budget(model, *options.memory);
+  const core::PlannerOptions planner = core::settle_budget(model, *options.memory);
   last_plan_request = core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
                                             geometry.padded_height, model.dtype());
   const core::Plan plan = core::plan_run(*last_plan_request, planner);

@@ -20,7 +20,7 @@
 #   FP8_ROWS, FP8_PROFILE (0: none)                  phase fp8: MODEL:OP:SIZE rows timed in bf16 and fp8,
 #                                                    their accuracy at 256x256 x17, the fp8 decode's profile
 # Phases: fp8 conv fresh coldtrace tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
-#   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long
+#   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long python
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -595,5 +595,5 @@ if has long; then
       --weights /tmp/wan21_random.pth "${args[@]}"
   done
 fi
-
+has python && OUT="$OUT" BUILD_DIR="$BUILD" RUNS="$RUNS" scripts/gpu_python.sh  # Python package
 step done

@@ -5,7 +5,10 @@
 #   2. LibTorch 2.11.0 from PyPI's torch==2.11.0 wheel, in the project's virtual environment .venv/ (with
 #      the safetensors package, which the tests use);
 #   3. checks that LibTorch's CUDA version matches the CUDA toolkit's (nvcc);
-#   4. configures and builds build/ (CMake + Ninja), then runs a short demo unless --no-demo is given.
+#   4. configures and builds build/ (CMake + Ninja);
+#   5. installs the Python package (python/) into .venv, linking the engine library of build/, with what its
+#      build and tests use (scikit-build-core, pytest, numpy, diffusers); then runs a short demo unless
+#      --no-demo is given.
 # Idempotent: what is already there is kept. Any failure stops it with the reason.
 # Environment: BUILD_DIR (default build), CUDA_ARCHS (default: CMake's list, 80;86;89;90;100;120), JOBS.
 set -euo pipefail
@@ -94,6 +97,15 @@ say "building (Release; the first build takes a while)"
 ninja -C "$BUILD_DIR" ${JOBS:+-j"$JOBS"}
 say "built $BUILD_DIR/vaecodec"
 "$BUILD_DIR/vaecodec" --version
+
+# 5. The Python package, built against .venv's torch; it links build/'s engine library rather than compiling
+# the engine again (python/CMakeLists.txt), so it adds one source file's compile to the build.
+python_packages=(scikit-build-core pytest numpy diffusers)
+if ! .venv/bin/python -c 'import scikit_build_core, pytest, numpy, diffusers' 2>/dev/null; then
+  say "installing ${python_packages[*]} from PyPI into .venv (the Python package's build and tests)"
+  .venv/bin/python -m pip install --quiet --progress-bar off "${python_packages[@]}"
+fi
+scripts/install_python.sh
 
 if ((DEMO)); then
   trap - ERR

@@ -1,0 +1,87 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/kernels/conv3d.h"
+#include "core/planner.h"
+#include "core/vae_model.h"
+
+namespace vaecodec::python {
+
+// How a model is loaded and run, as vaecodec.load() takes it (the CLI's --device, --dtype, --vram, --preset,
+// --conv and --autotune). Strings as the CLI spells them.
+struct LoadOptions {
+  std::string device = "auto";  // "auto" (cuda when available), "cpu", "cuda", "cuda:N"
+  std::string dtype = "auto";   // "auto" (bf16 on CUDA, fp32 on the CPU), "fp32", "bf16", "fp16", "fp8"
+  std::string vram;             // a size ("8G") or bytes; empty: the preset's, else the free memory
+  std::string preset;           // a built-in tier; empty: none
+  std::string conv = "auto";    // "auto", "cudnn", "own" (Note [Own convolutions])
+  bool autotune = false;        // cuDNN times its algorithms (Note [Autotuning] in io/pipeline.h)
+  int64_t chunk = 0;            // fixed latent frames per model call; 0: the planner's
+  std::string family;           // overrides detection; empty: detected from the tensors
+};
+
+// Note [Process-wide switches]
+// Some of what a run applies is process-wide in LibTorch and in the engine today: cuDNN's timing, TF32, the
+// convolution backend, the fp8 convolutions. The CLI owns its process and sets them once; a Python process
+// also runs the caller's own models. So a Model applies its choices only while it loads and runs, and puts
+// the caller's back afterwards (SwitchGuard). Two models set differently and run at the same moment from two
+// threads would still see each other's switches.
+class SwitchGuard {
+ public:
+  SwitchGuard();  // remembers the current switches
+  ~SwitchGuard();
+  SwitchGuard(const SwitchGuard&) = delete;
+  SwitchGuard& operator=(const SwitchGuard&) = delete;
+
+ private:
+  bool benchmark_, tf32_cudnn_, tf32_cublas_, fp8_;
+  core::kernels::ConvBackend conv_;
+};
+
+// A loaded model and how it runs. Thread-safe: one run at a time per model.
+class Model {
+ public:
+  // From a weights file or folder (anything the CLI's --weights takes).
+  static std::unique_ptr<Model> from_path(const std::string& path, const LoadOptions& options);
+  // From tensors under a checkpoint's names (e.g. a diffusers model's state_dict) and, optionally, the JSON
+  // of a diffusers config (its latent statistics apply).
+  static std::unique_ptr<Model> from_tensors(std::map<std::string, torch::Tensor> tensors,
+                                             const std::string& config_json, const LoadOptions& options);
+
+  // Runs a whole clip (Note [Runs on whole tensors] in core/tensor_run.h); `input` already checked for its
+  // dtype and device by the binding. The caller's current stream on the model's device is used.
+  torch::Tensor encode(const torch::Tensor& video);
+  torch::Tensor decode(const torch::Tensor& latents);
+  // The plan for an input of `shape` under `op` ("encode" or "decode"), as JSON.
+  std::string plan(const std::vector<int64_t>& shape, const std::string& op);
+
+  const core::ModelInfo& info() const { return model_->info(); }
+  torch::Device device() const { return model_->device(); }
+  torch::ScalarType dtype() const { return model_->dtype(); }
+  bool fp8() const { return fp8_; }
+  int64_t budget_bytes() const { return planner_.budget_bytes; }
+
+ private:
+  Model() = default;
+  static std::unique_ptr<Model> build(core::Checkpoint checkpoint, const LoadOptions& options);
+  torch::Tensor run(core::Op op, const torch::Tensor& input);
+  void apply_switches() const;  // under a SwitchGuard
+
+  std::shared_ptr<core::VaeModel> model_;
+  core::PlannerOptions planner_;
+  core::kernels::ConvBackend conv_ = core::kernels::ConvBackend::kAuto;
+  bool autotune_ = false;
+  bool fp8_ = false;
+  std::mutex mutex_;
+};
+
+}  // namespace vaecodec::python
