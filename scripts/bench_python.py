@@ -14,6 +14,8 @@ pipeline's decode against diffusers in float32, beside diffusers' own in --dtype
 One JSON line per row to --out; a table on stdout.
 
   python3 scripts/bench_python.py --cli build/vaecodec --out out/gpu/python_bench.jsonl
+  python3 scripts/bench_python.py --device cpu --dtype fp32 --size 64x64 --frames 5 --runs 1 --warmup 0 \
+      --accuracy-size 64x64x5      # a quick check of the script without a GPU
 """
 
 import argparse
@@ -28,6 +30,7 @@ import time
 import torch
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DEVICE = torch.device("cuda")
 
 
 def make_weights(folder: str) -> None:
@@ -58,32 +61,35 @@ def smooth_video(frames, height, width, device, dtype, seed=1):
 
 
 def timed(fn, runs, warmup):
+    cuda = torch.cuda.is_available() and DEVICE.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     with torch.no_grad():
         for _ in range(warmup):
             fn()
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+        sync()
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
         seconds = []
         for _ in range(runs):
             start = time.perf_counter()
             out = fn()
-            torch.cuda.synchronize()
+            sync()
             seconds.append(time.perf_counter() - start)
             del out
     return {"runs": seconds, "median_s": statistics.median(seconds), "peak_allocated_bytes":
-            torch.cuda.max_memory_allocated()}
+            torch.cuda.max_memory_allocated() if cuda else 0}
 
 
 def cli_bench(cli, folder, op, args):
     command = [cli, "bench", "--weights", folder, "--op", op, "--size", args.size, "--frames", str(args.frames),
-               "--dtype", args.dtype, "--runs", str(args.runs), "--warmup", str(args.warmup), "--json"]
+               "--device", args.device, "--dtype", args.dtype, "--runs", str(args.runs), "--warmup", str(args.warmup), "--json"]
     if not args.autotune:
         command.append("--no-autotune")
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "bench failed")
     j = json.loads(done.stdout)
-    return {"runs": j["runs"], "median_s": j["median_s"], "peak_allocated_bytes": j.get("peak_allocated_bytes")}
+    return {"runs": j["runs"], "median_s": j["median_s"], "peak_allocated_bytes": j.get("peak_allocated_bytes", 0)}
 
 
 def relative_l2(got, want):
@@ -103,6 +109,7 @@ def main():
     parser.add_argument("--size", default="1280x720")
     parser.add_argument("--frames", type=int, default=81)
     parser.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    parser.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (a quick check of the script)")
     parser.add_argument("--ops", default="decode,encode")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
@@ -117,27 +124,30 @@ def main():
     import vaecodec.diffusers
     from diffusers import AutoencoderKLWan
 
+    global DEVICE
+    DEVICE = torch.device(args.device)
     width, height = map(int, args.size.split("x"))
     dtype = DTYPES[args.dtype]
     skip = set(filter(None, args.skip.split(",")))
     make_weights(args.weights)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    gpu = torch.cuda.get_device_name()
-    vae = AutoencoderKLWan.from_pretrained(args.weights, torch_dtype=dtype).to("cuda").eval()
-    mean = torch.tensor(vae.config.latents_mean, device="cuda").view(1, -1, 1, 1, 1)
-    std = torch.tensor(vae.config.latents_std, device="cuda").view(1, -1, 1, 1, 1)
+    gpu = torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else "cpu"
+    vae = AutoencoderKLWan.from_pretrained(args.weights, torch_dtype=dtype).to(DEVICE).eval()
+    mean = torch.tensor(vae.config.latents_mean, device=DEVICE).view(1, -1, 1, 1, 1)
+    std = torch.tensor(vae.config.latents_std, device=DEVICE).view(1, -1, 1, 1, 1)
     t = 1 + (args.frames - 1) // 4
-    z = torch.randn(1, 16, t, height // 8, width // 8, generator=torch.Generator().manual_seed(2)).cuda()
+    z = torch.randn(1, 16, t, height // 8, width // 8, generator=torch.Generator().manual_seed(2)).to(DEVICE)
     z_raw = (z * std + mean).to(dtype)
-    video = smooth_video(args.frames, height, width, "cuda", dtype)
-    model = vaecodec.load(args.weights, device="cuda", dtype=args.dtype, autotune=args.autotune)
+    video = smooth_video(args.frames, height, width, DEVICE, dtype)
+    model = vaecodec.load(args.weights, device=DEVICE, dtype=args.dtype, autotune=args.autotune)
 
     rows = []
 
     def record(op, who, run):
         if who in skip:
             return
-        torch.cuda.empty_cache()
+        if DEVICE.type == "cuda":
+            torch.cuda.empty_cache()
         try:
             result = run()
         except Exception as e:  # noqa: BLE001 - a contender that fails is a row that says so
@@ -184,7 +194,7 @@ def main():
             def fast():
                 import fastvae
 
-                decoder = fastvae.FastVAEDecoder.from_vae(vae).to("cuda")
+                decoder = fastvae.FastVAEDecoder.from_vae(vae).to(DEVICE)
                 return timed(lambda: decoder.decode(z_raw), args.runs, args.warmup)
 
             record(op, "fastvae", fast)
@@ -201,8 +211,8 @@ def main():
     if args.accuracy_size and "decode" in args.ops:
         aw, ah, at = map(int, args.accuracy_size.split("x"))
         small = torch.randn(1, 16, 1 + (at - 1) // 4, ah // 8, aw // 8, generator=torch.Generator().manual_seed(3))
-        small_raw = small.cuda() * std + mean
-        reference_vae = AutoencoderKLWan.from_pretrained(args.weights, torch_dtype=torch.float32).to("cuda").eval()
+        small_raw = small.to(DEVICE) * std + mean
+        reference_vae = AutoencoderKLWan.from_pretrained(args.weights, torch_dtype=torch.float32).to(DEVICE).eval()
         with torch.no_grad():
             reference = reference_vae.decode(small_raw).sample
             own = vae.decode(small_raw.to(dtype)).sample
