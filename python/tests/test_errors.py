@@ -59,8 +59,9 @@ def test_wrong_dtype_is_a_type_error(model):
     with pytest.raises(TypeError) as caught:
         model.decode(torch.zeros(1, 16, 1, 4, 4, dtype=torch.int64))
     assert "floating-point" in one_line(caught.value) and "Long" in str(caught.value)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError) as caught:
         model.encode("frames")
+    assert one_line(caught.value) == "encode expects a tensor of frames, got str"
     with pytest.raises(TypeError):
         vaecodec.load(42)
 

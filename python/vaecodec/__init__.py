@@ -55,6 +55,11 @@ def _vram_text(vram) -> str:
     return str(vram)
 
 
+def _check_tensor(value, op: str, what: str) -> None:
+    if not torch.is_tensor(value):
+        raise TypeError(f"{op} expects a tensor of {what}, got {type(value).__name__}")
+
+
 class Model:
     """A VAE loaded onto one device, run by vaecodec's engine. Made by `vaecodec.load`."""
 
@@ -87,6 +92,7 @@ class Model:
         H and W multiples of `spatial_factor`) -> latents [B, C, t, h, w] in float32 on the model's device,
         normalized per channel as the CLI's latent files are (Wan), or with `normalized=False` the raw mean
         (diffusers' `latent_dist.mean`). SeedVR2's latents are raw either way."""
+        _check_tensor(video, "encode", "frames")
         latents = self._native.encode(video)
         if latents.is_inference():  # made under the engine's inference mode: a plain tensor for the caller
             latents = latents.clone()
@@ -98,7 +104,8 @@ class Model:
     def decode(self, latents: torch.Tensor, normalized: bool = True) -> torch.Tensor:
         """Latents [B, C, t, h, w] (normalized as `encode` gives them, or raw with `normalized=False`) ->
         frames [B, 3, 1 + 4(t - 1), H, W] in [-1, 1], in the model's dtype on the model's device."""
-        if not normalized and self.latent_mean is not None and torch.is_tensor(latents) \
+        _check_tensor(latents, "decode", "latents")
+        if not normalized and self.latent_mean is not None \
                 and latents.is_floating_point() and latents.dim() == 5 and latents.size(1) == self.latent_channels:
             mean, std = self._statistics(latents)
             latents = (latents.float() - mean) / std
