@@ -149,7 +149,7 @@ def test_any_float_dtype_and_non_contiguous_input(models):
 
 def test_the_gil_is_released_while_the_engine_runs(models):
     m = models["wan2.1-vae"]
-    z = torch.randn(1, 16, 6, 12, 16)
+    z = torch.randn(1, 16, 4, 8, 12)
     done = threading.Event()
     errors = []
 
@@ -160,15 +160,20 @@ def test_the_gil_is_released_while_the_engine_runs(models):
             errors.append(e)
         done.set()
 
-    thread = threading.Thread(target=work)
-    ticks = 0
-    start = time.perf_counter()
-    thread.start()
-    while not done.is_set():
-        ticks += 1
-        time.sleep(0.001)
-    thread.join()
-    seconds = time.perf_counter() - start
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one engine thread: this one gets a core of its own to count on
+    try:
+        thread = threading.Thread(target=work)
+        ticks = 0
+        start = time.perf_counter()
+        thread.start()
+        while not done.is_set():
+            ticks += 1
+            time.sleep(0.001)
+        thread.join()
+        seconds = time.perf_counter() - start
+    finally:
+        torch.set_num_threads(threads)
     assert not errors
     # Holding the GIL for the whole call would leave this thread a tick or two; it ran throughout.
-    assert seconds > 0.05 and ticks >= 0.3 * seconds / 0.0011
+    assert seconds > 0.05 and ticks >= 20
