@@ -52,7 +52,7 @@ def test_the_caller_s_stream_is_used(models):
         got = m.decode(z2)
         total = got.sum()
     stream.synchronize()
-    assert torch.equal(got, want)
+    assert relative_error(got, want) <= 1e-6
     assert torch.isfinite(total)
 
 
@@ -75,9 +75,10 @@ def test_out_of_budget_is_a_value_error_and_the_model_stays_usable(models):
     assert ok.decode(torch.zeros(1, 16, 1, 8, 8, device="cuda")).shape == (1, 3, 1, 64, 64)
 
 
-def test_a_tiled_plan_runs_under_a_small_budget():
-    m = vaecodec.load(TINY["wan2.1-vae"], device="cuda", dtype="bf16")
-    plan = vaecodec.load(TINY["wan2.1-vae"], device="cuda", dtype="bf16", vram="64M").plan(
-        [1, 16, 5, 90, 160], "decode")
-    assert plan["budget_bytes"] == 64 << 20
-    assert m.plan([1, 16, 5, 90, 160], "decode")["chunk"] >= 1
+def test_a_budget_given_is_planned_for():
+    m = vaecodec.load(TINY["wan2.1-vae"], device="cuda", dtype="fp32", vram="2G")
+    plan = m.plan([1, 16, 3, 8, 12], "decode")
+    assert plan["budget_bytes"] == 2 << 30 and plan["op"] == "decode"
+    z = torch.randn(1, 16, 3, 8, 12, generator=torch.Generator().manual_seed(3))
+    unbudgeted = vaecodec.load(TINY["wan2.1-vae"], device="cuda", dtype="fp32")
+    assert relative_error(m.decode(z.cuda()), unbudgeted.decode(z.cuda())) <= 1e-6
