@@ -105,7 +105,7 @@ if ! .venv/bin/python -c 'import scikit_build_core, pytest, numpy, diffusers' 2>
   say "installing ${python_packages[*]} from PyPI into .venv (the Python package's build and tests)"
   .venv/bin/python -m pip install --quiet --progress-bar off "${python_packages[@]}"
 fi
-scripts/install_python.sh
+BUILD_DIR="$BUILD_DIR" scripts/install_python.sh
 
 if ((DEMO)); then
   trap - ERR

@@ -33,5 +33,5 @@ fi
 ctest --test-dir "$BUILD_DIR" --output-on-failure "${label_args[@]}" "$@"
 # The Python package: rebuilt when the engine library changed (its build folder is kept), then its tests (the
 # ones marked gpu skip themselves without CUDA). A failing test fails the suite.
-scripts/install_python.sh
+BUILD_DIR="$BUILD_DIR" scripts/install_python.sh
 .venv/bin/python -m pytest python/tests -q -rs
