@@ -12,8 +12,10 @@
 #include "app/devices.h"
 #include "app/errors.h"
 #include "app/record.h"
+#include "core/device/device.h"
 #include "core/engine_report.h"
 #include "core/error.h"
+#include "core/kernel_log.h"
 #include "core/models/registry.h"
 #include "io/ffmpeg_common.h"
 #include "io/interrupt.h"
@@ -88,8 +90,7 @@ StartedRun start_batch_input(RunCommand command, core::VaeModel& model, const io
 
 // The weights file, when one is named already (the run fails later otherwise): no output may replace it.
 std::vector<fs::path> named_weights(const RunOptions& options) {
-  if (!options.weights.empty()) return {options.weights};
-  if (const char* env = std::getenv("VAECODEC_WEIGHTS"); env && *env) return {env};
+  if (auto named = named_weights_file(options)) return {*named};
   return {};
 }
 
@@ -196,12 +197,12 @@ void run_command(RunCommand command, const RunOptions& options) {
     const Batch plan = plan_batch(command, options);
     const bool batch = plan.into_folder;
     // One input on several devices: the clip is split across them in bands (Note [Bands across devices] in
-    // core/band_split.h), one model per device, the output on the first.
+    // core/band_exchange.h), one model per device, the output on the first.
     std::vector<torch::Device> split;
     if (!batch && devices.size() > 1) {
       split = devices;
       devices.clear();
-      use_plain_allocator_for_peers();
+      core::Device::use_plain_allocator_for_peers();
     }
     if (!batch && devices.size() == 1) {  // one input on the one device named
       RunOptions on_one = options;
@@ -279,8 +280,7 @@ void run_command(RunCommand command, const RunOptions& options) {
     for (const auto& m : band_models) run_pipeline.bands.push_back({m.get(), &core::Device::of(m->device())});
     if (options.verbose) {  // Note [What the engine applied]
       core::KernelLog::enable(true);
-      for (const std::string& line : core::engine_setup_lines(*model, options.autotune == "on"))
-        io::verbose_note("engine", line);
+      for (const std::string& line : core::engine_setup_lines(*model)) io::verbose_note("engine", line);
     }
     if (batch) {  // made once the model loaded: a run that fails before leaves nothing behind
       std::error_code error;
@@ -342,8 +342,8 @@ void run_command(RunCommand command, const RunOptions& options) {
       }
     }
     // The GPU's part is over; while the last writer drains (x264's held-back frames), the allocator hands its
-    // cached memory back, which the process's end would otherwise do after the output is complete (Note
-    // [Quick exit] in app/main.cpp).
+    // cached memory back, which the process's end would otherwise do after the output is complete (
+    // Note [Quick exit] in app/main.cpp).
     if (finishing) core::Device::of(model->device()).release_cached();
     finish_previous();
     for (const std::string& line : core::kernel_lines()) io::verbose_note("kernels", line);

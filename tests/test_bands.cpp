@@ -1,5 +1,5 @@
-// One clip split across devices in horizontal bands (Note [Bands across devices] in core/band_split.h): the
-// split run equals the one-device run for all three families, encode and decode, at odd sizes, with any
+// One clip split across devices in horizontal bands (Note [Bands across devices] in core/band_exchange.h):
+// the split run equals the one-device run for all three families, encode and decode, at odd sizes, with any
 // chunking; without the exchanges it would not; a failing band stops the others instead of leaving them
 // waiting. On the CPU the bands are threads on the one CPU device, which runs the same exchanges as GPUs do.
 #include <torch/cuda.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/band_split.h"
+#include "core/band_set.h"
 #include "core/device/device.h"
 #include "core/engine.h"
 #include "core/error.h"
@@ -264,8 +264,9 @@ TEST_CASE("a split run in columns equals the one-device run tiled in the same co
 TEST_CASE("a band that does not fit whole is planned in the fewest columns that fit", "[bands][planner]") {
   const auto& family = core::find_model_family("wan2.1-vae");
   const auto model = family.build(family.released_config);
-  const auto whole = core::PlanRequest::of(model->info(), model->parameter_count(), core::Op::kDecode, 1920,
-                                           1088, torch::kBFloat16);
+  const auto whole =
+      core::PlanRequest::of(model->info(), core::find_model_family(model->info().family).calibration,
+                            model->parameter_count(), core::Op::kDecode, 1920, 1088, torch::kBFloat16);
   core::PlannerOptions options;
   options.max_chunk = 2;
   const core::Plan roomy = core::plan_band_run(whole, 2, options);

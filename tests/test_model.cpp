@@ -7,6 +7,7 @@
 #include "core/engine.h"
 #include "core/engine_report.h"
 #include "core/error.h"
+#include "core/kernel_log.h"
 #include "core/kernels/norm_silu.h"
 #include "core/layers.h"
 #include "core/models/registry.h"
@@ -243,8 +244,9 @@ TEST_CASE("on CUDA the fused RMSNorm+SiLU and residual add match float64", "[mod
           else
             CHECK(tail.abs().max().item<double>() == 0);
 
-          // Into a band's buffer, its rows cut by one halo row above and one below (Note [Frames of a
-          // band's buffer]): the own kernel frame by frame where the layout is channels-last.
+          // Into a band's buffer, its rows cut by one halo row above and one below (
+          // Note [Frames of a band's buffer]): the own kernel frame by frame where the layout is
+          // channels-last.
           core::KernelLog::reset();
           core::KernelLog::enable(true);
           auto band = torch::zeros({2, c, 5, 11, 13}, x.options()).contiguous(format);
