@@ -342,8 +342,8 @@ void run_command(RunCommand command, const RunOptions& options) {
       }
     }
     // The GPU's part is over; while the last writer drains (x264's held-back frames), the allocator hands its
-    // cached memory back, which the process's end would otherwise do after the output is complete (
-    // Note [Quick exit] in app/main.cpp).
+    // cached memory back, which the process's end would otherwise do after the output is complete
+    // (Note [Quick exit] in app/main.cpp).
     if (finishing) core::Device::of(model->device()).release_cached();
     finish_previous();
     for (const std::string& line : core::kernel_lines()) io::verbose_note("kernels", line);

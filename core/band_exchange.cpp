@@ -29,8 +29,8 @@ thread_local BandContext* tls_band = nullptr;
 // split decode that used it gave NaN against the one-GPU run (two H200s, 2026-11-24).
 // Everything posted is dense, so the copy is one plain memcpy, never a strided kernel reading another GPU.
 // The first run on two H200s also failed with "an illegal memory access" in 2 of 3 runs, while the same
-// exchanges passed the two-GPU tests, which run without the expandable segments the CLI turns on (
-// Note [Expandable segments] in core/device/peers.cpp): a split run now uses LibTorch's plain caching
+// exchanges passed the two-GPU tests, which run without the expandable segments the CLI turns on
+// (Note [Expandable segments] in core/device/peers.cpp): a split run now uses LibTorch's plain caching
 // allocator (Device::use_plain_allocator_for_peers), and peer access between the split's GPUs is enabled when
 // the split is made (BandSet, Device::enable_peer_access), not during the first copy while other threads
 // allocate. With both, no run on two H200s has failed since (2026-11-24: the GPU tests and every split
@@ -138,8 +138,8 @@ void fill_halo(const torch::Tensor& whole, int64_t top, int64_t bottom) {
   if (rows < std::max(top, bottom))
     throw Error("a band of " + std::to_string(rows) + " rows is narrower than its convolution's margin");
   // The band above reads this band's first `bottom` interior rows, the band below its last `top`: posted as
-  // dense copies, so that a band on another GPU fetches them with one plain peer copy (
-  // Note [Copies between GPUs]).
+  // dense copies, so that a band on another GPU fetches them with one plain peer copy
+  // (Note [Copies between GPUs]).
   const auto& posted = exchange(c, {whole.narrow(3, top, bottom), whole.narrow(3, top + rows - top, top)});
   if (top > 0) {
     auto above = whole.narrow(3, 0, top);

@@ -39,9 +39,9 @@ namespace vaecodec::core {
 // that made its source, and the band's own stream waits for the copy, so the GPUs run ahead of the threads.
 // A band too large for its device is cut into columns, the same columns in every band: each band runs column
 // c of its rows with column c's own causal cache, every band on the same column at once, so that column c of
-// the split is one-device column tile c cut into bands, and the columns are blended as tiles are (
-// Note [Tile blending] in core/tiling.h). The split then equals the one-device run tiled in those columns, as
-// exactly as an untiled split equals the untiled run.
+// the split is one-device column tile c cut into bands, and the columns are blended as tiles are
+// (Note [Tile blending] in core/tiling.h). The split then equals the one-device run tiled in those columns,
+// as exactly as an untiled split equals the untiled run.
 
 // What a band posts at an exchange: dense tensors on its device and, on CUDA, an event its stream recorded
 // after making them (Note [Copies between GPUs]).

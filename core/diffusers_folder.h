@@ -13,8 +13,8 @@ namespace vaecodec::core {
 // `diffusion_pytorch_model.safetensors.index.json`, whose "weight_map" names each tensor's shard. A
 // pipeline's folder holds its VAE in `vae/`. `--weights` may name either folder: the tensors of all shards
 // make one checkpoint, under the names the shards give them (the families' layouts rename them), and
-// config.json comes along (Checkpoint::config) for the latent statistics it may hold (
-// Note [Latent statistics in the config] in core/vae_model.h).
+// config.json comes along (Checkpoint::config) for the latent statistics it may hold
+// (Note [Latent statistics in the config] in core/vae_model.h).
 //
 // A folder holding no VAE (neither config.json with weights nor a vae/ folder with them) is the user's
 // mistake and a UsageError; a VAE folder that is damaged (an index naming a shard that is not there or a

@@ -79,8 +79,8 @@ class FloatCopy {
   const void* source_ = nullptr;
 };
 
-// conv3d(x, weight, bias) + residual with zero padding: on the own Hopper kernel where it runs (
-// Note [Own convolutions] in core/kernels/conv3d.h), the sum rounded once in its epilogue; else LibTorch's
+// conv3d(x, weight, bias) + residual with zero padding: on the own Hopper kernel where it runs
+// (Note [Own convolutions] in core/kernels/conv3d.h), the sum rounded once in its epilogue; else LibTorch's
 // (cuDNN on the GPU), then the residual and bias in one pass. bias and residual may be undefined; bias_f32
 // keeps bias's float32 copy for the kernels. padded: the layer's zero-padded weights, where its few channels
 // need them (Note [Padded channels] in core/kernels/conv3d.cpp); without it such a layer runs on cuDNN.
@@ -148,15 +148,15 @@ class CausalConv3d : public CausalModule {
     return t.options().memory_format(t.suggest_memory_format());
   }
   // residual (shaped like the output, or undefined) is added with the bias: in the convolution's epilogue
-  // where the own kernel runs. input_scale: for a buffer in e4m3, what its values were multiplied by (
-  // Note [FP8 convolutions] in core/kernels/conv3d.cpp).
+  // where the own kernel runs. input_scale: for a buffer in e4m3, what its values were multiplied by
+  // (Note [FP8 convolutions] in core/kernels/conv3d.cpp).
   torch::Tensor run(Buffer& buffer, bool with_bias = true, const torch::Tensor& residual = {},
                     const torch::Tensor& input_scale = {});
   // Whether this convolution of a norm's output x runs in fp8 (Note [FP8 convolutions]): then its causal
   // buffer, history included, is e4m3. The same answer for every chunk of a run.
   bool takes_fp8(const torch::Tensor& x) const { return kernels::runs_fp8(x, weight_); }
-  // Allocates buffer.history where a producer may write the next chunk's history itself (
-  // Note [History written by the norm] in core/layers.cpp); leaves it undefined elsewhere.
+  // Allocates buffer.history where a producer may write the next chunk's history itself
+  // (Note [History written by the norm] in core/layers.cpp); leaves it undefined elsewhere.
   void offer_history(Buffer& buffer) const;
 
   const torch::Tensor& bias() const { return bias_; }

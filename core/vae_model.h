@@ -57,8 +57,8 @@ void refuse_config_key(const nlohmann::json& config, const std::string& key, con
 //           later ones multiples of 4 (t' = 1 + k, then t/4).
 //   decode: latent [B, z, n, h, w] -> video [B, 3, t, h*f, w*f], unclamped; the first chunk gives 1 + 4(n-1)
 //           frames, later ones 4n.
-// The result does not depend on the chunking. Each call runs under the model's run choices (
-// Note [Run choices] in core/run_choices.h); a family implements encode_chunk and decode_chunk.
+// The result does not depend on the chunking. Each call runs under the model's run choices
+// (Note [Run choices] in core/run_choices.h); a family implements encode_chunk and decode_chunk.
 class VaeModel : public torch::nn::Module {
  public:
   virtual const ModelInfo& info() const = 0;

@@ -42,9 +42,9 @@ struct PipelineOptions {
   // encode: store latents times the model's latent scale; decode: the input's latents are stored so scaled
   // (Note [latent scale] in io/latent_file.h).
   bool latent_scale = false;
-  // encode: the file written. kVaecodec: the output's extension picks .safetensors or .latent (
-  // Note [latent files]); kMusubi: musubi-tuner's Wan cache, the output naming the folder and the clip's stem
-  // ( Note [musubi-tuner's latent cache]), its latents stored as musubi_dtype.
+  // encode: the file written. kVaecodec: the output's extension picks .safetensors or .latent
+  // (Note [latent files]); kMusubi: musubi-tuner's Wan cache, the output naming the folder and the clip's
+  // stem ( Note [musubi-tuner's latent cache]), its latents stored as musubi_dtype.
   enum class LatentFormat { kVaecodec, kMusubi };
   LatentFormat latent_format = LatentFormat::kVaecodec;
   torch::ScalarType musubi_dtype = torch::kBFloat16;
@@ -68,8 +68,8 @@ struct RunSummary {
   DecodeDamage damage;                    // what the input lost (roundtrip, encode)
   std::optional<QualitySummary> quality;  // with PipelineOptions::metrics
   std::optional<core::Plan> plan;         // with PipelineOptions::memory
-  // The times the run ran out of device memory and started over with a new plan (
-  // Note [Running out of memory] in core/device/memory_faults.h): why, and the budget of the new plan.
+  // The times the run ran out of device memory and started over with a new plan
+  // (Note [Running out of memory] in core/device/memory_faults.h): why, and the budget of the new plan.
   struct Replan {
     std::string reason;
     int64_t budget_bytes = 0;

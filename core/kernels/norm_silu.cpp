@@ -137,8 +137,8 @@ static bool frame_group_norm_into_impl(const torch::Tensor& x, const torch::Tens
 }
 
 // Whether `tail` can take the last frames of `out` as the kernel writes them: one batch item, every tensor
-// dense channels-last, tail [1, C, k, H, W] with k no more than out's frames (
-// Note [History written by the norm] in core/layers.cpp).
+// dense channels-last, tail [1, C, k, H, W] with k no more than out's frames
+// (Note [History written by the norm] in core/layers.cpp).
 static bool rms_norm_tail_fits(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& tail) {
   const auto format = torch::MemoryFormat::ChannelsLast3d;
   return x.size(0) == 1 && tail.dim() == 5 && tail.size(0) == 1 && tail.size(1) == x.size(1) &&
@@ -147,8 +147,8 @@ static bool rms_norm_tail_fits(const torch::Tensor& x, const torch::Tensor& out,
          out.is_contiguous(format) && tail.is_contiguous(format) && x.size(1) > 1;
 }
 
-// fp8_scale (a 1-element float32 tensor on x's device), where defined: out and tail are e4m3 (
-// Note [FP8 convolutions] in core/kernels/conv3d.cpp).
+// fp8_scale (a 1-element float32 tensor on x's device), where defined: out and tail are e4m3
+// (Note [FP8 convolutions] in core/kernels/conv3d.cpp).
 static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor& gamma,
                                     const torch::Tensor& out, const torch::Tensor& bias, bool with_silu,
                                     const torch::Tensor& tail = {}, bool* tail_written = nullptr,
