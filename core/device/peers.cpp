@@ -45,7 +45,8 @@ torch::Tensor Device::receive_from_peer(const torch::Tensor& peer_tensor, const 
   if (!t.is_cuda() || !is_cuda() || t.numel() == 0) return t.to(device_);
   if (!t.is_contiguous()) throw Error("a tensor from another GPU is not dense");
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(index());
-  if (made) made->block(stream);
+  // CUDAEvent::block only queues a wait on the event; LibTorch just does not mark it const.
+  if (made) const_cast<at::cuda::CUDAEvent*>(made)->block(stream);
   auto out = torch::empty(t.sizes(), t.options().device(device_));
   C10_CUDA_CHECK(cudaMemcpyPeerAsync(out.data_ptr(), index(), t.data_ptr(), t.device().index(), t.nbytes(),
                                      stream.stream()));
