@@ -53,8 +53,8 @@ class Wan21Vae : public VaeModel {
  public:
   explicit Wan21Vae(const Wan21Config& config);
   const ModelInfo& info() const override { return info_; }
-  torch::Tensor encode(const torch::Tensor& x, CausalCache& cache) override;
-  torch::Tensor decode(const torch::Tensor& z, CausalCache& cache) override;
+  torch::Tensor encode_chunk(const torch::Tensor& x, CausalCache& cache) override;
+  torch::Tensor decode_chunk(const torch::Tensor& z, CausalCache& cache) override;
 
   // Recognises a Wan2.1 state dict (original layout) and reads its config from the tensor shapes.
   static std::optional<Wan21Config> detect(const StateDict& tensors);

@@ -118,8 +118,8 @@ class Wan22Vae : public VaeModel {
  public:
   explicit Wan22Vae(const Wan22Config& config);
   const ModelInfo& info() const override { return info_; }
-  torch::Tensor encode(const torch::Tensor& x, CausalCache& cache) override;
-  torch::Tensor decode(const torch::Tensor& z, CausalCache& cache) override;
+  torch::Tensor encode_chunk(const torch::Tensor& x, CausalCache& cache) override;
+  torch::Tensor decode_chunk(const torch::Tensor& z, CausalCache& cache) override;
 
   // Recognises a Wan2.2 state dict (original layout) and reads its config from the tensor shapes.
   static std::optional<Wan22Config> detect(const StateDict& tensors);
