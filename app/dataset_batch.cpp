@@ -179,6 +179,9 @@ std::vector<io::MusubiJob> input_jobs(const io::MusubiDataset& d, const io::Musu
     if (!input.control_error.empty()) throw Error(input.control_error);
     const io::VideoCount clip = io::count_video_frames(input.path);
     job.bucket = buckets.select(size_of(clip));
+    if (job.bucket.width < io::kMusubiBucketStep || job.bucket.height < io::kMusubiBucketStep)
+      throw Error("its " + std::to_string(clip.width) + "x" + std::to_string(clip.height) +
+                  " frames are smaller than musubi-tuner's smallest bucket side, 16 pixels");
     std::optional<io::VideoCount> control;
     if (!input.control.empty()) control = io::count_video_frames(input.control);
     if (d.image) {
@@ -291,19 +294,20 @@ Batch plan_dataset_batch(const RunOptions& options, const Environment& env) {
   // One progress line over the files this run writes (with --devices, the batch's own line counts).
   if (options.devices.empty()) {
     std::vector<int64_t> frames;
-    std::vector<io::MusubiJob*> counted;
+    std::vector<std::shared_ptr<io::MusubiJob>> counted;
     std::error_code error;
     for (BatchItem& item : batch.items) {
       if (options.skip_existing && fs::is_regular_file(item.output, error)) continue;
-      auto* job = const_cast<io::MusubiJob*>(item.musubi.get());  // made above, shared with no one yet
+      auto job = std::make_shared<io::MusubiJob>(*item.musubi);
       job->progress_index = frames.size();
       frames.push_back(job->item.frames);
       counted.push_back(job);
+      item.musubi = job;
     }
     io::ProgressOptions progress;
     progress.quiet = options.quiet || options.json;
     auto shared = std::make_shared<io::MusubiProgress>(std::move(frames), progress);
-    for (io::MusubiJob* job : counted) job->progress = shared;
+    for (const std::shared_ptr<io::MusubiJob>& job : counted) job->progress = shared;
   }
   return batch;
 }

@@ -48,6 +48,7 @@ EncodedVideo encode_window(core::VaeModel& model, const fs::path& input, const s
   options.latent_format = PipelineOptions::LatentFormat::kVaecodec;  // the window is 1 + 4k already
   options.source = SourceOptions{};
   options.source.filter_graph = graph;
+  options.source.max_frames = job.item.frames;  // the reader stops at the window's end
   EncodedVideo v = encode_video(model, input, options);
   if (v.summary.frames != job.item.frames)
     throw Error(input.string() + ": the window of " + std::to_string(job.item.frames) +
