@@ -107,14 +107,16 @@ std::string musubi_resize_filter(FrameSize from, FrameSize bucket) {
                                 static_cast<double>(bucket.height) / static_cast<double>(from.height));
   const auto w = static_cast<int64_t>(static_cast<double>(from.width) * scale + 0.5);
   const auto h = static_cast<int64_t>(static_cast<double>(from.height) * scale + 0.5);
-  std::string graph;
+  std::vector<std::string> filters;
   if (w != from.width || h != from.height)
-    graph =
-        "scale=" + std::to_string(w) + ":" + std::to_string(h) + ":flags=" + (scale > 1 ? "lanczos" : "area");
+    filters.push_back("scale=" + std::to_string(w) + ":" + std::to_string(h) +
+                      (scale > 1 ? ":flags=lanczos" : ":flags=area"));
   if (w != bucket.width || h != bucket.height)
-    graph += (graph.empty() ? "" : ",") + std::string("crop=") + std::to_string(bucket.width) + ":" +
-             std::to_string(bucket.height) + ":" + std::to_string((w - bucket.width) / 2) + ":" +
-             std::to_string((h - bucket.height) / 2) + ":exact=1";
+    filters.push_back("crop=" + std::to_string(bucket.width) + ":" + std::to_string(bucket.height) + ":" +
+                      std::to_string((w - bucket.width) / 2) + ":" + std::to_string((h - bucket.height) / 2) +
+                      ":exact=1");
+  std::string graph;
+  for (const std::string& f : filters) graph += (graph.empty() ? "" : ",") + f;
   return graph;
 }
 

@@ -18,6 +18,13 @@
 #include "io/musubi_dataset.h"
 #include "tests/video_test_support.h"
 
+namespace vaecodec::io {
+// For Catch's messages (found by argument-dependent lookup).
+inline std::ostream& operator<<(std::ostream& out, const FrameSize& size) {
+  return out << size.width << "x" << size.height;
+}
+}  // namespace vaecodec::io
+
 namespace vaecodec::test {
 namespace {
 
