@@ -39,6 +39,9 @@ namespace vaecodec::io {
 // - width and height in the name and metadata are those of the frames encoded (after --vf), start is the
 //   index of the first frame taken at the graph's frame rate (0 without --start).
 // Only the Wan2.1 VAE (16 channels; Wan2.1 and Wan2.2-14B) makes latents this trainer's Wan models take.
+// `encode --dataset-config` writes the same files with the windows and sizes the trainer's dataset rules give
+// (Note [musubi-tuner's dataset rules] in io/musubi_dataset.h), and two more shapes of them: an image's cache
+// (no window in its name, no frame_count), and a clip's with its control clip's latents beside its own.
 
 struct MusubiItem {
   std::string stem;         // the clip's file name without extension

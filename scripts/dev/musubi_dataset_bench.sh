@@ -37,9 +37,10 @@ end=$(date +%s.%N)
 python3 - "$OUT/run.jsonl" "$start" "$end" <<'PY' | tee -a "$OUT/musubi.jsonl"
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
+ok = [r for r in runs if "error" not in r]
 wall = float(sys.argv[3]) - float(sys.argv[2])
-print(json.dumps({"vaecodec": "encode --dataset-config", "caches": len(runs), "wall_s": wall,
-                  "caches_per_s": len(runs) / wall, "run_seconds": sum(r["seconds"] for r in runs),
-                  "device": runs[0].get("device"), "dtype": runs[0].get("dtype")}))
+print(json.dumps({"vaecodec": "encode --dataset-config", "caches": len(ok), "failed": len(runs) - len(ok),
+                  "wall_s": wall, "caches_per_s": len(ok) / wall, "run_seconds": sum(r["seconds"] for r in ok),
+                  "device": ok[0].get("device") if ok else None, "dtype": ok[0].get("dtype") if ok else None}))
 PY
 python3 scripts/dev/musubi_reference_cache.py "$OUT/plan.jsonl" "$WEIGHTS" --compare | tee -a "$OUT/musubi.jsonl"
