@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 
+#include "app/dataset_batch.h"
 #include "app/device_batch.h"
 #include "app/devices.h"
 #include "app/errors.h"
@@ -61,7 +62,8 @@ StartedRun start_input(RunCommand command, core::VaeModel& model, const io::Pipe
       started.finishing.emplace(io::start_roundtrip(model, item.input, item.output, pipeline));
       break;
     case RunCommand::kEncode:
-      started.done = io::encode(model, item.input, item.output, pipeline);
+      started.done = item.musubi ? io::encode_musubi_job(model, *item.musubi, item.output, pipeline)
+                                 : io::encode(model, item.input, item.output, pipeline);
       break;
     case RunCommand::kDecode:
       started.finishing.emplace(io::start_decode(model, item.input, item.output, pipeline));
@@ -179,6 +181,11 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
   return batch;
 }
 
+// Where a batch's outputs went, for its last line.
+static std::string written_to(const RunOptions& options) {
+  return options.dataset_config.empty() ? options.output : "the datasets' cache directories";
+}
+
 void run_command(RunCommand command, const RunOptions& options) {
   using Clock = std::chrono::steady_clock;
   io::set_ffmpeg_log_level(AV_LOG_QUIET);
@@ -194,7 +201,8 @@ void run_command(RunCommand command, const RunOptions& options) {
       check_device_agrees(options.device, devices, cuda_count);
     }
     const io::PipelineOptions pipeline = pipeline_options(options);
-    const Batch plan = plan_batch(command, options);
+    const Batch plan =
+        options.dataset_config.empty() ? plan_batch(command, options) : plan_dataset_batch(options);
     const bool batch = plan.into_folder;
     // One input on several devices: the clip is split across them in bands (Note [Bands across devices] in
     // core/band_exchange.h), one model per device, the output on the first.
@@ -255,7 +263,7 @@ void run_command(RunCommand command, const RunOptions& options) {
       }
       if (result.failed > 0)
         throw Error(std::to_string(result.failed) + " of " + std::to_string(items.size()) +
-                    " inputs failed; the others were written to " + options.output);
+                    " inputs failed; the others were written to " + written_to(options));
       return;
     }
 
@@ -282,7 +290,9 @@ void run_command(RunCommand command, const RunOptions& options) {
       core::KernelLog::enable(true);
       for (const std::string& line : core::engine_setup_lines(*model)) io::verbose_note("engine", line);
     }
-    if (batch) {  // made once the model loaded: a run that fails before leaves nothing behind
+    if (batch &&
+        !options.output
+             .empty()) {  // made once the model loaded: a run that fails before leaves nothing behind
       std::error_code error;
       fs::create_directories(options.output, error);
       if (error) throw Error("cannot create output folder " + options.output + ": " + error.message());
@@ -349,7 +359,7 @@ void run_command(RunCommand command, const RunOptions& options) {
     for (const std::string& line : core::kernel_lines()) io::verbose_note("kernels", line);
     if (failed > 0)
       throw Error(std::to_string(failed) + " of " + std::to_string(items.size()) +
-                  " inputs failed; the others were written to " + options.output);
+                  " inputs failed; the others were written to " + written_to(options));
   } catch (const io::Interrupted&) {
     std::cerr << "vaecodec: " << command_name(command) << " interrupted; " << current_output.string()
               << " was not written" << std::endl;

@@ -122,7 +122,8 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
            "cache, one file per clip in the output folder")
         ->check(CLI::IsMember({"auto", "musubi"}))
         ->capture_default_str();
-    sub.add_option("--latent-dtype", options.latent_dtype, "--format musubi: the latents' dtype")
+    sub.add_option("--latent-dtype,--cache-dtype", options.latent_dtype,
+                   "--format musubi, --dataset-config: the latents' dtype")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))
         ->capture_default_str();
   }

@@ -49,6 +49,10 @@ struct RunOptions {
   // the output folder, Note [musubi-tuner's latent cache] in io/musubi_cache.h), and the latter's dtype.
   std::string format = "auto";
   std::string latent_dtype = "bf16";
+  // encode --dataset-config: musubi-tuner's dataset config, every cache it makes (Note [Dataset batches] in
+  // app/dataset_batch.h); --dry-run lists them without running.
+  std::string dataset_config;
+  bool dry_run = false;
   std::string side_by_side;  // roundtrip --side-by-side: input | reconstruction | difference x4; empty: none
   bool quiet = false;
   bool verbose = false;  // --verbose: what the engine applied, full error texts (io/log.h)

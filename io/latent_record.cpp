@@ -23,11 +23,6 @@ void record_source_options(const SourceOptions& source, LatentMeta& meta) {
   meta.max_frames = source.max_frames;
 }
 
-void check_latent_extension(const fs::path& path) {
-  if (!is_latent_path(path))
-    throw Error("latent file " + path.string() + " must end in .safetensors or .latent");
-}
-
 std::string name_of(const char* name) {
   return name ? name : "";
 }

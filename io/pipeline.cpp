@@ -80,6 +80,11 @@ const TensorToFrame* device_converter(const core::VaeModel& model, const VideoWr
   return model.device().is_cuda() ? writer.converter() : nullptr;
 }
 
+void check_latent_extension(const fs::path& path) {
+  if (!is_latent_path(path))
+    throw Error("latent file " + path.string() + " must end in .safetensors or .latent");
+}
+
 RunPlanOptions run_plan_options(const PipelineOptions& o) {
   return {o.memory, o.bands, o.chunk, o.quiet};
 }
@@ -273,15 +278,12 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   return FinishingRun(std::move(state));
 }
 
-static RunSummary encode_once(core::VaeModel& model, const fs::path& input, const fs::path& output,
-                              const PipelineOptions& options) {
+// Reads `input` through options.source and runs every frame through the encoder: the latents on the CPU and
+// the record of what was read (Note [latent files]); nothing is written.
+static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& input,
+                                      const PipelineOptions& options) {
   const Clock::time_point start = Clock::now();
   const bool musubi = options.latent_format == PipelineOptions::LatentFormat::kMusubi;
-  check_output_path(output, {input});
-  if (musubi)
-    check_musubi_model(model.info());
-  else
-    check_latent_extension(output);
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
@@ -292,9 +294,6 @@ static RunSummary encode_once(core::VaeModel& model, const fs::path& input, cons
   const core::Plan memory_plan = plan_memory(model, core::Op::kEncode, geometry, run_plan_options(options));
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
-  // A musubi cache file is named by what was read; it is made once that is known.
-  std::optional<core::AtomicFile> temp;
-  if (!musubi) temp.emplace(output);
   Progress progress("encode", reader.frame_count_hint(), progress_options(options));
   EncodeFeeder feeder(model, chunking, geometry, device);
   std::vector<core::HostTensor> chunks;
@@ -315,50 +314,71 @@ static RunSummary encode_once(core::VaeModel& model, const fs::path& input, cons
     chunk.wait();
     parts.push_back(chunk.tensor);
   }
-  torch::Tensor latents = torch::cat(parts, /*dim=*/2);
+  EncodedVideo v;
+  v.latents = torch::cat(parts, /*dim=*/2);
   int64_t frames = feeder.frames();
   if (musubi && musubi_frame_count(frames) < frames) {
     // Note [musubi-tuner's latent cache]: the causal encoder's first latents are those of the frames kept.
     const int64_t kept = musubi_frame_count(frames);
     warn(input.string() + ": took the first " + std::to_string(kept) + " of its " + std::to_string(frames) +
          " frames (musubi-tuner trains on 1 + 4k frames)");
-    latents = latents.narrow(2, 0, 1 + (kept - 1) / info.temporal_factor);
+    v.latents = v.latents.narrow(2, 0, 1 + (kept - 1) / info.temporal_factor);
     pts.resize(static_cast<size_t>(kept));
     frames = kept;
   }
 
-  LatentMeta meta = latent_record(info, format, geometry, frames, std::move(pts), options.source,
-                                  options.latent_scale, !reader.audio_streams().empty(), input);
+  v.meta = latent_record(info, format, geometry, frames, std::move(pts), options.source, options.latent_scale,
+                         !reader.audio_streams().empty(), input);
+  progress.finish();
+  report_damage(reader, feeder.frames());
+
+  RunSummary& summary = v.summary;
+  summary.command = "encode";
+  summary.input = input;
+  summary.frames = frames;
+  summary.width = format.width;
+  summary.height = format.height;
+  summary.latent_shape = v.latents.sizes().vec();
+  summary.damage = reader.damage();
+  report_memory(model, memory_plan, options, summary);
+  summary.stage_seconds = stage_seconds(&reading.times(), nullptr, seconds_since(start));
+  summary.seconds = seconds_since(start);
+  return v;
+}
+
+static RunSummary encode_once(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                              const PipelineOptions& options) {
+  const Clock::time_point start = Clock::now();
+  const bool musubi = options.latent_format == PipelineOptions::LatentFormat::kMusubi;
+  check_output_path(output, {input});
+  if (musubi)
+    check_musubi_model(model.info());
+  else
+    check_latent_extension(output);
+  // A musubi cache file is named by what was read; it is made once that is known.
+  std::optional<core::AtomicFile> temp;
+  if (!musubi) temp.emplace(output);
+  EncodedVideo v = encode_video_once(model, input, options);
   fs::path written = output;
   if (musubi) {
     MusubiItem item;
     item.stem = output.filename().string();
-    if (options.source.start_us && valid(format.frame_rate))
-      item.start_frame = av_rescale_q(*options.source.start_us, AV_TIME_BASE_Q, av_inv_q(format.frame_rate));
-    item.frames = frames;
-    item.width = format.width;
-    item.height = format.height;
+    const std::optional<LatentMeta::Rational> rate = v.meta.frame_rate;
+    if (options.source.start_us && rate)
+      item.start_frame =
+          av_rescale_q(*options.source.start_us, AV_TIME_BASE_Q, AVRational{rate->den, rate->num});
+    item.frames = v.summary.frames;
+    item.width = v.summary.width;
+    item.height = v.summary.height;
     written = output.parent_path() / musubi_file_name(item);
     temp.emplace(written);
-    write_musubi_cache(*temp, latents, item, meta, options.musubi_dtype);
+    write_musubi_cache(*temp, v.latents, item, v.meta, options.musubi_dtype);
   } else {
-    write_latents(*temp, latents, meta, latent_normalization(info));
+    write_latents(*temp, v.latents, v.meta, latent_normalization(model.info()));
   }
   temp->commit();
-  progress.finish();
-  report_damage(reader, feeder.frames());
-
-  RunSummary summary;
-  summary.command = "encode";
-  summary.input = input;
+  RunSummary summary = std::move(v.summary);
   summary.output = written;
-  summary.frames = frames;
-  summary.width = format.width;
-  summary.height = format.height;
-  summary.latent_shape = latents.sizes().vec();
-  summary.damage = reader.damage();
-  report_memory(model, memory_plan, options, summary);
-  summary.stage_seconds = stage_seconds(&reading.times(), nullptr, seconds_since(start));
   summary.seconds = seconds_since(start);
   return summary;
 }
@@ -420,6 +440,9 @@ constexpr int kMaxReplans = 2;
 void add_replans(RunSummary& summary, std::vector<RunSummary::Replan> replans) {
   summary.replans = std::move(replans);
 }
+void add_replans(EncodedVideo& video, std::vector<RunSummary::Replan> replans) {
+  video.summary.replans = std::move(replans);
+}
 void add_replans(FinishingRun& run, std::vector<RunSummary::Replan> replans) {
   run.add_replans(std::move(replans));
 }
@@ -476,6 +499,11 @@ FinishingRun start_roundtrip(core::VaeModel& model, const fs::path& input, const
   return with_replans(model, input, options, [&](const PipelineOptions& o) {
     return start_roundtrip_once(model, input, output, o);
   });
+}
+
+EncodedVideo encode_video(core::VaeModel& model, const fs::path& input, const PipelineOptions& options) {
+  return with_replans(model, input, options,
+                      [&](const PipelineOptions& o) { return encode_video_once(model, input, o); });
 }
 
 RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& output,

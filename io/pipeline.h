@@ -113,6 +113,18 @@ FinishingRun start_roundtrip(core::VaeModel& model, const std::filesystem::path&
 RunSummary encode(core::VaeModel& model, const std::filesystem::path& input,
                   const std::filesystem::path& output, const PipelineOptions& options = {});
 
+// What encode() computes before it writes: the latents [1, C, F, h, w] on the CPU (normalized as the
+// model gives them), the record of what was read, and the run's summary (no output).
+struct EncodedVideo {
+  torch::Tensor latents;
+  LatentMeta meta;
+  RunSummary summary;
+};
+// The same run as encode(), written nowhere: musubi-tuner's dataset cache (io/musubi_item.h) puts a clip's
+// latents and its control clip's into one file.
+EncodedVideo encode_video(core::VaeModel& model, const std::filesystem::path& input,
+                          const PipelineOptions& options = {});
+
 // Decodes a latent file into a video with the size, frame count, timing and colour its record gives.
 RunSummary decode(core::VaeModel& model, const std::filesystem::path& input,
                   const std::filesystem::path& output, const PipelineOptions& options = {});

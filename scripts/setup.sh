@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets vaecodec up on a fresh Debian 12 machine and builds it in Release:
-#   1. Debian packages: compilers, CMake, Ninja, FFmpeg 5.1 libraries and CLI, CLI11, Catch2, nlohmann-json,
+#   1. Debian packages: compilers, CMake, Ninja, FFmpeg 5.1 libraries and CLI, CLI11, Catch2, nlohmann-json, toml++,
 #      clang-format, Slurm and munge (for the job-array test);
 #   2. LibTorch 2.11.0 from PyPI's torch==2.11.0 wheel, in the project's virtual environment .venv/ (with
 #      the safetensors package, which the tests use);
@@ -27,8 +27,8 @@ trap 'die "step failed at line $LINENO (see the output above)"' ERR
 # 1. Debian packages.
 packages=(build-essential cmake ninja-build pkg-config git xz-utils
           libavformat-dev libavcodec-dev libavfilter-dev libavutil-dev libswscale-dev libswresample-dev ffmpeg
-          libcli11-dev catch2 nlohmann-json3-dev clang-format
-          slurm-wlm munge ccache)  # Slurm and munge: the job-array test starts its own (tests/test_slurm_array.sh)
+          libcli11-dev catch2 nlohmann-json3-dev libtomlplusplus-dev clang-format
+          slurm-wlm munge)  # Slurm and munge: the job-array test starts its own (tests/test_slurm_array.sh)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ! python3 -m venv --help >/dev/null 2>&1; then missing+=(python3 python3-venv python3-pip); fi
@@ -87,11 +87,6 @@ fi
 cmake_args=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC"
             -DPython3_EXECUTABLE="$ROOT/.venv/bin/python")
 if [[ -n "${CUDA_ARCHS:-}" ]]; then cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS"); fi
-# ccache keeps compiled objects across build folders and clones of the repository (paths taken relative to it).
-if command -v ccache >/dev/null; then
-  cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-  export CCACHE_BASEDIR=$ROOT CCACHE_SLOPPINESS=include_file_mtime,include_file_ctime,time_macros
-fi
 say "configuring $BUILD_DIR"
 mkdir -p "$BUILD_DIR"
 cmake "${cmake_args[@]}" >"$BUILD_DIR/configure.log" 2>&1 || { tail -30 "$BUILD_DIR/configure.log" >&2; die "CMake configuration failed (log: $BUILD_DIR/configure.log)"; }
