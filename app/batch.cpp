@@ -8,12 +8,15 @@
 #include <map>
 #include <optional>
 
+#include "app/dataset_batch.h"
 #include "app/device_batch.h"
 #include "app/devices.h"
 #include "app/errors.h"
 #include "app/record.h"
+#include "core/device/device.h"
 #include "core/engine_report.h"
 #include "core/error.h"
+#include "core/kernel_log.h"
 #include "core/models/registry.h"
 #include "io/ffmpeg_common.h"
 #include "io/interrupt.h"
@@ -59,7 +62,8 @@ StartedRun start_input(RunCommand command, core::VaeModel& model, const io::Pipe
       started.finishing.emplace(io::start_roundtrip(model, item.input, item.output, pipeline));
       break;
     case RunCommand::kEncode:
-      started.done = io::encode(model, item.input, item.output, pipeline);
+      started.done = item.musubi ? io::encode_musubi_job(model, *item.musubi, item.output, pipeline)
+                                 : io::encode(model, item.input, item.output, pipeline);
       break;
     case RunCommand::kDecode:
       started.finishing.emplace(io::start_decode(model, item.input, item.output, pipeline));
@@ -88,8 +92,7 @@ StartedRun start_batch_input(RunCommand command, core::VaeModel& model, const io
 
 // The weights file, when one is named already (the run fails later otherwise): no output may replace it.
 std::vector<fs::path> named_weights(const RunOptions& options) {
-  if (!options.weights.empty()) return {options.weights};
-  if (const char* env = std::getenv("VAECODEC_WEIGHTS"); env && *env) return {env};
+  if (auto named = named_weights_file(options)) return {*named};
   return {};
 }
 
@@ -178,6 +181,11 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
   return batch;
 }
 
+// Where a batch's outputs went, for its last line.
+static std::string written_to(const RunOptions& options) {
+  return options.dataset_config.empty() ? options.output : "the datasets' cache directories";
+}
+
 void run_command(RunCommand command, const RunOptions& options) {
   using Clock = std::chrono::steady_clock;
   io::set_ffmpeg_log_level(AV_LOG_QUIET);
@@ -193,15 +201,16 @@ void run_command(RunCommand command, const RunOptions& options) {
       check_device_agrees(options.device, devices, cuda_count);
     }
     const io::PipelineOptions pipeline = pipeline_options(options);
-    const Batch plan = plan_batch(command, options);
+    const Batch plan =
+        options.dataset_config.empty() ? plan_batch(command, options) : plan_dataset_batch(options);
     const bool batch = plan.into_folder;
     // One input on several devices: the clip is split across them in bands (Note [Bands across devices] in
-    // core/band_split.h), one model per device, the output on the first.
+    // core/band_exchange.h), one model per device, the output on the first.
     std::vector<torch::Device> split;
     if (!batch && devices.size() > 1) {
       split = devices;
       devices.clear();
-      use_plain_allocator_for_peers();
+      core::Device::use_plain_allocator_for_peers();
     }
     if (!batch && devices.size() == 1) {  // one input on the one device named
       RunOptions on_one = options;
@@ -254,7 +263,7 @@ void run_command(RunCommand command, const RunOptions& options) {
       }
       if (result.failed > 0)
         throw Error(std::to_string(result.failed) + " of " + std::to_string(items.size()) +
-                    " inputs failed; the others were written to " + options.output);
+                    " inputs failed; the others were written to " + written_to(options));
       return;
     }
 
@@ -279,10 +288,11 @@ void run_command(RunCommand command, const RunOptions& options) {
     for (const auto& m : band_models) run_pipeline.bands.push_back({m.get(), &core::Device::of(m->device())});
     if (options.verbose) {  // Note [What the engine applied]
       core::KernelLog::enable(true);
-      for (const std::string& line : core::engine_setup_lines(*model, options.autotune == "on"))
-        io::verbose_note("engine", line);
+      for (const std::string& line : core::engine_setup_lines(*model)) io::verbose_note("engine", line);
     }
-    if (batch) {  // made once the model loaded: a run that fails before leaves nothing behind
+    if (batch &&
+        !options.output
+             .empty()) {  // made once the model loaded: a run that fails before leaves nothing behind
       std::error_code error;
       fs::create_directories(options.output, error);
       if (error) throw Error("cannot create output folder " + options.output + ": " + error.message());
@@ -342,14 +352,14 @@ void run_command(RunCommand command, const RunOptions& options) {
       }
     }
     // The GPU's part is over; while the last writer drains (x264's held-back frames), the allocator hands its
-    // cached memory back, which the process's end would otherwise do after the output is complete (Note
-    // [Quick exit] in app/main.cpp).
+    // cached memory back, which the process's end would otherwise do after the output is complete
+    // (Note [Quick exit] in app/main.cpp).
     if (finishing) core::Device::of(model->device()).release_cached();
     finish_previous();
     for (const std::string& line : core::kernel_lines()) io::verbose_note("kernels", line);
     if (failed > 0)
       throw Error(std::to_string(failed) + " of " + std::to_string(items.size()) +
-                  " inputs failed; the others were written to " + options.output);
+                  " inputs failed; the others were written to " + written_to(options));
   } catch (const io::Interrupted&) {
     std::cerr << "vaecodec: " << command_name(command) << " interrupted; " << current_output.string()
               << " was not written" << std::endl;

@@ -8,6 +8,7 @@
 
 #include "app/run_options.h"
 #include "app/shard.h"
+#include "io/musubi_item.h"
 
 namespace vaecodec::app {
 
@@ -29,6 +30,9 @@ namespace vaecodec::app {
 struct BatchItem {
   std::filesystem::path input;
   std::filesystem::path output;
+  // A musubi-tuner dataset's cache file (Note [Dataset batches] in app/dataset_batch.h): what to read and
+  // write; null for the other batches.
+  std::shared_ptr<const io::MusubiJob> musubi = nullptr;
 };
 struct Batch {
   bool into_folder = false;      // a batch (Note [Batches]); false: one input, one output file

@@ -10,16 +10,13 @@
 #include "app/devices.h"
 #include "app/errors.h"
 #include "app/record.h"
+#include "core/device/device.h"
 #include "core/error.h"
 
 namespace vaecodec::app {
 
 int run_cli(int argc, char** argv) {
-  // Under a VRAM cap the default caching allocator's reserved-but-unallocated blocks reached 25-30% of the
-  // budget on an H100; with expandable segments (one growing mapping instead of fixed blocks) the cap held at
-  // 5% over the allocated peak (docs/benchmarks.md, "Fragmentation"). Set before the first CUDA allocation,
-  // unless the user chose allocator settings; the planner's margin (PlannerOptions::margin) assumes it.
-  setenv("PYTORCH_CUDA_ALLOC_CONF", kDefaultAllocatorSettings, /*overwrite=*/0);
+  core::Device::use_default_allocator_settings();  // Note [Expandable segments] in core/device/peers.cpp
   CLI::App app{"vaecodec: run videos through causal video VAEs (encode, decode, round trip) on the GPU"};
   app.set_version_flag("--version", std::string("vaecodec ") + VAECODEC_VERSION);
   app.require_subcommand(1);

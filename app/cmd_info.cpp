@@ -21,9 +21,9 @@ extern "C" {
 #include "app/devices.h"
 #include "core/checkpoint.h"
 #include "core/device/device.h"
+#include "core/engine_report.h"
 #include "core/error.h"
 #include "core/json_text.h"
-#include "core/kernels/conv3d.h"
 #include "core/models/registry.h"
 #include "core/presets.h"
 #include "core/vae_model.h"
@@ -65,7 +65,7 @@ nlohmann::json collect_info() {
   }
   // Note [Own convolutions] (core/kernels/conv3d.h): whether this build holds the Hopper kernels; each GPU
   // says below whether it takes them.
-  j["hopper_conv_kernels"] = core::kernels::conv3d_sm90_built();
+  j["hopper_conv_kernels"] = core::own_conv_kernels_built();
   j["ffmpeg"] = av_version_info();
   j["libavformat"] = av_version(avformat_version());
   j["libavcodec"] = av_version(avcodec_version());
@@ -91,7 +91,7 @@ nlohmann::json collect_info() {
                            {"memory_bytes", static_cast<int64_t>(p->totalGlobalMem)},
                            {"free_bytes", device.memory_info().free},
                            {"compute_capability", std::to_string(p->major) + "." + std::to_string(p->minor)},
-                           {"own_conv_kernels", core::kernels::own_kernels_run_on(p->major, p->minor)}});
+                           {"own_conv_kernels", core::own_conv_kernels_run_on(p->major, p->minor)}});
       const auto preset = core::suggest_preset(static_cast<int64_t>(p->totalGlobalMem), p->name);
       j["gpus"].back()["suggested_preset"] = preset ? nlohmann::json(*preset) : nlohmann::json();
     }

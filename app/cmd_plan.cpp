@@ -11,7 +11,7 @@
 #include "app/devices.h"
 #include "app/memory_options.h"
 #include "app/run_options.h"
-#include "core/band_split.h"
+#include "core/band_set.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/json_text.h"
@@ -95,7 +95,8 @@ void plan(const PlanOptions& o) {
       o.device == "cpu" ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, 0);
   const torch::ScalarType dtype = resolve_dtype(o.dtype, device);
   const core::PlanRequest request =
-      core::PlanRequest::of(info, params, core::parse_op(o.op), padded_w, padded_h, dtype);
+      core::PlanRequest::of(info, core::find_model_family(info.family).calibration, params,
+                            core::parse_op(o.op), padded_w, padded_h, dtype);
   const core::Plan p = core::plan_run(request, o.memory.planner);
   // One input across the devices (Note [Bands across devices]): each device planned for its band (in columns
   // where it does not fit whole).

@@ -4,6 +4,7 @@
 
 #include "app/batch.h"
 #include "app/commands.h"
+#include "app/dataset_batch.h"
 #include "app/run_options.h"
 
 namespace vaecodec::app {
@@ -24,7 +25,26 @@ void add_encode_command(CLI::App& app) {
   sub->add_flag("--latent-scale", options->latent_scale,
                 "write the latents times the model's latent scale (SeedVR2: 0.9152), as its diffusion model "
                 "takes them; the file records it");
-  sub->callback([options] { run_command(RunCommand::kEncode, *options); });
+  // musubi-tuner's dataset config in place of inputs and an output (Note [Dataset batches]).
+  CLI::Option* input = sub->get_option("input");
+  CLI::Option* output = sub->get_option("--output");
+  input->required(false);
+  output->required(false);
+  sub->add_option("--dataset-config", options->dataset_config,
+                  "musubi-tuner's dataset config (TOML): write every Wan latent cache it names into its "
+                  "datasets' cache_directory, as its wan_cache_latents.py would")
+      ->excludes(input)
+      ->excludes(output);
+  sub->add_flag(
+      "--dry-run", options->dry_run,
+      "with --dataset-config: list the cache files (item key, bucket, frames, source) and run nothing");
+  sub->callback([options] {
+    if (!options->dataset_config.empty()) return run_dataset_command(*options);
+    if (options->dry_run) throw CLI::ValidationError("--dry-run", "lists the caches of a --dataset-config");
+    if (options->inputs.empty()) throw CLI::RequiredError("input");
+    if (options->output.empty()) throw CLI::RequiredError("--output");
+    run_command(RunCommand::kEncode, *options);
+  });
 }
 
 void add_decode_command(CLI::App& app) {

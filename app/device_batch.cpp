@@ -316,7 +316,7 @@ DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
                 first_error);
   }
   std::error_code error;
-  fs::create_directories(options.output, error);
+  if (!options.output.empty()) fs::create_directories(options.output, error);  // a dataset's: by each item
   if (error) throw Error("cannot create output folder " + options.output + ": " + error.message());
 
   SharedBatch shared(command, options, items, std::move(order), lengths, log);

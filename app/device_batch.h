@@ -61,11 +61,11 @@ struct DeviceBatchResult {
   std::vector<std::filesystem::path> unwritten;  // interrupted: the outputs that were being made
 };
 
-// Runs `command` over `items` with one model and one worker per entry of `devices` (Note [Batches over
-// devices]); every outcome goes to `log`. Failures of single inputs are counted, not thrown. Throws for what
-// stops the batch as a whole: weights that cannot be read, a model that builds on no device, a manifest that
-// cannot be written. The same device listed twice gets two workers (tests run two on the CPU); the CLI
-// refuses it (Note [Several devices]).
+// Runs `command` over `items` with one model and one worker per entry of `devices`
+// (Note [Batches over devices]); every outcome goes to `log`. Failures of single inputs are counted, not
+// thrown. Throws for what stops the batch as a whole: weights that cannot be read, a model that builds on no
+// device, a manifest that cannot be written. The same device listed twice gets two workers (tests run two on
+// the CPU); the CLI refuses it (Note [Several devices]).
 DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
                                  const std::vector<BatchItem>& items,
                                  const std::vector<torch::Device>& devices, RecordLog& log);

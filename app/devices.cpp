@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <optional>
 
-#include <c10/core/AllocatorConfig.h>
 #include <torch/cuda.h>
 
 #include "core/error.h"
@@ -29,14 +28,6 @@ std::string devices_here(int64_t cuda_count) {
   for (int64_t i = 0; i < cuda_count; ++i) all.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(i));
   return std::string(cuda_count == 1 ? "the CUDA device here is " : "the CUDA devices here are ") +
          device_list(all);
-}
-
-void use_plain_allocator_for_peers() {
-  const char* settings = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
-  if (settings == nullptr || std::string(settings) != kDefaultAllocatorSettings) return;
-  const std::string plain = "expandable_segments:False";
-  setenv("PYTORCH_CUDA_ALLOC_CONF", plain.c_str(), /*overwrite=*/1);
-  c10::CachingAllocator::setAllocatorSettings(plain);
 }
 
 int64_t visible_cuda_devices() {

@@ -17,7 +17,7 @@ namespace vaecodec::app {
 // memory budget, which the planner gives whole to each), `--devices` where there is no CUDA device, the CPU
 // in the list (`--device cpu` runs on it), and a `--device` that says otherwise (`cpu`, or a `cuda:N` not in
 // the list; `cuda` and `auto` agree with any list). One input (one output file) on several devices is split
-// across them, each GPU a band of every frame (Note [Bands across devices] in core/band_split.h); with one
+// across them, each GPU a band of every frame (Note [Bands across devices] in core/band_exchange.h); with one
 // device it runs there.
 
 // The CUDA devices `text` names, in its order, given `cuda_count` visible CUDA devices. Throws UsageError
@@ -36,12 +36,5 @@ int64_t visible_cuda_devices();
 
 // "cuda:0, cuda:1".
 std::string device_list(const std::vector<torch::Device>& devices);
-
-// The allocator settings the CLI starts with (app/cli.cpp), unless the user gave PYTORCH_CUDA_ALLOC_CONF.
-inline constexpr const char* kDefaultAllocatorSettings = "expandable_segments:True";
-// For one clip split across several GPUs (Note [Copies between GPUs] in core/band_split.cpp): LibTorch's
-// plain caching allocator instead of expandable segments, unless the user chose the settings. Call before the
-// first CUDA allocation.
-void use_plain_allocator_for_peers();
 
 }  // namespace vaecodec::app

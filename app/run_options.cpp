@@ -13,7 +13,6 @@ extern "C" {
 #include "core/checkpoint.h"
 #include "core/device/device.h"
 #include "core/error.h"
-#include "core/kernels/conv3d.h"
 #include "core/models/registry.h"
 #include "core/planner.h"
 #include "io/ffmpeg_common.h"
@@ -123,7 +122,8 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
            "cache, one file per clip in the output folder")
         ->check(CLI::IsMember({"auto", "musubi"}))
         ->capture_default_str();
-    sub.add_option("--latent-dtype", options.latent_dtype, "--format musubi: the latents' dtype")
+    sub.add_option("--latent-dtype,--cache-dtype", options.latent_dtype,
+                   "--format musubi, --dataset-config: the latents' dtype")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))
         ->capture_default_str();
   }
@@ -170,9 +170,14 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   add_memory_options(sub, options.memory, options.device, options.dtype, options.chunk);
 }
 
+std::optional<fs::path> named_weights_file(const RunOptions& options) {
+  if (!options.weights.empty()) return fs::path(options.weights);
+  if (const char* env = std::getenv("VAECODEC_WEIGHTS"); env && *env) return fs::path(env);
+  return std::nullopt;
+}
+
 fs::path resolve_weights(const RunOptions& options) {
-  if (!options.weights.empty()) return options.weights;
-  if (const char* env = std::getenv("VAECODEC_WEIGHTS"); env && *env) return env;
+  if (auto named = named_weights_file(options)) return *named;
   throw Error(
       "no VAE weights given: pass --weights FILE or set VAECODEC_WEIGHTS=FILE. For Wan2.1 use Wan2.1_VAE.pth "
       "from the Wan-AI/Wan2.1 model repositories on Hugging Face (e.g. Wan-AI/Wan2.1-T2V-1.3B) or ComfyUI's "
@@ -215,25 +220,12 @@ torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device) 
   return device.is_cuda() ? torch::kBFloat16 : torch::kFloat;
 }
 
-void apply_fp8_option(const std::string& dtype, const std::vector<torch::Device>& devices,
-                      const std::string& conv) {
-  const bool fp8 = dtype == "fp8";
-  core::kernels::set_fp8_convolutions(false);
-  if (!fp8) return;
-  if (conv == "cudnn")
-    throw UsageError("--dtype fp8 runs on vaecodec's own convolution kernels, which --conv cudnn turns off");
-  for (const torch::Device& device : devices) {
-    const std::string why = core::kernels::fp8_refusal(device);
-    if (!why.empty()) throw UsageError("--dtype fp8: " + why + "; use bf16");
-  }
-  core::kernels::set_fp8_convolutions(true);
-}
-
-void check_fp8_family(const std::string& dtype, const std::string& family) {
-  if (dtype == "fp8" && family == "seedvr2-vae")
-    throw UsageError(
-        "--dtype fp8: SeedVR2's convolutions read GroupNorm's output, which has no bound to scale e4m3 "
-        "by, so it has no fp8 path; use bf16");
+core::RunChoices run_choices(const std::string& conv, const std::string& dtype, bool autotune) {
+  core::RunChoices c;
+  c.conv = *core::parse_conv_backend(conv);  // checked by the option's validator
+  c.fp8 = dtype == "fp8";
+  c.autotune = autotune;
+  return c;
 }
 
 core::ModelOptions model_options(const RunOptions& options, torch::Device device) {
@@ -241,6 +233,7 @@ core::ModelOptions model_options(const RunOptions& options, torch::Device device
   model.family = options.model;
   model.device = device;
   model.dtype = resolve_dtype(options.dtype, device);
+  model.choices = run_choices(options.conv, options.dtype, options.autotune == "on");
   return model;
 }
 
@@ -253,17 +246,14 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
                                                          LoadSeconds* seconds) {
   using Clock = std::chrono::steady_clock;
   const fs::path weights = resolve_weights(options);
-  core::kernels::set_conv_backend(*core::kernels::parse_conv_backend(options.conv));
   const Clock::time_point start = Clock::now();
   core::ContextWarmup contexts(devices);  // Note [Contexts while the weights load]
   const core::Checkpoint checkpoint = core::load_checkpoint(weights);
   const Clock::time_point read = Clock::now();
-  contexts.wait();                                         // counted as building
-  apply_fp8_option(options.dtype, devices, options.conv);  // asks the devices: after their start
+  contexts.wait();  // counted as building
   std::vector<std::shared_ptr<core::VaeModel>> built;
   for (const torch::Device& device : devices)
     built.push_back(core::build_model(checkpoint, model_options(options, device)));
-  check_fp8_family(options.dtype, built.front()->info().family);
   if (seconds) {
     seconds->read = std::chrono::duration<double>(read - start).count();
     seconds->build = std::chrono::duration<double>(Clock::now() - read).count();
@@ -273,8 +263,7 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
 
 io::PipelineOptions pipeline_options(const RunOptions& options) {
   io::PipelineOptions p;
-  p.autotune = options.autotune == "on";
-  p.chunks.latent_frames = options.chunk;
+  p.chunk = options.chunk;
   p.writer.codec = options.codec;
   p.writer.crf = options.crf;
   p.writer.preset = options.encoder_preset;

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,12 +49,16 @@ struct RunOptions {
   // the output folder, Note [musubi-tuner's latent cache] in io/musubi_cache.h), and the latter's dtype.
   std::string format = "auto";
   std::string latent_dtype = "bf16";
+  // encode --dataset-config: musubi-tuner's dataset config, every cache it makes (Note [Dataset batches] in
+  // app/dataset_batch.h); --dry-run lists them without running.
+  std::string dataset_config;
+  bool dry_run = false;
   std::string side_by_side;  // roundtrip --side-by-side: input | reconstruction | difference x4; empty: none
   bool quiet = false;
   bool verbose = false;  // --verbose: what the engine applied, full error texts (io/log.h)
   bool json = false;
   bool strict = false;
-  std::string autotune = "off";  // --autotune on|off (Note [Autotuning] in io/pipeline.h)
+  std::string autotune = "off";  // --autotune on|off (Note [Autotuning] in core/run_choices.h)
   std::string conv = "auto";     // --conv auto|cudnn|own (Note [Own convolutions] in core/kernels/conv3d.h)
   // encode: write latents times the model's latent scale; decode: the input's are so scaled (--latent-scale,
   // Note [latent scale] in io/latent_file.h).
@@ -69,6 +74,8 @@ struct RunOptions {
 // Adds the options of `command` to its subcommand.
 void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command);
 
+// The weights file named by --weights, else by $VAECODEC_WEIGHTS; nullopt when neither names one.
+std::optional<std::filesystem::path> named_weights_file(const RunOptions& options);
 // The weights file: --weights, else $VAECODEC_WEIGHTS, else an error that says where real weights come from.
 std::filesystem::path resolve_weights(const RunOptions& options);
 torch::Device resolve_device(const std::string& device);
@@ -77,12 +84,9 @@ std::pair<int64_t, int64_t> parse_frame_size(const std::string& text);
 // fp8 is bf16 with the norm-fed convolutions on e4m3 tiles (Note [FP8 convolutions] in
 // core/kernels/conv3d.cpp).
 torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device);
-// Turns the fp8 convolutions on for --dtype fp8 (off otherwise), after checking that every device runs them
-// under --conv `conv`: a UsageError naming the device and why not.
-void apply_fp8_option(const std::string& dtype, const std::vector<torch::Device>& devices,
-                      const std::string& conv);
-// A UsageError when --dtype fp8 is asked of a family without an fp8 path (SeedVR2).
-void check_fp8_family(const std::string& dtype, const std::string& family);
+// The run choices of --conv, --dtype (fp8) and --autotune (Note [Run choices] in core/run_choices.h);
+// place_model refuses those the family or the device cannot run.
+core::RunChoices run_choices(const std::string& conv, const std::string& dtype, bool autotune);
 
 // Where loading a model spends its time: reading the weights file, building the model on its device (for a
 // GPU, that includes creating the CUDA context and uploading the weights).

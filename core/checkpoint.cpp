@@ -16,7 +16,6 @@
 #include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/storage_context.h>
 
-#include "core/diffusers_folder.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/safetensors.h"
@@ -275,8 +274,7 @@ StateDict read_torch_tensors(const std::filesystem::path& path) {
   return state_dict_tensors(root, path);
 }
 
-Checkpoint read_checkpoint(const std::filesystem::path& path) {
-  if (is_model_folder(path)) return read_diffusers_folder(path);
+Checkpoint read_checkpoint_file(const std::filesystem::path& path) {
   const FileHead head = read_head(path);
   Checkpoint checkpoint;
   checkpoint.path = path;

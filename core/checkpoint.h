@@ -27,12 +27,12 @@ struct Checkpoint {
   nlohmann::json config;
 };
 
-// Reads a .safetensors (F32, F16, BF16) or torch.save'd .pth (zip) file, detected by content, not name, or a
-// diffusers model folder (core/diffusers_folder.h): -> tensors under the names the file gives them. Throws
-// vaecodec::Error naming the file and the problem for anything that is not a readable checkpoint.
-// load_checkpoint (core/models/registry.h) also renames the tensors to their family's original layout; that
-// is what models load.
-Checkpoint read_checkpoint(const std::filesystem::path& path);
+// Reads a .safetensors (F32, F16, BF16) or torch.save'd .pth (zip) file, detected by content, not name: ->
+// tensors under the names the file gives them. Throws vaecodec::Error naming the file and the problem for
+// anything that is not a readable checkpoint. read_checkpoint (core/diffusers_folder.h) also reads diffusers
+// model folders; load_checkpoint (core/models/registry.h) renames the tensors to their family's original
+// layout, which is what models load.
+Checkpoint read_checkpoint_file(const std::filesystem::path& path);
 
 // The tensors of a torch.save'd file (.pt, .pth), read with the same checks as weights: a bare tensor under
 // the name "", a dict's tensors under their dotted names (other values left out). For latents a Python

@@ -103,7 +103,7 @@ void read_shards(Checkpoint& checkpoint) {
     if (!present(shard))
       throw Error(index_path.string() + " names the shard " + name + ", which is not in " +
                   checkpoint.path.string());
-    Checkpoint part = read_checkpoint(shard);
+    Checkpoint part = read_checkpoint_file(shard);
     for (const auto& tensor : tensors)
       if (!part.tensors.count(tensor))
         throw Error(shard.string() + ": holds no tensor '" + tensor + "', which " + kIndex + " puts there");
@@ -138,13 +138,17 @@ Checkpoint read_diffusers_folder(const fs::path& folder) {
 
   checkpoint.config = read_json_object(vae / kConfig);
   if (present(vae / kWeights)) {
-    add_tensors(checkpoint, read_checkpoint(vae / kWeights));
+    add_tensors(checkpoint, read_checkpoint_file(vae / kWeights));
   } else if (present(vae / kIndex)) {
     read_shards(checkpoint);
   } else {
-    add_tensors(checkpoint, read_checkpoint(vae / kBinWeights));
+    add_tensors(checkpoint, read_checkpoint_file(vae / kBinWeights));
   }
   return checkpoint;
+}
+
+Checkpoint read_checkpoint(const fs::path& path) {
+  return is_model_folder(path) ? read_diffusers_folder(path) : read_checkpoint_file(path);
 }
 
 }  // namespace vaecodec::core

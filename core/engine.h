@@ -5,7 +5,7 @@
 
 #include <torch/torch.h>
 
-#include "core/band_split.h"
+#include "core/band_set.h"
 #include "core/causal_cache.h"
 #include "core/device/device.h"
 #include "core/planner.h"
@@ -23,10 +23,10 @@ struct ChunkOptions {
       1;                 // latent frames per chunk; an encode chunk is temporal_factor * this many frames
   TileGrid tiles;        // the default, or a grid that does not cut the frame, runs whole frames
   bool offload = false;  // tiles' caches wait in host memory while other tiles run
-  // Two or more: the frame is split into these bands, top to bottom, each run by its place's model (Note
-  // [Bands across devices] in core/band_split.h); the run's own model then only names the output's device
-  // and the family. `tiles` may then cut the frame into columns (one row of tiles, no offload): each band
-  // runs the same columns.
+  // Two or more: the frame is split into these bands, top to bottom, each run by its place's model
+  // (Note [Bands across devices] in core/band_exchange.h); the run's own model then only names the output's
+  // device and the family. `tiles` may then cut the frame into columns (one row of tiles, no offload): each
+  // band runs the same columns.
   std::vector<BandPlace> bands;
 
   // A plan's chunks and tiles, split across `bands` when there are two or more.

@@ -3,47 +3,18 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
-#include <mutex>
 
 #include <ATen/Context.h>
-#include <ATen/SDPBackend.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/detail/CUDAHooksInterface.h>
-#include <ATen/ops/_fused_sdp_choice.h>
 
+#include "core/kernel_log.h"
 #include "core/kernels/conv3d.h"
 #include "core/sizes.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
 namespace {
-
-struct LogState {
-  std::mutex mutex;
-  std::vector<KernelLog::Entry> entries;
-};
-
-LogState& state() {
-  static LogState* s = new LogState;  // never destroyed: kernels may count during exit
-  return *s;
-}
-
-const char* backend_name(int64_t backend) {
-  switch (static_cast<at::SDPBackend>(backend)) {
-    case at::SDPBackend::math:
-      return "math (unfused)";
-    case at::SDPBackend::flash_attention:
-      return "flash";
-    case at::SDPBackend::efficient_attention:
-      return "memory-efficient";
-    case at::SDPBackend::cudnn_attention:
-      return "cuDNN";
-    case at::SDPBackend::overrideable:
-      return "overrideable";
-    default:
-      return "none";
-  }
-}
 
 std::string on_off(bool on) {
   return on ? "on" : "off";
@@ -66,36 +37,8 @@ std::string dtype_name(torch::ScalarType dtype) {
 
 }  // namespace
 
-void KernelLog::count(const char* kernel, const char* path) {
-  if (!enabled()) return;
-  LogState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  for (Entry& e : s.entries)
-    if (e.kernel == kernel && e.path == path) {
-      ++e.calls;
-      return;
-    }
-  s.entries.push_back({kernel, path, 1});
-}
-
-std::vector<KernelLog::Entry> KernelLog::entries() {
-  LogState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  return s.entries;
-}
-
-void KernelLog::reset() {
-  LogState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  s.entries.clear();
-}
-
-void log_attention_backend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-  if (!KernelLog::enabled()) return;
-  KernelLog::count("attention", backend_name(at::_fused_sdp_choice(q, k, v)));
-}
-
-std::vector<std::string> engine_setup_lines(const VaeModel& model, bool autotune) {
+std::vector<std::string> engine_setup_lines(const VaeModel& model) {
+  const bool autotune = model.choices().autotune.value_or(false);
   std::vector<std::string> lines;
   const torch::Device device = model.device();
   const at::Context& context = at::globalContext();
@@ -115,7 +58,7 @@ std::vector<std::string> engine_setup_lines(const VaeModel& model, bool autotune
   } else {
     lines.push_back("device: cpu (" + std::to_string(at::get_num_threads()) + " threads)");
   }
-  const bool fp8 = kernels::fp8_convolutions() && model.dtype() == torch::kBFloat16 && device.is_cuda();
+  const bool fp8 = model.choices().fp8 && model.dtype() == torch::kBFloat16 && device.is_cuda();
   lines.push_back("model: " + model.info().family + ", " + dtype_name(model.dtype()) +
                   (fp8 ? " with fp8 (e4m3) convolutions after each norm" : "") + ", " +
                   std::to_string(model.parameter_count()) + " parameters, layout " +
@@ -129,7 +72,7 @@ std::vector<std::string> engine_setup_lines(const VaeModel& model, bool autotune
                         (mode_b && *mode_b && std::string(mode_b) != "0" ? "B" : "A") + " (no timing)") +
         ", TF32 " + on_off(context.allowTF32CuDNN()) + ", deterministic " +
         on_off(context.deterministicCuDNN());
-    const auto backend = kernels::conv_backend();
+    const auto backend = model.choices().conv;
     const auto* props = at::cuda::getDeviceProperties(device.index());
     const bool hopper = kernels::own_kernels_run_on(props->major, props->minor);
     conv += std::string("; own Hopper kernels: ") +
@@ -172,6 +115,14 @@ std::vector<std::string> kernel_lines() {
                       (e.calls == 1 ? " call" : " calls"));
   }
   return lines;
+}
+
+bool own_conv_kernels_built() {
+  return kernels::conv3d_sm90_built();
+}
+
+bool own_conv_kernels_run_on(int major, int minor) {
+  return kernels::own_kernels_run_on(major, minor);
 }
 
 }  // namespace vaecodec::core

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/band_split.h"
-#include "core/engine_report.h"
+#include "core/band_exchange.h"
 #include "core/error.h"
 #include "core/flops.h"
+#include "core/kernel_log.h"
 #include "core/kernels/conv3d.h"
 #include "core/kernels/norm_silu.h"
 

@@ -79,12 +79,11 @@ class FloatCopy {
   const void* source_ = nullptr;
 };
 
-// conv3d(x, weight, bias) + residual with zero padding: on the own Hopper kernel where it runs (Note [Own
-// convolutions] in core/kernels/conv3d.h), the sum rounded once in its epilogue; else LibTorch's (cuDNN on
-// the GPU), then the residual and bias in one pass. bias and residual may be undefined; bias_f32 keeps bias's
-// float32 copy for the kernels.
-// padded: the layer's zero-padded weights, where its few channels need them (Note [Padded channels] in
-// core/kernels/conv3d.cpp); without it such a layer runs on cuDNN.
+// conv3d(x, weight, bias) + residual with zero padding: on the own Hopper kernel where it runs
+// (Note [Own convolutions] in core/kernels/conv3d.h), the sum rounded once in its epilogue; else LibTorch's
+// (cuDNN on the GPU), then the residual and bias in one pass. bias and residual may be undefined; bias_f32
+// keeps bias's float32 copy for the kernels. padded: the layer's zero-padded weights, where its few channels
+// need them (Note [Padded channels] in core/kernels/conv3d.cpp); without it such a layer runs on cuDNN.
 torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      FloatCopy& bias_f32, std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
                      const torch::Tensor& residual = {}, kernels::PaddedWeights* padded = nullptr);
@@ -121,7 +120,7 @@ class CausalConv3d : public CausalModule {
   // that can write its output anywhere (the fused norm) writes it instead into the tail of a buffer whose
   // head already holds the history: prepare() returns the buffer and the view to fill, run() convolves it and
   // keeps the new history. The result is forward()'s.
-  // In a band of a split run (Note [Bands across devices] in core/band_split.h) whole also has the rows of
+  // In a band of a split run (Note [Bands across devices] in core/band_exchange.h) whole also has the rows of
   // the neighbouring bands the convolution reads, `top` above and `bottom` below fill's, which run() fetches.
   struct Buffer {
     torch::Tensor whole;  // [B, C, past + t, top + H + bottom, W]
@@ -149,15 +148,15 @@ class CausalConv3d : public CausalModule {
     return t.options().memory_format(t.suggest_memory_format());
   }
   // residual (shaped like the output, or undefined) is added with the bias: in the convolution's epilogue
-  // where the own kernel runs. input_scale: for a buffer in e4m3, what its values were multiplied by (Note
-  // [FP8 convolutions] in core/kernels/conv3d.cpp).
+  // where the own kernel runs. input_scale: for a buffer in e4m3, what its values were multiplied by
+  // (Note [FP8 convolutions] in core/kernels/conv3d.cpp).
   torch::Tensor run(Buffer& buffer, bool with_bias = true, const torch::Tensor& residual = {},
                     const torch::Tensor& input_scale = {});
   // Whether this convolution of a norm's output x runs in fp8 (Note [FP8 convolutions]): then its causal
   // buffer, history included, is e4m3. The same answer for every chunk of a run.
   bool takes_fp8(const torch::Tensor& x) const { return kernels::runs_fp8(x, weight_); }
-  // Allocates buffer.history where a producer may write the next chunk's history itself (Note [History
-  // written by the norm] in core/layers.cpp); leaves it undefined elsewhere.
+  // Allocates buffer.history where a producer may write the next chunk's history itself
+  // (Note [History written by the norm] in core/layers.cpp); leaves it undefined elsewhere.
   void offer_history(Buffer& buffer) const;
 
   const torch::Tensor& bias() const { return bias_; }
@@ -273,9 +272,9 @@ inline torch::Tensor norm_silu_conv_deferred(const RMSNorm& norm, CausalConv3d& 
 
 // One-head attention of each frame's pixels to each other: q, k, v [B*T, 1, pixels, C] -> [B*T, pixels, C],
 // scaled by 1/sqrt(C). In a band of a split run the keys and values are gathered from every band, so a band's
-// queries see the whole frame (Note [Bands across devices] in core/band_split.h). Logs the backend LibTorch
-// picks (Note [What the engine applied]) and counts the scores' and weighted sum's FLOPs; the caller counts
-// its projections.
+// queries see the whole frame (Note [Bands across devices] in core/band_exchange.h). Logs the backend
+// LibTorch picks (Note [What the engine applied]) and counts the scores' and weighted sum's FLOPs; the caller
+// counts its projections.
 torch::Tensor frame_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v);
 
 // Adds a convolution's FLOPs to the FlopCounter, from its output and weight.

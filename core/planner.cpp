@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/models/registry.h"
 #include "core/sizes.h"
 
 namespace vaecodec::core {
@@ -64,17 +63,17 @@ struct Coefficients {
 };
 
 Coefficients coefficients(const PlanRequest& request, Op op) {
-  // Every registered family has a row for each op (register_model_family checks it): the request's dtype,
-  // else one scaled by element size from the family's own measurement.
-  const ModelFamily& family = find_model_family(request.family);
+  // Every registered family has a row for each op (register_model_family checks it) and the request carries
+  // them: the request's dtype, else one scaled by element size from the family's own measurement.
   const MemoryCalibration* row = nullptr;
   std::string note;
-  for (const auto& c : family.calibration)
+  for (const auto& c : request.calibration)
     if (c.op == op && c.dtype == request.dtype) row = &c;
   if (row) note = row->source;
   if (!row) {
-    for (const auto& c : family.calibration)
+    for (const auto& c : request.calibration)
       if (c.op == op && (!row || c.dtype == torch::kBFloat16)) row = &c;
+    if (!row) throw Error("no memory calibration of " + op_name(op) + " for " + request.family);
     note = std::string("derived from ") +
            (row->dtype == torch::kBFloat16 ? "bf16" : c10::toString(row->dtype)) + " (" + row->source + ")";
   }
@@ -106,9 +105,11 @@ int64_t tiled_area(const TileGrid& g) {
 
 }  // namespace
 
-PlanRequest PlanRequest::of(const ModelInfo& info, int64_t parameter_count, Op op, int64_t width,
-                            int64_t height, torch::ScalarType dtype) {
+PlanRequest PlanRequest::of(const ModelInfo& info, std::vector<MemoryCalibration> calibration,
+                            int64_t parameter_count, Op op, int64_t width, int64_t height,
+                            torch::ScalarType dtype) {
   PlanRequest r;
+  r.calibration = std::move(calibration);
   r.family = info.family;
   r.spatial_factor = info.spatial_factor;
   r.temporal_factor = info.temporal_factor;
@@ -364,6 +365,67 @@ nlohmann::json Plan::to_json() const {
             {"reserved", estimate.reserved},
             {"host_cache", estimate.host_cache}}},
           {"calibration", calibration}};
+}
+
+std::vector<BandRows> band_rows(int64_t latent_height, int64_t bands) {
+  if (bands < 1) throw Error("a split run needs at least one band");
+  if (latent_height < bands)
+    throw Error("a frame of " + std::to_string(latent_height) + " latent rows cannot be split into " +
+                std::to_string(bands) + " bands of at least one row each");
+  std::vector<BandRows> rows(bands);
+  const int64_t base = latent_height / bands, taller = latent_height % bands;
+  int64_t first = 0;
+  for (int64_t i = 0; i < bands; ++i) {
+    rows[i] = {first, base + (i < taller ? 1 : 0)};
+    first += rows[i].count;
+  }
+  return rows;
+}
+
+PlanRequest band_plan_request(const PlanRequest& whole, int64_t bands) {
+  const int64_t f = whole.spatial_factor;
+  const int64_t latent_height = whole.height / f;
+  const int64_t tallest = band_rows(latent_height, bands).front().count;
+  PlanRequest band = whole;
+  band.height = std::min(latent_height, tallest + 2) * f;
+  return band;
+}
+
+Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions options) {
+  const int64_t f = whole.spatial_factor, latent_height = whole.height / f, latent_width = whole.width / f;
+  const PlanRequest band = band_plan_request(whole, bands);
+  const int64_t overlap = options.tile_overlap;
+  // The column widths to try, widest first: the whole frame, then 2, 3, ... columns down to min_tile.
+  std::vector<int64_t> widths;
+  if (options.tile) {
+    widths.push_back(options.tile->width);
+  } else {
+    widths.push_back(latent_width);
+    for (int64_t n = 2; options.tiling; ++n) {
+      const int64_t width = (latent_width + (n - 1) * overlap + n - 1) / n;  // n columns sharing `overlap`
+      if (width < options.min_tile || width <= overlap) break;
+      if (width < widths.back()) widths.push_back(width);
+    }
+  }
+  options.tiling = false;
+  options.offload = false;
+  std::string refusal;
+  for (const int64_t width : widths) {
+    if (width < latent_width)
+      options.tile = TileSize{band.height / f, width};
+    else
+      options.tile.reset();
+    try {
+      Plan plan = plan_run(band, options);
+      plan.tiles = width < latent_width
+                       ? TileGrid::cover(latent_height, latent_width, {latent_height, width}, overlap)
+                       : TileGrid::whole(latent_height, latent_width);
+      return plan;
+    } catch (const Error& e) {
+      refusal = e.what();
+    }
+  }
+  throw Error(refusal);
 }
 
 }  // namespace vaecodec::core

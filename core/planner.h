@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "core/memory_calibration.h"
 #include "core/op.h"
 #include "core/tile_grid.h"
 #include "core/vae_model.h"
@@ -55,7 +56,10 @@ struct PlanRequest {
   Op op = Op::kDecode;
   int64_t width = 0, height = 0;  // the frame the model sees (padded), pixels
   torch::ScalarType dtype = torch::kBFloat16;
-  static PlanRequest of(const ModelInfo& info, int64_t parameter_count, Op op, int64_t width, int64_t height,
+  // The family's measured peaks (ModelFamily::calibration): at least one row for each of encode and decode.
+  std::vector<MemoryCalibration> calibration;
+  static PlanRequest of(const ModelInfo& info, std::vector<MemoryCalibration> calibration,
+                        int64_t parameter_count, Op op, int64_t width, int64_t height,
                         torch::ScalarType dtype);
 };
 
@@ -94,5 +98,23 @@ MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const 
 Plan plan_run(const PlanRequest& request, const PlannerOptions& options);
 // The smallest budget any plan the options allow fits in (its estimate plus the margin).
 int64_t smallest_budget(const PlanRequest& request, const PlannerOptions& options);
+
+// --- a clip split across devices in bands (Note [Bands across devices] in core/band_exchange.h)
+// The latent rows [first, first + count) of each of `bands` bands of a frame `latent_height` rows high,
+// top to bottom: near-equal, the taller ones first. Throws Error when there are fewer rows than bands.
+struct BandRows {
+  int64_t first = 0, count = 0;
+};
+std::vector<BandRows> band_rows(int64_t latent_height, int64_t bands);
+
+// What one device of a split run must hold: `whole`'s run for the tallest of `bands` bands, plus a latent
+// row above and below for the halo (more than the halo needs at every resolution). Its plan is the plan of
+// every device of the split.
+PlanRequest band_plan_request(const PlanRequest& whole, int64_t bands);
+// The plan of every device of that split: band_plan_request's run under `options`, untiled where it fits;
+// else, where `options` allow tiles, in the fewest columns that fit (a given options.tile: columns of its
+// width), never rows of tiles nor offloaded caches. plan.tiles is the grid of the whole frame. Throws what
+// plan_run throws for the last plan tried when none fits.
+Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions options);
 
 }  // namespace vaecodec::core

@@ -72,4 +72,12 @@ std::string format_size(int64_t bytes) {
   return s.str();
 }
 
+std::string shape_string(c10::IntArrayRef shape) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << "]";
+  return s.str();
+}
+
 }  // namespace vaecodec::core

@@ -6,6 +6,7 @@
 #include "core/device/device.h"
 #include "core/engine.h"
 #include "core/error.h"
+#include "core/models/registry.h"
 #include "core/sizes.h"
 
 namespace vaecodec::core {
@@ -89,7 +90,9 @@ Plan plan_tensor_run(const VaeModel& model, Op op, const torch::Tensor& input, P
   if (model.device().is_cuda())
     planner.reserved_bytes += (input.size(0) + 1) * result_bytes(model, op, input);
   planner = settle_budget(model, planner);
-  return plan_run(PlanRequest::of(model.info(), model.parameter_count(), op, width, height, model.dtype()),
+  const ModelInfo& info = model.info();
+  return plan_run(PlanRequest::of(info, find_model_family(info.family).calibration, model.parameter_count(),
+                                  op, width, height, model.dtype()),
                   planner);
 }
 

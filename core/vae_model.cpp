@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/device/device.h"
 #include "core/error.h"
 #include "core/untrusted_json.h"
 
@@ -23,6 +24,32 @@ std::string shape_str(c10::IntArrayRef shape) {
 }
 
 }  // namespace
+
+namespace {
+
+// Puts the model's choices in force for one call (Note [Run choices]).
+class ModelCall {
+ public:
+  explicit ModelCall(const VaeModel& model) : scope_(model.choices()) {
+    const RunChoices& c = model.choices();
+    if (c.autotune && model.device().is_cuda()) Device::set_autotune(*c.autotune);
+  }
+
+ private:
+  ChoicesScope scope_;
+};
+
+}  // namespace
+
+torch::Tensor VaeModel::encode(const torch::Tensor& x, CausalCache& cache) {
+  ModelCall call(*this);
+  return encode_chunk(x, cache);
+}
+
+torch::Tensor VaeModel::decode(const torch::Tensor& z, CausalCache& cache) {
+  ModelCall call(*this);
+  return decode_chunk(z, cache);
+}
 
 int64_t VaeModel::parameter_count() const {
   int64_t n = 0;

@@ -11,6 +11,7 @@
 
 #include "core/causal_cache.h"
 #include "core/checkpoint.h"
+#include "core/run_choices.h"
 
 namespace vaecodec::core {
 
@@ -56,12 +57,17 @@ void refuse_config_key(const nlohmann::json& config, const std::string& key, con
 //           later ones multiples of 4 (t' = 1 + k, then t/4).
 //   decode: latent [B, z, n, h, w] -> video [B, 3, t, h*f, w*f], unclamped; the first chunk gives 1 + 4(n-1)
 //           frames, later ones 4n.
-// The result does not depend on the chunking.
+// The result does not depend on the chunking. Each call runs under the model's run choices
+// (Note [Run choices] in core/run_choices.h); a family implements encode_chunk and decode_chunk.
 class VaeModel : public torch::nn::Module {
  public:
   virtual const ModelInfo& info() const = 0;
-  virtual torch::Tensor encode(const torch::Tensor& x, CausalCache& cache) = 0;
-  virtual torch::Tensor decode(const torch::Tensor& z, CausalCache& cache) = 0;
+  torch::Tensor encode(const torch::Tensor& x, CausalCache& cache);
+  torch::Tensor decode(const torch::Tensor& z, CausalCache& cache);
+
+  const RunChoices& choices() const { return choices_; }
+  // Set where the model is placed (place_model, which checks them); later only to compare choices (bench).
+  void set_choices(const RunChoices& choices) { choices_ = choices; }
 
   int64_t parameter_count() const;
   torch::ScalarType dtype() const;
@@ -85,8 +91,13 @@ class VaeModel : public torch::nn::Module {
     return channels_last_ ? torch::MemoryFormat::ChannelsLast3d : torch::MemoryFormat::Contiguous;
   }
 
+ protected:
+  virtual torch::Tensor encode_chunk(const torch::Tensor& x, CausalCache& cache) = 0;
+  virtual torch::Tensor decode_chunk(const torch::Tensor& z, CausalCache& cache) = 0;
+
  private:
   bool channels_last_ = false;
+  RunChoices choices_;
 };
 
 // Fills the parameters with deterministic random values of a sensible scale (unit-variance activations): for

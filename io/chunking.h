@@ -36,8 +36,8 @@ int64_t padded_frame_count(int64_t frames, int64_t temporal_factor);
 // Whether a run's result holds any frames (runs may return nothing, or an empty tensor, between chunks).
 bool has_frames(const torch::Tensor& t);
 
-// Feeds host frames to an EncodeRun in whole chunks: uploads each frame as it comes (Note [Overlapping
-// copies]), pads the size, and pads the frame count at the end (Note [Padding]).
+// Feeds host frames to an EncodeRun in whole chunks: uploads each frame as it comes
+// (Note [Overlapping copies]), pads the size, and pads the frame count at the end (Note [Padding]).
 class EncodeFeeder {
  public:
   EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry, core::Device& device);

@@ -67,8 +67,8 @@ ColourDetails resolve_colour(AVPixelFormat format, const ColourTags& tags, int w
 AVPixelFormat without_jpeg_range(AVPixelFormat format);
 bool is_rgb_format(AVPixelFormat format);
 
-// Decoded frames -> RGB tensors [3, H, W], float32, [-1, 1] (beyond it where Y'CbCr is out of gamut: Note
-// [Colour]), at a fixed output size (a frame of another size, as in a stream that changes resolution, is
+// Decoded frames -> RGB tensors [3, H, W], float32, [-1, 1] (beyond it where Y'CbCr is out of gamut:
+// Note [Colour]), at a fixed output size (a frame of another size, as in a stream that changes resolution, is
 // scaled to it). Each frame is converted with its own matrix, range and chroma location.
 class FrameToTensor {
  public:

@@ -8,11 +8,11 @@
 namespace vaecodec::io {
 
 // Note [Comparing two videos]
-// `vaecodec compare A B` measures B against A with the metrics of `roundtrip --metrics` (Note [quality
-// metrics]), on the frames as vaecodec's reader gives them to a model: decoded, converted to RGB with the
-// file's own colour tags, in [0, 1]. The two must have the same size and the same number of frames; frames
-// are paired in order (timestamps are not compared). Either difference is the user's mistake: a UsageError
-// naming both values, found before anything is written.
+// `vaecodec compare A B` measures B against A with the metrics of `roundtrip --metrics`
+// (Note [quality metrics]), on the frames as vaecodec's reader gives them to a model: decoded, converted to
+// RGB with the file's own colour tags, in [0, 1]. The two must have the same size and the same number of
+// frames; frames are paired in order (timestamps are not compared). Either difference is the user's mistake:
+// a UsageError naming both values, found before anything is written.
 
 struct VideoComparison {
   VideoFormat reference, distorted;  // A's and B's formats (of their first frames)

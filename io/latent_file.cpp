@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/json_text.h"
 #include "core/safetensors.h"
+#include "core/sizes.h"
 #include "core/untrusted_json.h"
 
 namespace vaecodec::io {
@@ -25,14 +26,6 @@ constexpr const char* kComfyLatentName = "latent_tensor";
 constexpr const char* kComfyVersionMarker = "latent_format_version_0";
 // ComfyUI's LoadLatent divides files without kComfyVersionMarker by SD1's scale factor.
 constexpr double kComfyLegacyScale = 0.18215;
-
-std::string shape_string(c10::IntArrayRef shape) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
-  s << "]";
-  return s.str();
-}
 
 std::string lower_extension(const std::filesystem::path& path) {
   std::string ext = path.extension().string();
@@ -164,7 +157,7 @@ std::pair<std::string, std::string> find_latent_tensor(const core::SafetensorsFi
   std::string listing;
   for (const auto& [name, entry] : entries) {
     if (entry.shape.size() == 5) five_d.push_back(name);
-    listing += (listing.empty() ? "" : ", ") + ("'" + name + "' " + shape_string(entry.shape));
+    listing += (listing.empty() ? "" : ", ") + ("'" + name + "' " + core::shape_string(entry.shape));
   }
   if (five_d.size() == 1) return {five_d.front(), "bare"};
   if (five_d.empty()) {
@@ -191,7 +184,7 @@ LatentFile read_torch_latents(const std::filesystem::path& path, std::optional<d
   std::string listing;
   for (const auto& [name, tensor] : tensors) {
     if (tensor.is_floating_point() && (tensor.dim() == 4 || tensor.dim() == 5)) candidates.push_back(name);
-    listing += (listing.empty() ? "" : ", ") + ("'" + name + "' " + shape_string(tensor.sizes()));
+    listing += (listing.empty() ? "" : ", ") + ("'" + name + "' " + core::shape_string(tensor.sizes()));
   }
   if (candidates.size() != 1)
     throw Error(where + ": expected one floating-point latent tensor of 4 or 5 dimensions ([C, T, h, w] or " +
@@ -370,7 +363,7 @@ void write_latents(core::AtomicFile& file, const torch::Tensor& latents, const L
   }
   if (!latents.defined() || latents.dim() != 5) {
     throw Error(where + ": latents must be [B, C, T, h, w], not " +
-                (latents.defined() ? shape_string(latents.sizes()) : std::string("an empty tensor")));
+                (latents.defined() ? core::shape_string(latents.sizes()) : std::string("an empty tensor")));
   }
   const torch::ScalarType dtype = latents.scalar_type();
   if (dtype != torch::kFloat && dtype != torch::kHalf && dtype != torch::kBFloat16) {
@@ -378,7 +371,7 @@ void write_latents(core::AtomicFile& file, const torch::Tensor& latents, const L
                 "; only float32, float16 and bfloat16 latents are written");
   }
   if (latents.numel() == 0)
-    throw Error(where + ": no latents to write: shape " + shape_string(latents.sizes()));
+    throw Error(where + ": no latents to write: shape " + core::shape_string(latents.sizes()));
   check_finite(latents, where);
 
   LatentMeta record = meta;
@@ -443,7 +436,7 @@ LatentFile read_latents(const std::filesystem::path& path, const LatentNormaliza
   const core::SafetensorsFile::Entry& entry = file.entries().at(name);
   const bool musubi = format == "musubi";  // [C, F, H, W]: one clip without its batch axis
   if (entry.shape.size() != (musubi ? 4u : 5u)) {
-    throw Error(where + ": tensor '" + name + "' has shape " + shape_string(entry.shape) +
+    throw Error(where + ": tensor '" + name + "' has shape " + core::shape_string(entry.shape) +
                 ", but latents are [B, C, T, h, w]");
   }
   if (!is_latent_dtype(entry.dtype)) {

@@ -31,9 +31,10 @@ namespace vaecodec::io {
 // tensor, or a dict holding one floating-point tensor, [B, C, T, h, w] or one clip's [C, T, h, w]; a Python
 // pipeline's latents, taken as they are (vaecodec's convention, unscaled unless --latent-scale says).
 // Reading a .safetensors or .latent looks at the tensors, not the extension: "latents" (vaecodec),
-// "latent_tensor" (ComfyUI), a 4-D "latents_FxHxW_dtype" (musubi-tuner's cache, Note [musubi-tuner's latent
-// cache]), else the file's only 5-D tensor: a bare file from a diffusion pipeline, taken as it is (vaecodec's
-// convention) with a LatentMeta that knows nothing but the channel count.
+// "latent_tensor" (ComfyUI), a 4-D "latents_FxHxW_dtype" (musubi-tuner's cache,
+// Note [musubi-tuner's latent cache]), else the file's only 5-D tensor: a bare file from a diffusion
+// pipeline, taken as it is (vaecodec's convention) with a LatentMeta that knows nothing but the channel
+// count.
 
 // Everything vaecodec knows about how latents were made: enough to decode them back into the same video.
 // std::optional fields and empty strings mean "unknown" (files vaecodec did not write). A bare file's frame

@@ -12,7 +12,7 @@ inline void warn(const std::string& message) {
   std::cerr << ("vaecodec: warning: " + message + "\n") << std::flush;
 }
 
-// --verbose: what the engine applied (Note [What the engine applied] in core/engine_report.h) and the full
+// --verbose: what the engine applied (Note [What the engine applied] in core/kernel_log.h) and the full
 // text of errors, besides their one line (Note [One-line errors] in app/errors.h). Process-wide, set once
 // from the command line.
 inline std::atomic<bool>& verbose_flag() {

@@ -14,6 +14,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_text.h"
+#include "core/sizes.h"
 
 namespace vaecodec::io {
 namespace {
@@ -25,19 +26,11 @@ constexpr double kSsimK2 = 0.03;
 // BT.709 luma weights of R, G, B.
 constexpr double kLumaWeights[3] = {0.2126, 0.7152, 0.0722};
 
-std::string shape_string(c10::IntArrayRef shape) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
-  s << "]";
-  return s.str();
-}
-
 // [N, 3, H, W] float64 in [0, 1] (for inputs in range) on `device`.
 torch::Tensor unit_frames(const torch::Tensor& frames, const char* which, torch::Device device) {
   if (!frames.defined() || (frames.dim() != 3 && frames.dim() != 4) || frames.size(-3) != 3) {
     throw Error(std::string("quality: the ") + which + " must be RGB frames [3, H, W] or [N, 3, H, W], not " +
-                (frames.defined() ? shape_string(frames.sizes()) : std::string("an empty tensor")));
+                (frames.defined() ? core::shape_string(frames.sizes()) : std::string("an empty tensor")));
   }
   torch::Tensor x = frames.dim() == 3 ? frames.unsqueeze(0) : frames;
   x = x.to(device);
@@ -101,8 +94,8 @@ torch::Tensor ssim_per_frame(const torch::Tensor& x, const torch::Tensor& y) {
 std::pair<torch::Tensor, torch::Tensor> frame_pair(const torch::Tensor& reference,
                                                    const torch::Tensor& reconstruction) {
   if (reference.defined() && reconstruction.defined() && reference.sizes() != reconstruction.sizes()) {
-    throw Error("quality: the reference is " + shape_string(reference.sizes()) +
-                " but the reconstruction is " + shape_string(reconstruction.sizes()));
+    throw Error("quality: the reference is " + core::shape_string(reference.sizes()) +
+                " but the reconstruction is " + core::shape_string(reconstruction.sizes()));
   }
   const torch::Device device = reference.defined() ? reference.device() : torch::Device(torch::kCPU);
   return {unit_frames(reference, "reference", device), unit_frames(reconstruction, "reconstruction", device)};
@@ -131,14 +124,15 @@ double psnr_from_mse(double mse) {
 double frame_mse(const torch::Tensor& reference, const torch::Tensor& reconstruction) {
   auto [x, y] = frame_pair(reference, reconstruction);
   if (x.size(0) != 1)
-    throw Error("quality: frame_mse takes one frame [3, H, W], not " + shape_string(reference.sizes()));
+    throw Error("quality: frame_mse takes one frame [3, H, W], not " + core::shape_string(reference.sizes()));
   return mse_per_frame(x, y).item<double>();
 }
 
 double frame_ssim(const torch::Tensor& reference, const torch::Tensor& reconstruction) {
   auto [x, y] = frame_pair(reference, reconstruction);
   if (x.size(0) != 1) {
-    throw Error("quality: frame_ssim takes one frame [3, H, W], not " + shape_string(reference.sizes()));
+    throw Error("quality: frame_ssim takes one frame [3, H, W], not " +
+                core::shape_string(reference.sizes()));
   }
   return ssim_per_frame(x, y).item<double>();
 }

@@ -35,12 +35,19 @@ std::string torch_dtype_name(torch::ScalarType dtype) {
 
 }  // namespace
 
+std::string musubi_item_key(const MusubiItem& item) {
+  if (item.image) return item.stem;
+  char window[48];
+  std::snprintf(window, sizeof window, "_%05lld-%03lld", static_cast<long long>(item.start_frame),
+                static_cast<long long>(item.frames));
+  return item.stem + window;
+}
+
 std::string musubi_file_name(const MusubiItem& item) {
-  char window[64];
-  std::snprintf(window, sizeof window, "_%05lld-%03lld_%04lldx%04lld_",
-                static_cast<long long>(item.start_frame), static_cast<long long>(item.frames),
-                static_cast<long long>(item.width), static_cast<long long>(item.height));
-  return item.stem + window + kArchitecture + ".safetensors";
+  char size[48];
+  std::snprintf(size, sizeof size, "_%04lldx%04lld_", static_cast<long long>(item.width),
+                static_cast<long long>(item.height));
+  return musubi_item_key(item) + size + kArchitecture + ".safetensors";
 }
 
 std::optional<std::filesystem::path> find_musubi_cache(const std::filesystem::path& folder,
@@ -81,23 +88,36 @@ void check_musubi_size(int64_t width, int64_t height, const std::filesystem::pat
 }
 
 void write_musubi_cache(core::AtomicFile& file, const torch::Tensor& latents, const MusubiItem& item,
-                        const LatentMeta& record, torch::ScalarType dtype) {
+                        const LatentMeta& record, torch::ScalarType dtype, const torch::Tensor& control) {
   const std::string where = file.final_path().string();
-  if (latents.dim() != 5 || latents.size(0) != 1)
-    throw Error(where + ": musubi-tuner's cache holds one clip's latents [1, C, F, H, W]");
-  if (!torch::isfinite(latents).all().item<bool>())
-    throw Error(where + ": the latents hold NaN or Inf values; nothing was written");
-  const torch::Tensor z = latents[0].to(torch::kCPU, dtype).contiguous();  // [C, F, H, W]
-  const std::string key = "latents_" + std::to_string(z.size(1)) + "x" + std::to_string(z.size(2)) + "x" +
-                          std::to_string(z.size(3)) + "_" + torch_dtype_name(dtype);
+  auto stored = [&](const torch::Tensor& t, const char* what) {
+    if (t.dim() != 5 || t.size(0) != 1)
+      throw Error(where + ": musubi-tuner's cache holds one clip's " + what + " [1, C, F, H, W]");
+    if (!torch::isfinite(t).all().item<bool>())
+      throw Error(where + ": the " + what + " hold NaN or Inf values; nothing was written");
+    return t[0].to(torch::kCPU, dtype).contiguous();  // [C, F, H, W]
+  };
+  const torch::Tensor z = stored(latents, "latents");
+  const std::string shape = std::to_string(z.size(1)) + "x" + std::to_string(z.size(2)) + "x" +
+                            std::to_string(z.size(3)) + "_" + torch_dtype_name(dtype);
+  std::map<std::string, torch::Tensor> tensors = {{"latents_" + shape, z}};
+  if (control.defined()) {
+    const torch::Tensor c = stored(control, "control latents");
+    if (c.sizes() != z.sizes())
+      throw Error(where + ": the control clip's latents differ in shape from the clip's");
+    tensors["latents_control_" + shape] = c;
+  }
   LatentMeta meta = record;
   meta.latent_channels = z.size(0);
-  const std::map<std::string, std::string> metadata = {
-      {"architecture", kArchitecture},         {"width", std::to_string(item.width)},
-      {"height", std::to_string(item.height)}, {"frame_count", std::to_string(item.frames)},
-      {"format_version", kFormatVersion},      {"vaecodec", core::json_text(to_json(meta))},
+  std::map<std::string, std::string> metadata = {
+      {"architecture", kArchitecture},
+      {"width", std::to_string(item.width)},
+      {"height", std::to_string(item.height)},
+      {"format_version", kFormatVersion},
+      {"vaecodec", core::json_text(to_json(meta))},
   };
-  core::write_safetensors(file, {{key, z}}, metadata);
+  if (!item.image) metadata["frame_count"] = std::to_string(item.frames);
+  core::write_safetensors(file, tensors, metadata);
 }
 
 }  // namespace vaecodec::io

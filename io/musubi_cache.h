@@ -39,14 +39,22 @@ namespace vaecodec::io {
 // - width and height in the name and metadata are those of the frames encoded (after --vf), start is the
 //   index of the first frame taken at the graph's frame rate (0 without --start).
 // Only the Wan2.1 VAE (16 channels; Wan2.1 and Wan2.2-14B) makes latents this trainer's Wan models take.
+// `encode --dataset-config` writes the same files with the windows and sizes the trainer's dataset rules give
+// (Note [musubi-tuner's dataset rules] in io/musubi_dataset.h), and two more shapes of them: an image's cache
+// (no window in its name, no frame_count), and a clip's with its control clip's latents beside its own.
 
 struct MusubiItem {
   std::string stem;         // the clip's file name without extension
   int64_t start_frame = 0;  // index of the first frame taken
   int64_t frames = 0;       // frames in the window, 1 + 4k
   int64_t width = 0, height = 0;
+  // An image's cache (Note [musubi-tuner's dataset rules] in io/musubi_dataset.h): named
+  // `{stem}_{width:04d}x{height:04d}_wan.safetensors`, no frame_count in its metadata.
+  bool image = false;
 };
 
+// The trainer's item key: `{stem}_{start:05d}-{frames:03d}` for a clip's window, `{stem}` for an image.
+std::string musubi_item_key(const MusubiItem& item);
 // The cache file's name for `item` (no folder).
 std::string musubi_file_name(const MusubiItem& item);
 
@@ -66,8 +74,10 @@ void check_musubi_size(int64_t width, int64_t height, const std::filesystem::pat
 
 // Writes the cache file into `file` (Note [Atomic outputs]; the caller commits it): latents [1, C, F, H, W]
 // (normalized, any float dtype) stored as `dtype` in [C, F, H, W], with musubi-tuner's metadata and
-// vaecodec's `record`.
+// vaecodec's `record`; a control clip's latents of the same shape, when defined, beside them as
+// "latents_control_{F}x{H}x{W}_{dtype}".
 void write_musubi_cache(core::AtomicFile& file, const torch::Tensor& latents, const MusubiItem& item,
-                        const LatentMeta& record, torch::ScalarType dtype);
+                        const LatentMeta& record, torch::ScalarType dtype,
+                        const torch::Tensor& control = torch::Tensor());
 
 }  // namespace vaecodec::io

@@ -8,16 +8,18 @@
 #include "core/device/memory_faults.h"
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "core/models/registry.h"
 #include "core/presets.h"
 #include "core/sizes.h"
-#include "core/tensor_run.h"
 #include "core/tiling.h"
 #include "io/chunking.h"
 #include "io/interrupt.h"
+#include "io/latent_record.h"
 #include "io/log.h"
 #include "io/musubi_cache.h"
 #include "io/output_file.h"
 #include "io/progress.h"
+#include "io/run_plan.h"
 #include "io/stages.h"
 
 namespace vaecodec::io {
@@ -78,9 +80,20 @@ const TensorToFrame* device_converter(const core::VaeModel& model, const VideoWr
   return model.device().is_cuda() ? writer.converter() : nullptr;
 }
 
-// Turns cuDNN's algorithm timing on or off for the run (Note [Autotuning]).
-void apply_autotune(const core::VaeModel& model, bool autotune) {
-  if (model.device().is_cuda()) core::Device::set_autotune(autotune);
+void check_latent_extension(const fs::path& path) {
+  if (!is_latent_path(path))
+    throw Error("latent file " + path.string() + " must end in .safetensors or .latent");
+}
+
+RunPlanOptions run_plan_options(const PipelineOptions& o) {
+  return {o.memory, o.bands, o.chunk, o.quiet};
+}
+
+// Puts the plan into the summary and reports the measured peak against it (io/run_plan.h).
+void report_memory(core::VaeModel& model, const core::Plan& plan, const PipelineOptions& options,
+                   RunSummary& summary) {
+  if (options.memory) summary.plan = plan;
+  report_memory(model, plan, run_plan_options(options));
 }
 
 // The run's time by stage (RunSummary::stage_seconds).
@@ -102,131 +115,6 @@ std::map<std::string, double> stage_seconds(const StageTimes* reader, const Stag
   }
   t["model"] = total - waited;  // the model thread's own time: queueing GPU work, transfers, set-up
   return t;
-}
-
-// What --vf and the cut did, for the latents' record.
-void record_source_options(const SourceOptions& source, LatentMeta& meta) {
-  auto seconds = [](int64_t us) { return static_cast<double>(us) / AV_TIME_BASE; };
-  meta.filter_graph = source.filter_graph;
-  if (source.start_us) meta.start_seconds = seconds(*source.start_us);
-  if (source.duration_us) meta.duration_seconds = seconds(*source.duration_us);
-  meta.max_frames = source.max_frames;
-}
-
-void check_latent_extension(const fs::path& path) {
-  if (!is_latent_path(path))
-    throw Error("latent file " + path.string() + " must end in .safetensors or .latent");
-}
-
-std::string name_of(const char* name) {
-  return name ? name : "";
-}
-
-LatentMeta::Rational rational(AVRational q) {
-  return {q.num, q.den};
-}
-AVRational rational(LatentMeta::Rational q) {
-  return {q.num, q.den};
-}
-
-// The last request planned on this thread, for the message of a run that keeps running out of memory
-// (with_replans): the failed attempt's state is gone by then.
-thread_local std::optional<core::PlanRequest> last_plan_request;
-
-// Note [Planning bands]
-// A clip split across devices is planned as the tallest band alone on the device with the least room (each
-// band holds the whole model and its band's activations, caches and input and output, plus the halo rows,
-// which are a few rows per layer): the budget is per device, every device's allocator is capped at it, and
-// the plan's chunk length serves every band. A band that does not fit whole is cut into the fewest columns
-// that fit, the same in every band (Note [Bands across devices]); one that does not fit in the narrowest
-// columns is refused with what would fit, more devices or a larger budget.
-core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geometry,
-                      const PipelineOptions& options) {
-  const int64_t f = model.info().spatial_factor;
-  const int64_t latent_height = geometry.padded_height / f;
-  const auto rows = core::band_rows(latent_height, static_cast<int64_t>(options.bands.size()));
-  std::optional<core::PlannerOptions> planner;
-  std::string devices;
-  for (const core::BandPlace& band : options.bands) {
-    core::PlannerOptions mine = core::settle_budget(*band.model, *options.memory);
-    // The smallest budget of any device (0: none, larger than any).
-    if (!planner ||
-        (mine.budget_bytes > 0 && (planner->budget_bytes == 0 || mine.budget_bytes < planner->budget_bytes)))
-      planner = mine;
-    devices += (devices.empty() ? "" : ",") + band.device->torch_device().str();
-  }
-  const auto whole = core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
-                                           geometry.padded_height, model.dtype());
-  last_plan_request = core::band_plan_request(whole, static_cast<int64_t>(rows.size()));
-  core::Plan plan;
-  try {
-    plan = core::plan_band_run(whole, static_cast<int64_t>(rows.size()), *planner);
-  } catch (const Error& e) {
-    throw Error("one band of " + std::to_string(geometry.padded_width) + "x" +
-                std::to_string(rows.front().count * f) + " (of " + std::to_string(options.bands.size()) +
-                " across " + devices + ") does not fit: " + e.what() +
-                "; use more devices or a larger budget");
-  }
-  double fraction = 0;
-  for (const core::BandPlace& band : options.bands) fraction = band.device->cap_memory(planner->budget_bytes);
-  if (!options.quiet || verbose())
-    std::cerr << "vaecodec: " << plan.summary() << "; split in " << options.bands.size() << " bands of "
-              << rows.back().count * f << "-" << rows.front().count * f << " rows across " << devices
-              << ", budget per device" << std::endl;
-  if (fraction > 0)
-    verbose_note("allocator",
-                 "capped at " + core::format_size(planner->budget_bytes) + " on each of " + devices);
-  return plan;
-}
-
-// The chunk and tiles of a run (core/planner.h): planned when the options ask, else options.chunks untiled.
-// Planning happens here because the frame size is known only once the input is open.
-core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geometry,
-                       const PipelineOptions& options) {
-  if (!options.memory) {
-    core::Plan plan;
-    plan.op = op;
-    plan.chunk = options.chunks.latent_frames;
-    const int64_t f = model.info().spatial_factor;
-    plan.tiles = core::TileGrid::whole(geometry.padded_height / f, geometry.padded_width / f);
-    return plan;
-  }
-  if (!options.bands.empty()) return plan_bands(model, op, geometry, options);
-  const core::PlannerOptions planner = core::settle_budget(model, *options.memory);
-  last_plan_request = core::PlanRequest::of(model.info(), model.parameter_count(), op, geometry.padded_width,
-                                            geometry.padded_height, model.dtype());
-  const core::Plan plan = core::plan_run(*last_plan_request, planner);
-  if (model.device().is_cpu())
-    core::check_host_memory(plan.estimate.total(), core::op_name(op) + " of " +
-                                                       std::to_string(geometry.padded_width) + "x" +
-                                                       std::to_string(geometry.padded_height));
-  const double fraction = core::Device::of(model.device()).cap_memory(planner.budget_bytes);
-  if (!options.quiet || verbose()) std::cerr << "vaecodec: " << plan.summary() << std::endl;
-  if (fraction > 0)
-    verbose_note("allocator", "capped at " + core::format_size(planner.budget_bytes) + " (" +
-                                  std::to_string(static_cast<int>(fraction * 100 + 0.5)) +
-                                  "% of the device)");
-  return plan;
-}
-
-// Puts the plan into the summary and, on a GPU, tells how the measured peak compares with the estimate.
-void report_memory(core::VaeModel& model, const core::Plan& plan, const PipelineOptions& options,
-                   RunSummary& summary) {
-  if (!options.memory) return;
-  summary.plan = plan;
-  if (options.quiet || !model.device().is_cuda()) return;
-  if (!options.bands.empty()) {  // each device's peak against the tallest band's estimate
-    std::string peaks;
-    for (const core::BandPlace& band : options.bands)
-      peaks += (peaks.empty() ? "" : ", ") + band.device->torch_device().str() + " " +
-               core::format_size(band.device->peak_allocated_bytes());
-    std::cerr << "vaecodec: peak VRAM " << peaks << " (estimated " << core::format_size(plan.estimate.total())
-              << " per device)" << std::endl;
-    return;
-  }
-  std::cerr << "vaecodec: peak VRAM "
-            << core::format_size(core::Device::of(model.device()).peak_allocated_bytes()) << " (estimated "
-            << core::format_size(plan.estimate.total()) << ")" << std::endl;
 }
 
 }  // namespace
@@ -342,7 +230,8 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/true, options.source});
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
-  const core::Plan memory_plan = plan_memory(model, core::Op::kRoundtrip, geometry, options);
+  const core::Plan memory_plan =
+      plan_memory(model, core::Op::kRoundtrip, geometry, run_plan_options(options));
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
@@ -350,7 +239,6 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   const size_t capacity = frame_queue_capacity(info, chunking);
   w.open(output, format, reader.audio_streams(), "roundtrip", reader.frame_count_hint(), capacity,
          /*with_references=*/true);
-  apply_autotune(model, options.autotune);
   DecodedFrameSink sink(geometry, device, *w.writing, w.converter());
   EncodeFeeder feeder(model, chunking, geometry, device);
   core::DecodeRun decoder(model, device, chunking);
@@ -390,15 +278,12 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   return FinishingRun(std::move(state));
 }
 
-static RunSummary encode_once(core::VaeModel& model, const fs::path& input, const fs::path& output,
-                              const PipelineOptions& options) {
+// Reads `input` through options.source and runs every frame through the encoder: the latents on the CPU and
+// the record of what was read (Note [latent files]); nothing is written.
+static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& input,
+                                      const PipelineOptions& options) {
   const Clock::time_point start = Clock::now();
   const bool musubi = options.latent_format == PipelineOptions::LatentFormat::kMusubi;
-  check_output_path(output, {input});
-  if (musubi)
-    check_musubi_model(model.info());
-  else
-    check_latent_extension(output);
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
@@ -406,14 +291,10 @@ static RunSummary encode_once(core::VaeModel& model, const fs::path& input, cons
   const VideoFormat format = reader.format();
   if (musubi) check_musubi_size(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);
-  const core::Plan memory_plan = plan_memory(model, core::Op::kEncode, geometry, options);
+  const core::Plan memory_plan = plan_memory(model, core::Op::kEncode, geometry, run_plan_options(options));
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
-  // A musubi cache file is named by what was read; it is made once that is known.
-  std::optional<core::AtomicFile> temp;
-  if (!musubi) temp.emplace(output);
   Progress progress("encode", reader.frame_count_hint(), progress_options(options));
-  apply_autotune(model, options.autotune);
   EncodeFeeder feeder(model, chunking, geometry, device);
   std::vector<core::HostTensor> chunks;
   std::vector<int64_t> pts;
@@ -433,163 +314,74 @@ static RunSummary encode_once(core::VaeModel& model, const fs::path& input, cons
     chunk.wait();
     parts.push_back(chunk.tensor);
   }
-  torch::Tensor latents = torch::cat(parts, /*dim=*/2);
+  EncodedVideo v;
+  v.latents = torch::cat(parts, /*dim=*/2);
   int64_t frames = feeder.frames();
   if (musubi && musubi_frame_count(frames) < frames) {
     // Note [musubi-tuner's latent cache]: the causal encoder's first latents are those of the frames kept.
     const int64_t kept = musubi_frame_count(frames);
     warn(input.string() + ": took the first " + std::to_string(kept) + " of its " + std::to_string(frames) +
          " frames (musubi-tuner trains on 1 + 4k frames)");
-    latents = latents.narrow(2, 0, 1 + (kept - 1) / info.temporal_factor);
+    v.latents = v.latents.narrow(2, 0, 1 + (kept - 1) / info.temporal_factor);
     pts.resize(static_cast<size_t>(kept));
     frames = kept;
   }
 
-  LatentMeta meta;
-  meta.family = info.family;
-  meta.model_config = info.config;
-  meta.scale = info.latent_scale;
-  meta.scale_applied = options.latent_scale;
-  meta.width = format.width;
-  meta.height = format.height;
-  meta.padded_width = geometry.padded_width;
-  meta.padded_height = geometry.padded_height;
-  meta.frames = frames;
-  meta.padded_frames = padded_frame_count(frames, info.temporal_factor);
-  if (valid(format.frame_rate)) meta.frame_rate = rational(format.frame_rate);
-  meta.time_base = rational(format.time_base);
-  meta.pts = std::move(pts);
-  meta.colour_primaries = name_of(av_color_primaries_name(format.colour.primaries));
-  meta.colour_transfer = name_of(av_color_transfer_name(format.colour.transfer));
-  meta.colour_matrix = name_of(av_color_space_name(format.colour.matrix));
-  meta.colour_range = name_of(av_color_range_name(format.colour.range));
-  if (format.chroma_location != AVCHROMA_LOC_UNSPECIFIED)
-    meta.chroma_location = name_of(av_chroma_location_name(format.chroma_location));
-  meta.pixel_format = pixel_format_name(format.pixel_format);
-  meta.has_audio = !reader.audio_streams().empty();
-  meta.source = input.filename().string();
-  record_source_options(options.source, meta);
-  fs::path written = output;
-  if (musubi) {
-    MusubiItem item;
-    item.stem = output.filename().string();
-    if (options.source.start_us && valid(format.frame_rate))
-      item.start_frame = av_rescale_q(*options.source.start_us, AV_TIME_BASE_Q, av_inv_q(format.frame_rate));
-    item.frames = frames;
-    item.width = format.width;
-    item.height = format.height;
-    written = output.parent_path() / musubi_file_name(item);
-    temp.emplace(written);
-    write_musubi_cache(*temp, latents, item, meta, options.musubi_dtype);
-  } else {
-    write_latents(*temp, latents, meta, latent_normalization(info));
-  }
-  temp->commit();
+  v.meta = latent_record(info, format, geometry, frames, std::move(pts), options.source, options.latent_scale,
+                         !reader.audio_streams().empty(), input);
   progress.finish();
   report_damage(reader, feeder.frames());
 
-  RunSummary summary;
+  RunSummary& summary = v.summary;
   summary.command = "encode";
   summary.input = input;
-  summary.output = written;
   summary.frames = frames;
   summary.width = format.width;
   summary.height = format.height;
-  summary.latent_shape = latents.sizes().vec();
+  summary.latent_shape = v.latents.sizes().vec();
   summary.damage = reader.damage();
   report_memory(model, memory_plan, options, summary);
   summary.stage_seconds = stage_seconds(&reading.times(), nullptr, seconds_since(start));
   summary.seconds = seconds_since(start);
+  return v;
+}
+
+static RunSummary encode_once(core::VaeModel& model, const fs::path& input, const fs::path& output,
+                              const PipelineOptions& options) {
+  const Clock::time_point start = Clock::now();
+  const bool musubi = options.latent_format == PipelineOptions::LatentFormat::kMusubi;
+  check_output_path(output, {input});
+  if (musubi)
+    check_musubi_model(model.info());
+  else
+    check_latent_extension(output);
+  // A musubi cache file is named by what was read; it is made once that is known.
+  std::optional<core::AtomicFile> temp;
+  if (!musubi) temp.emplace(output);
+  EncodedVideo v = encode_video_once(model, input, options);
+  fs::path written = output;
+  if (musubi) {
+    MusubiItem item;
+    item.stem = output.filename().string();
+    const std::optional<LatentMeta::Rational> rate = v.meta.frame_rate;
+    if (options.source.start_us && rate)
+      item.start_frame =
+          av_rescale_q(*options.source.start_us, AV_TIME_BASE_Q, AVRational{rate->den, rate->num});
+    item.frames = v.summary.frames;
+    item.width = v.summary.width;
+    item.height = v.summary.height;
+    written = output.parent_path() / musubi_file_name(item);
+    temp.emplace(written);
+    write_musubi_cache(*temp, v.latents, item, v.meta, options.musubi_dtype);
+  } else {
+    write_latents(*temp, v.latents, v.meta, latent_normalization(model.info()));
+  }
+  temp->commit();
+  RunSummary summary = std::move(v.summary);
+  summary.output = written;
+  summary.seconds = seconds_since(start);
   return summary;
 }
-
-namespace {
-
-// The video a latent file stands for: its record where it has one, else what the latents' shape and the
-// options say.
-struct DecodePlan {
-  VideoFormat format;
-  int64_t frames = 0;
-  std::vector<int64_t> pts;
-  std::vector<int64_t> durations;
-};
-
-// The record's values go to the video encoder and muxer; one that contradicts itself would fail there, and
-// the message would blame the encoder. It is refused here, as the latent file's fault.
-[[noreturn]] void bad_record(const fs::path& input, const std::string& what) {
-  throw Error(input.string() + ": the latent file's record is inconsistent: " + what +
-              " (make the latent file again with vaecodec encode)");
-}
-
-DecodePlan plan_decode(const LatentFile& file, const core::ModelInfo& info, const fs::path& input,
-                       const PipelineOptions& options) {
-  const LatentMeta& meta = file.meta;
-  const torch::Tensor& z = file.latents;
-  if (z.size(0) != 1)
-    throw Error(input.string() + " holds a batch of " + std::to_string(z.size(0)) +
-                " videos; decode takes one");
-  const int64_t padded_w = z.size(4) * info.spatial_factor, padded_h = z.size(3) * info.spatial_factor;
-  const int64_t padded_frames = 1 + info.temporal_factor * (z.size(2) - 1);
-
-  DecodePlan plan;
-  VideoFormat& f = plan.format;
-  f.width = static_cast<int>(meta.width.value_or(padded_w));
-  f.height = static_cast<int>(meta.height.value_or(padded_h));
-  plan.frames = meta.frames.value_or(padded_frames);
-  if (f.width <= 0 || f.height <= 0 || f.width > padded_w || f.height > padded_h || plan.frames <= 0 ||
-      plan.frames > padded_frames)
-    throw Error(input.string() + ": its record (" + std::to_string(f.width) + "x" + std::to_string(f.height) +
-                ", " + std::to_string(plan.frames) + " frames) does not fit its latents (" +
-                std::to_string(padded_w) + "x" + std::to_string(padded_h) + ", at most " +
-                std::to_string(padded_frames) + " frames)");
-
-  if (meta.time_base && meta.time_base->num <= 0)
-    bad_record(input, "time base " + std::to_string(meta.time_base->num) + "/" +
-                          std::to_string(meta.time_base->den) + " is not positive");
-  if (meta.frame_rate && meta.frame_rate->num <= 0)
-    bad_record(input, "frame rate " + std::to_string(meta.frame_rate->num) + "/" +
-                          std::to_string(meta.frame_rate->den) + " is not positive");
-  if (meta.time_base && meta.pts.size() == static_cast<size_t>(plan.frames)) {
-    // A billion seconds (32 years) either side of zero: far beyond any video, short of the muxers' overflows.
-    const double tick = static_cast<double>(meta.time_base->num) / meta.time_base->den;
-    for (size_t i = 0; i < meta.pts.size(); ++i)
-      if (std::abs(static_cast<double>(meta.pts[i]) * tick) > 1e9)
-        bad_record(input, "the pts of frame " + std::to_string(i) + " (" + std::to_string(meta.pts[i]) +
-                              ") lies more than 1e9 seconds from zero");
-    for (size_t i = 1; i < meta.pts.size(); ++i) {
-      int64_t step = 0;
-      if (meta.pts[i] <= meta.pts[i - 1] || __builtin_sub_overflow(meta.pts[i], meta.pts[i - 1], &step))
-        bad_record(input, "the pts of frame " + std::to_string(i) + " (" + std::to_string(meta.pts[i]) +
-                              ") does not follow that of frame " + std::to_string(i - 1) + " (" +
-                              std::to_string(meta.pts[i - 1]) + ")");
-    }
-    f.time_base = rational(*meta.time_base);
-    plan.pts = meta.pts;
-  }
-  if (meta.frame_rate) f.frame_rate = rational(*meta.frame_rate);
-  if (!valid(f.frame_rate) && valid(options.fps)) f.frame_rate = options.fps;
-  if (plan.pts.empty()) {
-    // No timing in the file: frames at a constant rate, pts counted in frame durations.
-    if (!valid(f.frame_rate))
-      throw Error(input.string() + " does not say its frame rate; pass --fps (for example --fps 16)");
-    f.time_base = av_inv_q(f.frame_rate);
-    for (int64_t i = 0; i < plan.frames; ++i) plan.pts.push_back(i);
-  }
-  const int64_t step = valid(f.frame_rate) ? av_rescale_q(1, av_inv_q(f.frame_rate), f.time_base) : 0;
-  for (size_t i = 0; i < plan.pts.size(); ++i)
-    plan.durations.push_back(i + 1 < plan.pts.size() ? plan.pts[i + 1] - plan.pts[i]
-                                                     : (step > 0 ? step : (i ? plan.durations.back() : 0)));
-
-  const AVPixelFormat pix = av_get_pix_fmt(meta.pixel_format.c_str());
-  f.pixel_format = pix != AV_PIX_FMT_NONE ? pix : AV_PIX_FMT_YUV420P;
-  f.colour = colour_tags_from_names(meta.colour_primaries, meta.colour_transfer, meta.colour_matrix,
-                                    meta.colour_range);
-  const int location = av_chroma_location_from_name(meta.chroma_location.c_str());
-  if (location > 0) f.chroma_location = static_cast<AVChromaLocation>(location);
-  return plan;
-}
-
-}  // namespace
 
 static FinishingRun start_decode_once(core::VaeModel& model, const fs::path& input, const fs::path& output,
                                       const PipelineOptions& options) {
@@ -605,9 +397,9 @@ static FinishingRun start_decode_once(core::VaeModel& model, const fs::path& inp
   if (file.latents.size(1) != info.latent_channels)
     throw Error(input.string() + " holds " + std::to_string(file.latents.size(1)) + "-channel latents; the " +
                 info.family + " model takes " + std::to_string(info.latent_channels));
-  const DecodePlan plan = plan_decode(file, info, input, options);
+  const DecodePlan plan = plan_decode(file, info, input, options.fps);
   const Geometry geometry = Geometry::of(info, plan.format.width, plan.format.height);
-  const core::Plan memory_plan = plan_memory(model, core::Op::kDecode, geometry, options);
+  const core::Plan memory_plan = plan_memory(model, core::Op::kDecode, geometry, run_plan_options(options));
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   core::Device& device = core::Device::of(model.device());
@@ -615,7 +407,6 @@ static FinishingRun start_decode_once(core::VaeModel& model, const fs::path& inp
   FinishingRun::State& w = *state;
   w.open(output, plan.format, {}, "decode", plan.frames, frame_queue_capacity(info, chunking),
          /*measure=*/false);
-  apply_autotune(model, options.autotune);
   DecodedFrameSink sink(geometry, device, *w.writing, w.converter());
   for (int64_t i = 0; i < plan.frames; ++i) sink.add_timing(plan.pts[i], plan.durations[i]);
   core::DecodeRun decoder(model, device, chunking);
@@ -649,6 +440,9 @@ constexpr int kMaxReplans = 2;
 void add_replans(RunSummary& summary, std::vector<RunSummary::Replan> replans) {
   summary.replans = std::move(replans);
 }
+void add_replans(EncodedVideo& video, std::vector<RunSummary::Replan> replans) {
+  video.summary.replans = std::move(replans);
+}
 void add_replans(FinishingRun& run, std::vector<RunSummary::Replan> replans) {
   run.add_replans(std::move(replans));
 }
@@ -680,7 +474,7 @@ auto with_replans(core::VaeModel& model, const fs::path& input, const PipelineOp
       if (!available || static_cast<int>(replans.size()) == kMaxReplans) {
         const int64_t free_now = available.value_or(device.memory_info().free);
         std::string needed;
-        if (last_plan_request)
+        if (const auto& last_plan_request = last_plan_request_here())
           needed = "; the smallest plan needs a budget of " +
                    core::format_size(core::smallest_budget(*last_plan_request, *attempt.memory));
         throw Error(input.string() + ": ran out of memory on " + where + " " +
@@ -705,6 +499,11 @@ FinishingRun start_roundtrip(core::VaeModel& model, const fs::path& input, const
   return with_replans(model, input, options, [&](const PipelineOptions& o) {
     return start_roundtrip_once(model, input, output, o);
   });
+}
+
+EncodedVideo encode_video(core::VaeModel& model, const fs::path& input, const PipelineOptions& options) {
+  return with_replans(model, input, options,
+                      [&](const PipelineOptions& o) { return encode_video_once(model, input, o); });
 }
 
 RunSummary encode(core::VaeModel& model, const fs::path& input, const fs::path& output,

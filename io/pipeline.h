@@ -20,22 +20,13 @@
 namespace vaecodec::io {
 
 // How the three runs below work. Defaults suit the CLI.
-// Note [Autotuning]
-// cuDNN can time its algorithms for every new convolution shape and keep the fastest. It costs about 2 s at
-// the start of a run (7.7-8.3 s for an 81-frame 720p round trip against 5.5-5.7 s, whatever the number of
-// candidates timed per shape). Without it LibTorch takes the first kernel cuDNN's heuristics offer; in mode B
-// (Note [Heuristics] in core/device/device.cpp) those were as fast as timing's for Wan2.1 on an H100 (bench
-// round trip 720p 2.90 s untimed, 2.91 s timed) and 3-13% slower for SeedVR2 and Wan2.2 (decode 3.99 / 2.47 s
-// against 3.81 / 2.35 s, Wan2.2 encode 0.85 against 0.75 s): timing pays only on long clips of those models,
-// so it is off unless asked for (docs/benchmarks.md, "Start-up").
-
 struct PipelineOptions {
-  core::ChunkOptions chunks;  // latent frames per chunk: memory and speed, not the result
+  int64_t chunk = 1;  // latent frames per model call: memory and speed, not the result
   // Two or more: the clip is split across these bands' devices (Note [Bands across devices] in
-  // core/band_split.h); the run's model must be the first band's. A plan is then made for the tallest band
+  // core/band_exchange.h); the run's model must be the first band's. A plan is then made for the tallest band
   // on each device, untiled.
   std::vector<core::BandPlace> bands;
-  // With a value the run is planned (core/planner.h): the plan's chunk and tiles replace `chunks`, the
+  // With a value the run is planned (core/planner.h): the plan's chunk and tiles replace `chunk`, the
   // allocator is capped at the budget, and the plan and the measured peak go to stderr unless quiet.
   std::optional<core::PlannerOptions> memory;
   WriterOptions writer;           // output codec, crf, pixel format
@@ -48,13 +39,12 @@ struct PipelineOptions {
   std::filesystem::path side_by_side;
   // decode: the frame rate when the latent file has no timing (a bare file); 0/1: none given.
   AVRational fps{0, 1};
-  bool autotune = false;  // on CUDA: let cuDNN time its algorithms (Note [Autotuning])
   // encode: store latents times the model's latent scale; decode: the input's latents are stored so scaled
   // (Note [latent scale] in io/latent_file.h).
   bool latent_scale = false;
-  // encode: the file written. kVaecodec: the output's extension picks .safetensors or .latent (Note [latent
-  // files]); kMusubi: musubi-tuner's Wan cache, the output naming the folder and the clip's stem (Note
-  // [musubi-tuner's latent cache]), its latents stored as musubi_dtype.
+  // encode: the file written. kVaecodec: the output's extension picks .safetensors or .latent
+  // (Note [latent files]); kMusubi: musubi-tuner's Wan cache, the output naming the folder and the clip's
+  // stem ( Note [musubi-tuner's latent cache]), its latents stored as musubi_dtype.
   enum class LatentFormat { kVaecodec, kMusubi };
   LatentFormat latent_format = LatentFormat::kVaecodec;
   torch::ScalarType musubi_dtype = torch::kBFloat16;
@@ -78,8 +68,8 @@ struct RunSummary {
   DecodeDamage damage;                    // what the input lost (roundtrip, encode)
   std::optional<QualitySummary> quality;  // with PipelineOptions::metrics
   std::optional<core::Plan> plan;         // with PipelineOptions::memory
-  // The times the run ran out of device memory and started over with a new plan (Note [Running out of
-  // memory] in core/device/memory_faults.h): why, and the budget of the new plan.
+  // The times the run ran out of device memory and started over with a new plan
+  // (Note [Running out of memory] in core/device/memory_faults.h): why, and the budget of the new plan.
   struct Replan {
     std::string reason;
     int64_t budget_bytes = 0;
@@ -122,6 +112,18 @@ FinishingRun start_roundtrip(core::VaeModel& model, const std::filesystem::path&
 // output.parent_path() / musubi_file_name(...) (RunSummary::output names it).
 RunSummary encode(core::VaeModel& model, const std::filesystem::path& input,
                   const std::filesystem::path& output, const PipelineOptions& options = {});
+
+// What encode() computes before it writes: the latents [1, C, F, h, w] on the CPU (normalized as the
+// model gives them), the record of what was read, and the run's summary (no output).
+struct EncodedVideo {
+  torch::Tensor latents;
+  LatentMeta meta;
+  RunSummary summary;
+};
+// The same run as encode(), written nowhere: musubi-tuner's dataset cache (io/musubi_item.h) puts a clip's
+// latents and its control clip's into one file.
+EncodedVideo encode_video(core::VaeModel& model, const std::filesystem::path& input,
+                          const PipelineOptions& options = {});
 
 // Decodes a latent file into a video with the size, frame count, timing and colour its record gives.
 RunSummary decode(core::VaeModel& model, const std::filesystem::path& input,

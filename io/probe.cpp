@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "core/error.h"
 #include "core/safetensors.h"
 #include "io/ffmpeg_common.h"
 #include "io/latent_file.h"
@@ -58,6 +59,34 @@ InputLength probe_length(const std::filesystem::path& path) {
   } catch (const std::exception&) {
     return {};
   }
+}
+
+VideoCount count_video_frames(const std::filesystem::path& path) {
+  AVFormatContext* raw = nullptr;
+  check_av(avformat_open_input(&raw, path.c_str(), nullptr, nullptr), "cannot open", path);
+  const InputFormatPtr context(raw);
+  int index = av_find_best_stream(raw, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+  if (index < 0 || raw->streams[index]->codecpar->width <= 0) {  // a header without the size: look further
+    check_av(avformat_find_stream_info(raw, nullptr), "cannot read", path);
+    index = av_find_best_stream(raw, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+    if (index < 0) throw Error("cannot read " + path.string() + ": it holds no video stream");
+  }
+  VideoCount count;
+  count.width = raw->streams[index]->codecpar->width;
+  count.height = raw->streams[index]->codecpar->height;
+  if (count.width <= 0 || count.height <= 0)
+    throw Error("cannot read " + path.string() + ": its video stream has no frame size");
+  const PacketPtr packet = make_packet();
+  while (true) {
+    const int code = av_read_frame(raw, packet.get());
+    if (code == AVERROR_EOF) break;
+    check_av(code, "cannot read", path);
+    if (packet->stream_index == index && packet->size > 0 && !(packet->flags & AV_PKT_FLAG_DISCARD))
+      ++count.frames;
+    av_packet_unref(packet.get());
+  }
+  if (count.frames == 0) throw Error("cannot read " + path.string() + ": its video stream holds no frames");
+  return count;
 }
 
 }  // namespace vaecodec::io

@@ -18,4 +18,16 @@ struct InputLength {
 // an input that cannot be probed has length 0 (its run reports why it fails).
 InputLength probe_length(const std::filesystem::path& path);
 
+// A video's (or an image's) frame count, counted by its packets (demuxed, not decoded: one packet per frame
+// for the codecs of training sets; packets the container marks as discarded do not count), and its frame
+// size. What a dataset's windows are planned from (Note [musubi-tuner's dataset rules] in
+// io/musubi_dataset.h); a run checks that its window decodes to the frames planned. Throws Error with
+// FFmpeg's message when the file cannot be read or holds no video.
+struct VideoCount {
+  int64_t frames = 0;
+  int width = 0;
+  int height = 0;
+};
+VideoCount count_video_frames(const std::filesystem::path& path);
+
 }  // namespace vaecodec::io

@@ -281,8 +281,8 @@ int64_t VideoReader::PtsGuard::next(int64_t pts, int64_t duration, int64_t* fixe
   return pts;
 }
 
-// The next frame for next(): decoded, its pts repaired and shifted (Note [Timestamps], Note [Cutting the
-// input]), inside the cut, through the filter graph. False at the end.
+// The next frame for next(): decoded, its pts repaired and shifted (Note [Timestamps],
+// Note [Cutting the input]), inside the cut, through the filter graph. False at the end.
 bool VideoReader::produce(AVFrame* out) {
   const SourceOptions& source = options_.source;
   while (true) {

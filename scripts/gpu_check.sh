@@ -20,7 +20,7 @@
 #   FP8_ROWS, FP8_PROFILE (0: none)                  phase fp8: MODEL:OP:SIZE rows timed in bf16 and fp8,
 #                                                    their accuracy at 256x256 x17, the fp8 decode's profile
 # Phases: fp8 conv fresh coldtrace tests speed variants models margin memory tiers tier4k roundtrip autotune model_files psnr control
-#   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long python
+#   profile startup cold heuristics reference batch candidates encoder split scaling_split scaling_batch long musubi python
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -594,6 +594,11 @@ if has long; then
     file_run "roundtrip 720p x1001 $preset" roundtrip /tmp/clip1001.mp4 -o /tmp/rt1001.mp4 \
       --weights /tmp/wan21_random.pth "${args[@]}"
   done
+fi
+
+if has musubi; then  # a musubi-tuner dataset's caches (encode --dataset-config) against the reference's model calls
+  step "musubi: 32 clips 1280x720 x150 at 30 fps, [960, 544], target_frames [1, 25, 45], head"
+  make_weights && scripts/dev/musubi_dataset_bench.sh "$BUILD/vaecodec" /tmp/wan21_random.pth "$OUT/musubi"
 fi
 has python && OUT="$OUT" BUILD_DIR="$BUILD" RUNS="$RUNS" scripts/gpu_python.sh  # Python package
 step done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets vaecodec up on a fresh Debian 12 machine and builds it in Release:
-#   1. Debian packages: compilers, CMake, Ninja, FFmpeg 5.1 libraries and CLI, CLI11, Catch2, nlohmann-json,
+#   1. Debian packages: compilers, CMake, Ninja, FFmpeg 5.1 libraries and CLI, CLI11, Catch2, nlohmann-json, toml++,
 #      clang-format, Slurm and munge (for the job-array test);
 #   2. LibTorch 2.11.0 from PyPI's torch==2.11.0 wheel, in the project's virtual environment .venv/ (with
 #      the safetensors package, which the tests use);
@@ -30,7 +30,7 @@ trap 'die "step failed at line $LINENO (see the output above)"' ERR
 # 1. Debian packages.
 packages=(build-essential cmake ninja-build pkg-config git xz-utils
           libavformat-dev libavcodec-dev libavfilter-dev libavutil-dev libswscale-dev libswresample-dev ffmpeg
-          libcli11-dev catch2 nlohmann-json3-dev clang-format
+          libcli11-dev catch2 nlohmann-json3-dev libtomlplusplus-dev clang-format
           slurm-wlm munge)  # Slurm and munge: the job-array test starts its own (tests/test_slurm_array.sh)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -99,7 +99,7 @@ say "built $BUILD_DIR/vaecodec"
 "$BUILD_DIR/vaecodec" --version
 
 # 5. The Python package, built against .venv's torch; it links build/'s engine library rather than compiling
-# the engine again (python/CMakeLists.txt), so it adds one source file's compile to the build.
+# the engine again (python/CMakeLists.txt), so it adds the binding's two source files to the build.
 python_packages=(scikit-build-core pytest numpy diffusers)
 if ! .venv/bin/python -c 'import scikit_build_core, pytest, numpy, diffusers' 2>/dev/null; then
   say "installing ${python_packages[*]} from PyPI into .venv (the Python package's build and tests)"

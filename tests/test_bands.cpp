@@ -1,5 +1,5 @@
-// One clip split across devices in horizontal bands (Note [Bands across devices] in core/band_split.h): the
-// split run equals the one-device run for all three families, encode and decode, at odd sizes, with any
+// One clip split across devices in horizontal bands (Note [Bands across devices] in core/band_exchange.h):
+// the split run equals the one-device run for all three families, encode and decode, at odd sizes, with any
 // chunking; without the exchanges it would not; a failing band stops the others instead of leaving them
 // waiting. On the CPU the bands are threads on the one CPU device, which runs the same exchanges as GPUs do.
 #include <torch/cuda.h>
@@ -10,32 +10,24 @@
 #include <string>
 #include <vector>
 
-#include "core/band_split.h"
+#include "core/band_set.h"
 #include "core/device/device.h"
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/models/registry.h"
 #include "core/planner.h"
 #include "tests/test_support.h"
+#include "tests/tiny_models.h"
 
 namespace vaecodec::test {
 namespace {
 
-struct Family {
-  const char* folder;
-  int64_t factor;  // pixels per latent row
-};
-constexpr Family kFamilies[] = {{"wan21-tiny", 8}, {"wan22-tiny", 16}, {"seedvr2-tiny", 8}};
+// Every registered family's tiny model (tests/tiny_models.h).
+using Family = TinyModel;
+const std::vector<TinyModel> kFamilies = tiny_models();
 
-// The tiny model as the golden tests build it (SeedVR2's norm groups come from its meta.json: the tensors
-// cannot tell them).
 std::shared_ptr<core::VaeModel> load(const Family& family, torch::Device device, torch::ScalarType dtype) {
-  core::ModelOptions options;
-  options.device = device;
-  options.dtype = dtype;
-  options.config = read_json(data_dir() / family.folder / "meta.json").at("config");
-  return core::build_model(core::load_checkpoint(data_dir() / family.folder / "weights.safetensors"),
-                           options);
+  return load_tiny(family, device, dtype);
 }
 
 // `n` models of the family on `device`, and their places.
@@ -102,7 +94,7 @@ void check_split_equals_whole(int64_t chunk, Run run) {
       for (int64_t n : {2, 3}) {
         Bands bands(family, n, torch::kCPU, dtype);
         const auto banded = run(family, *model, split(bands, chunk));
-        INFO(family.folder << " " << c10::toString(dtype) << ", " << n << " bands");
+        INFO(family.family << " " << c10::toString(dtype) << ", " << n << " bands");
         REQUIRE(banded.sizes() == whole.sizes());
         CHECK(relative_error(banded, whole) <= (dtype == torch::kDouble ? 1e-12 : 1e-5));
       }
@@ -121,11 +113,12 @@ TEST_CASE("a split decode equals the one-device decode, every family, float64 an
 }
 
 TEST_CASE("a split encode equals the one-device encode, every family, float64 and float32", "[bands]") {
-  check_split_equals_whole(1, [](const Family& family, core::VaeModel& model,
-                                 const core::ChunkOptions& chunks) {
-    // 5 latent rows, 3 latent columns, 9 frames.
-    return core::encode_video(model, video(9, 5 * family.factor, 3 * family.factor, model.dtype()), chunks);
-  });
+  check_split_equals_whole(
+      1, [](const Family& family, core::VaeModel& model, const core::ChunkOptions& chunks) {
+        // 5 latent rows, 3 latent columns, 9 frames.
+        return core::encode_video(
+            model, video(9, 5 * family.spatial_factor, 3 * family.spatial_factor, model.dtype()), chunks);
+      });
 }
 
 TEST_CASE("4 and 8 bands, as on 4 and 8 GPUs, equal the one-device run, every family", "[bands]") {
@@ -135,11 +128,11 @@ TEST_CASE("4 and 8 bands, as on 4 and 8 GPUs, equal the one-device run, every fa
     auto model = load(family, torch::kCPU, torch::kDouble);
     torch::manual_seed(17);
     const auto latents = torch::randn({1, model->info().latent_channels, 2, 17, 3}, torch::kDouble);
-    const auto frames = video(5, 17 * family.factor, 2 * family.factor, torch::kDouble);
+    const auto frames = video(5, 17 * family.spatial_factor, 2 * family.spatial_factor, torch::kDouble);
     const auto decoded = core::decode_latents(*model, latents, {1});
     const auto encoded = core::encode_video(*model, frames, {1});
     for (int64_t n : {4, 8}) {
-      INFO(family.folder << ", " << n << " bands");
+      INFO(family.family << ", " << n << " bands");
       Bands bands(family, n, torch::kCPU, torch::kDouble);
       CHECK(relative_error(core::decode_latents(*model, latents, split(bands, 1)), decoded) <= 1e-12);
       CHECK(relative_error(core::encode_video(*model, frames, split(bands, 1)), encoded) <= 1e-12);
@@ -149,7 +142,7 @@ TEST_CASE("4 and 8 bands, as on 4 and 8 GPUs, equal the one-device run, every fa
 
 TEST_CASE("a split run does not depend on its chunking, and streams like the one-device run",
           "[bands][chunks]") {
-  const Family& family = kFamilies[0];
+  const Family family = tiny_model("wan2.1-vae");
   auto model = load(family, torch::kCPU, torch::kDouble);
   torch::manual_seed(5);
   auto latents = torch::randn({1, 16, 5, 6, 4}, torch::kDouble);
@@ -169,7 +162,7 @@ TEST_CASE("a split run does not depend on its chunking, and streams like the one
 TEST_CASE("without the exchanges the bands would not match: each band alone differs", "[bands]") {
   // The check above can fail: bands decoded as separate pictures (zero padding at their edges, attention over
   // their own pixels) are far from the one-device rows.
-  const Family& family = kFamilies[0];
+  const Family family = tiny_model("wan2.1-vae");
   auto model = load(family, torch::kCPU, torch::kDouble);
   torch::manual_seed(3);
   auto latents = torch::randn({1, 16, 2, 6, 5}, torch::kDouble);
@@ -182,8 +175,8 @@ TEST_CASE("without the exchanges the bands would not match: each band alone diff
 TEST_CASE("a failing band stops the split run with its own error, and the others do not hang", "[bands]") {
   // Band 1 holds a Wan2.2 model given Wan2.1 latents: its first convolution refuses the channel count while
   // band 0 waits for it at its first exchange.
-  auto wan21 = load(kFamilies[0], torch::kCPU, torch::kFloat);
-  auto wan22 = load(kFamilies[1], torch::kCPU, torch::kFloat);
+  auto wan21 = load(tiny_model("wan2.1-vae"), torch::kCPU, torch::kFloat);
+  auto wan22 = load(tiny_model("wan2.2-vae"), torch::kCPU, torch::kFloat);
   core::ChunkOptions options;
   options.bands = {{wan21.get(), &core::Device::of(torch::kCPU)},
                    {wan22.get(), &core::Device::of(torch::kCPU)}};
@@ -200,8 +193,8 @@ TEST_CASE("a failing band stops the split run with its own error, and the others
 }
 
 TEST_CASE("a split run refuses what it cannot do", "[bands]") {
-  auto model = load(kFamilies[0], torch::kCPU, torch::kFloat);
-  Bands bands(kFamilies[0], 3, torch::kCPU, torch::kFloat);
+  auto model = load(tiny_model("wan2.1-vae"), torch::kCPU, torch::kFloat);
+  Bands bands(tiny_model("wan2.1-vae"), 3, torch::kCPU, torch::kFloat);
   CHECK_THROWS_WITH(core::decode_latents(*model, torch::randn({1, 16, 1, 2, 4}), split(bands, 1)),
                     Catch::Contains("cannot be split into 3 bands"));
   auto shared = split(bands, 1);
@@ -231,7 +224,7 @@ TEST_CASE("a split run in columns equals the one-device run tiled in the same co
       torch::manual_seed(13);
       const auto latents =
           torch::randn({1, model->info().latent_channels, 3, 7, 9}, torch::TensorOptions().dtype(dtype));
-      const auto frames = video(5, 5 * family.factor, 7 * family.factor, dtype);
+      const auto frames = video(5, 5 * family.spatial_factor, 7 * family.spatial_factor, dtype);
       struct Case {
         const char* op;
         core::TileGrid columns;
@@ -244,7 +237,7 @@ TEST_CASE("a split run in columns equals the one-device run tiled in the same co
            [&](const core::ChunkOptions& c) { return core::encode_video(*model, frames, c); }},
       };
       for (const auto& c : cases) {
-        INFO(family.folder << " " << c10::toString(dtype) << " " << c.op);
+        INFO(family.family << " " << c10::toString(dtype) << " " << c.op);
         REQUIRE(c.columns.rows == 1);
         REQUIRE(c.columns.cols >= 2);
         core::ChunkOptions one{1, c.columns};
@@ -264,8 +257,9 @@ TEST_CASE("a split run in columns equals the one-device run tiled in the same co
 TEST_CASE("a band that does not fit whole is planned in the fewest columns that fit", "[bands][planner]") {
   const auto& family = core::find_model_family("wan2.1-vae");
   const auto model = family.build(family.released_config);
-  const auto whole = core::PlanRequest::of(model->info(), model->parameter_count(), core::Op::kDecode, 1920,
-                                           1088, torch::kBFloat16);
+  const auto whole =
+      core::PlanRequest::of(model->info(), core::find_model_family(model->info().family).calibration,
+                            model->parameter_count(), core::Op::kDecode, 1920, 1088, torch::kBFloat16);
   core::PlannerOptions options;
   options.max_chunk = 2;
   const core::Plan roomy = core::plan_band_run(whole, 2, options);
@@ -306,7 +300,7 @@ TEST_CASE("on CUDA, a split decode and encode equal the one-device run (two band
   const int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
   for (const auto& family : kFamilies) {
     for (auto [height, width] : {std::pair<int64_t, int64_t>{256, 256}, {208, 176}}) {
-      const int64_t rows = height / family.factor, cols = width / family.factor;
+      const int64_t rows = height / family.spatial_factor, cols = width / family.spatial_factor;
       for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
         const torch::Device gpu0(torch::kCUDA, 0);
         auto model = load(family, gpu0, dtype);
@@ -329,7 +323,7 @@ TEST_CASE("on CUDA, a split decode and encode equal the one-device run (two band
             models.push_back(load(family, d, dtype));
             options.bands.push_back({models.back().get(), &core::Device::of(d)});
           }
-          INFO(family.folder << " " << width << "x" << height << " " << c10::toString(dtype) << " on "
+          INFO(family.family << " " << width << "x" << height << " " << c10::toString(dtype) << " on "
                              << layout.back().str());
           // float32: the one-GPU run to rounding; bf16: the golden tests' bound against float32.
           const bool f32 = dtype == torch::kFloat;
@@ -351,7 +345,8 @@ TEST_CASE("on CUDA, a split run in columns equals the one-GPU run tiled in the s
   REQUIRE(torch::cuda::is_available());
   const torch::Device gpu0(torch::kCUDA, 0);
   const torch::Device other = torch::cuda::device_count() >= 2 ? torch::Device(torch::kCUDA, 1) : gpu0;
-  for (const auto& family : {kFamilies[0], kFamilies[2]}) {  // Wan2.1; SeedVR2 (its pooled GroupNorm)
+  for (const auto& family :
+       {tiny_model("wan2.1-vae"), tiny_model("seedvr2-vae")}) {  // Wan2.1; SeedVR2 (its pooled GroupNorm)
     auto model = load(family, gpu0, torch::kFloat);
     std::vector<std::shared_ptr<core::VaeModel>> models = {load(family, gpu0, torch::kFloat),
                                                            load(family, other, torch::kFloat)};
@@ -361,7 +356,7 @@ TEST_CASE("on CUDA, a split run in columns equals the one-GPU run tiled in the s
     for (const auto& m : models) split.bands.push_back({m.get(), &core::Device::of(m->device())});
     torch::manual_seed(19);
     const auto latents = torch::randn({1, model->info().latent_channels, 3, 32, 32}).to(gpu0);
-    INFO(family.folder << " on cuda:0 and " << other.str());
+    INFO(family.family << " on cuda:0 and " << other.str());
     const auto tiled = core::decode_latents(*model, latents, columns);
     const auto banded = core::decode_latents(*model, latents, split);
     REQUIRE(banded.sizes() == tiled.sizes());

@@ -24,10 +24,15 @@ bool hopper_kernels_here() {
   return core::kernels::own_kernels_run_on(props->major, props->minor);
 }
 
-// Restores the process-wide backend when a test ends.
+// The backend in force on this thread until the test ends (Note [Run choices]).
 struct BackendScope {
-  explicit BackendScope(ConvBackend b) { core::kernels::set_conv_backend(b); }
-  ~BackendScope() { core::kernels::set_conv_backend(ConvBackend::kAuto); }
+  explicit BackendScope(ConvBackend b) : scope(choices(b)) {}
+  static core::RunChoices choices(ConvBackend b) {
+    core::RunChoices c;
+    c.conv = b;
+    return c;
+  }
+  core::ChoicesScope scope;
 };
 
 }  // namespace
@@ -78,10 +83,10 @@ TEST_CASE("the own convolution tiles go to the shapes they divide, on compute ca
 }
 
 TEST_CASE("the --conv option takes auto, cudnn and own", "[conv]") {
-  CHECK(core::kernels::parse_conv_backend("auto") == ConvBackend::kAuto);
-  CHECK(core::kernels::parse_conv_backend("cudnn") == ConvBackend::kCudnn);
-  CHECK(core::kernels::parse_conv_backend("own") == ConvBackend::kOwn);
-  CHECK(!core::kernels::parse_conv_backend("fast"));
+  CHECK(core::parse_conv_backend("auto") == ConvBackend::kAuto);
+  CHECK(core::parse_conv_backend("cudnn") == ConvBackend::kCudnn);
+  CHECK(core::parse_conv_backend("own") == ConvBackend::kOwn);
+  CHECK(!core::parse_conv_backend("fast"));
   check_one_line(run_cli("bench --random --conv fast --size 64x64 --frames 1 --device cpu"), 2,
                  "--conv: fast not in {auto,cudnn,own}");
   check_one_line(run_cli("decode missing.safetensors -o out.mp4 --conv cuDNN" + weights_arg()), 2, "--conv");

@@ -27,10 +27,15 @@ bool hopper_kernels_here() {
   return core::kernels::own_kernels_run_on(props->major, props->minor);
 }
 
-// Turns the fp8 convolutions off again when a test ends.
+// The fp8 convolutions in force on this thread until the test ends (Note [Run choices]).
 struct Fp8Scope {
-  Fp8Scope() { core::kernels::set_fp8_convolutions(true); }
-  ~Fp8Scope() { core::kernels::set_fp8_convolutions(false); }
+  Fp8Scope() : scope(fp8()) {}
+  static core::RunChoices fp8() {
+    core::RunChoices c;
+    c.fp8 = true;
+    return c;
+  }
+  core::ChoicesScope scope;
 };
 
 // Random values already on e4m3's grid, as float32 (so float64 of them is what the kernel multiplies).
@@ -112,9 +117,9 @@ TEST_CASE("the fp8 input scale is the power of two that maps the norm's bound in
 TEST_CASE("fp8 (--dtype fp8) is refused, with one line, where it cannot run", "[fp8]") {
   // The CPU has no fp8 path; --conv cudnn turns off the kernels it needs.
   check_one_line(run_cli("bench --random --dtype fp8 --size 64x64 --frames 1 --device cpu"), 2,
-                 "--dtype fp8: it runs on a GPU's fp8 tensor cores, and cpu is not a GPU");
+                 "dtype fp8: it runs on a GPU's fp8 tensor cores, and cpu is not a GPU");
   check_one_line(run_cli("bench --random --dtype fp8 --conv cudnn --size 64x64 --frames 1 --device cpu"), 2,
-                 "--dtype fp8 runs on vaecodec's own convolution kernels, which --conv cudnn turns off");
+                 "dtype fp8 runs on vaecodec's own convolution kernels, which --conv cudnn turns off");
   check_one_line(run_cli("bench --random --dtype fp4 --size 64x64 --frames 1 --device cpu"), 2, "--dtype");
   const TempDir dir;
   const auto clip = make_clip(dir / "in.mp4", kTestsrc + "64x48:rate=24 -frames:v 5 -c:v libx264");
@@ -125,7 +130,7 @@ TEST_CASE("fp8 (--dtype fp8) is refused, with one line, where it cannot run", "[
   const auto out = dir / "out.mp4";
   check_one_line(
       run_cli("decode " + quote(latents) + " -o " + quote(out) + " --device cpu --dtype fp8" + weights_arg()),
-      2, "--dtype fp8");
+      2, "dtype fp8: ");
   CHECK_FALSE(std::filesystem::exists(out));
 }
 
@@ -253,7 +258,7 @@ TEST_CASE("on CUDA the norm writes e4m3 as LibTorch rounds the float64 norm, tai
 TEST_CASE("on Hopper --dtype fp8 runs the e4m3 tiles and reports its error beside bf16's", "[fp8][gpu]") {
   REQUIRE(torch::cuda::is_available());
   if (!hopper_kernels_here()) {
-    check_one_line(run_cli("bench --random --dtype fp8 --size 64x64 --frames 1"), 2, "--dtype fp8");
+    check_one_line(run_cli("bench --random --dtype fp8 --size 64x64 --frames 1"), 2, "dtype fp8: ");
     return;
   }
   for (const std::string op : {"decode", "encode"}) {

@@ -1,6 +1,6 @@
 // Hostile files: crafted weights, latent and preset files are refused in one line and never run code, read
-// out of bounds, overflow the stack or allocate more than the file holds (Note [Checking a torch.save
-// pickle], Note [Untrusted JSON]). Every file is made here, byte by byte.
+// out of bounds, overflow the stack or allocate more than the file holds
+// (Note [Checking a torch.save pickle], Note [Untrusted JSON]). Every file is made here, byte by byte.
 
 #include <sys/resource.h>
 #include <unistd.h>

@@ -26,8 +26,8 @@ class GainVae : public PassThroughVae {
     gain_ = register_parameter("gain", torch::zeros({1}), /*requires_grad=*/false);
   }
   const core::ModelInfo& info() const override { return info_; }
-  torch::Tensor decode(const torch::Tensor& z, core::CausalCache& cache) override {
-    return PassThroughVae::decode(z, cache) * gain_.to(z.scalar_type());
+  torch::Tensor decode_chunk(const torch::Tensor& z, core::CausalCache& cache) override {
+    return PassThroughVae::decode_chunk(z, cache) * gain_.to(z.scalar_type());
   }
 
  private:
@@ -91,8 +91,10 @@ TEST_CASE("a registered family is detected, loaded, planned for and run by the C
   CHECK(model->named_parameters()["gain"].item<float>() == 1.0f);
 
   // The planner: the family's own calibration, not another family's.
-  const core::Plan plan =
-      core::plan_run(core::PlanRequest::of(model->info(), 1, core::Op::kDecode, 64, 64, torch::kFloat), {});
+  const core::Plan plan = core::plan_run(
+      core::PlanRequest::of(model->info(), core::find_model_family(model->info().family).calibration, 1,
+                            core::Op::kDecode, 64, 64, torch::kFloat),
+      {});
   CHECK(plan.calibration == "a test row: decode");
 
   // The CLI: inspect, then encode and decode file to file.

@@ -23,7 +23,8 @@ core::PlanRequest wan21(core::Op op, int64_t width, int64_t height,
                         torch::ScalarType dtype = torch::kBFloat16) {
   const auto& family = core::find_model_family("wan2.1-vae");
   static const auto model = family.build(family.released_config);
-  return core::PlanRequest::of(model->info(), model->parameter_count(), op, width, height, dtype);
+  return core::PlanRequest::of(model->info(), core::find_model_family(model->info().family).calibration,
+                               model->parameter_count(), op, width, height, dtype);
 }
 
 core::PlannerOptions budget(int64_t bytes, int64_t max_chunk = 4) {
@@ -65,7 +66,8 @@ TEST_CASE("the cache coefficients match the released models' caches", "[planner]
       INFO(name << " " << core::op_name(op));
       const int64_t measured = measured_cache_bytes(name, op, width, height);
       const auto request =
-          core::PlanRequest::of(model->info(), model->parameter_count(), op, width, height, torch::kFloat);
+          core::PlanRequest::of(model->info(), core::find_model_family(model->info().family).calibration,
+                                model->parameter_count(), op, width, height, torch::kFloat);
       const int64_t f = model->info().spatial_factor;
       const auto estimate =
           core::estimate_memory(request, 1, core::TileGrid::whole(height / f, width / f), false);
@@ -84,8 +86,9 @@ TEST_CASE("the memory model reproduces its calibration run and scales with pixel
     const auto model = family.build(family.released_config);
     for (const core::MemoryCalibration& run : family.calibration) {
       INFO(family.name << " " << core::op_name(run.op) << " " << c10::toString(run.dtype));
-      const auto r = core::PlanRequest::of(model->info(), model->parameter_count(), run.op, run.width,
-                                           run.height, run.dtype);
+      const auto r =
+          core::PlanRequest::of(model->info(), core::find_model_family(model->info().family).calibration,
+                                model->parameter_count(), run.op, run.width, run.height, run.dtype);
       CHECK(r.parameter_count == run.parameters);
       const int64_t f = model->info().spatial_factor;
       const auto e = core::estimate_memory(r, run.chunk, core::TileGrid::whole(run.height / f, run.width / f),

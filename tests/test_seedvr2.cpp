@@ -140,31 +140,6 @@ TEST_CASE("SeedVR2 configs the model does not implement are refused", "[seedvr2]
   REQUIRE_THROWS_WITH(core::build_model("seedvr2-vae", config), Catch::Contains("24 norm groups"));
 }
 
-TEST_CASE("SeedVR2 decode does not depend on the chunk length", "[seedvr2][chunks]") {
-  auto model = tiny_seedvr2(torch::kDouble);
-  const auto latent = tiny_cases().at("latent").to(torch::kDouble);
-  const auto reference = core::decode_latents(*model, latent, {1});
-  REQUIRE(reference.size(2) == 17);
-  for (int64_t chunk : {2, 3, 1000}) {
-    const auto out = core::decode_latents(*model, latent, {chunk});
-    REQUIRE(out.sizes() == reference.sizes());
-    INFO("chunk " << chunk);
-    CHECK(relative_error(out, reference) <= 1e-12);
-  }
-}
-
-TEST_CASE("SeedVR2 encode does not depend on the chunk length", "[seedvr2][chunks]") {
-  auto model = tiny_seedvr2(torch::kDouble);
-  const auto video = tiny_cases().at("video").to(torch::kDouble);
-  const auto reference = core::encode_video(*model, video, {1});  // frame 0, then 4 frames at a time
-  REQUIRE(reference.size(2) == 5);
-  for (int64_t chunk : {2, 1000}) {  // 8 frames at a time, then everything in one call
-    const auto out = core::encode_video(*model, video, {chunk});
-    INFO("chunk " << chunk * 4 << " frames");
-    CHECK(relative_error(out, reference) <= 1e-12);
-  }
-}
-
 TEST_CASE("SeedVR2 in the channels-last layout computes the same function", "[seedvr2][layout]") {
   // The GPU runs channels-last: the pixel shuffle into the conv buffer, the padded downsampling and the norms
   // are checked in that layout on the CPU, in float64.

@@ -1,4 +1,4 @@
-// --verbose: Note [What the engine applied] (core/engine_report.h) and the full text of errors
+// --verbose: Note [What the engine applied] (core/kernel_log.h) and the full text of errors
 // (app/errors.h).
 #include <regex>
 #include <sstream>
@@ -11,6 +11,7 @@
 #include "core/engine.h"
 #include "core/engine_report.h"
 #include "core/error.h"
+#include "core/kernel_log.h"
 #include "core/models/registry.h"
 #include "io/log.h"
 #include "tests/video_test_support.h"

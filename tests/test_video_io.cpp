@@ -362,9 +362,9 @@ TEST_CASE("pass-through model: the chunk length does not change the output", "[v
   const auto clip =
       make_clip(dir / "in.mkv", kTestsrc + "36x20:rate=24 -frames:v 11 -pix_fmt gbrp -c:v ffv1");
   auto options = quiet_options();
-  options.chunks.latent_frames = 1;
+  options.chunk = 1;
   io::roundtrip(model, clip, dir / "one.mkv", options);
-  options.chunks.latent_frames = 3;
+  options.chunk = 3;
   io::roundtrip(model, clip, dir / "three.mkv", options);
   CHECK(torch::equal(read_rgb(dir / "one.mkv"), read_rgb(dir / "three.mkv")));
 }
@@ -423,9 +423,9 @@ namespace {
 // Raises the interrupt flag, as SIGINT would, when the encoder sees its second chunk.
 class InterruptingVae : public PassThroughVae {
  public:
-  torch::Tensor encode(const torch::Tensor& x, core::CausalCache& cache) override {
+  torch::Tensor encode_chunk(const torch::Tensor& x, core::CausalCache& cache) override {
     if (++calls_ == 2) io::set_interrupted(true);
-    return PassThroughVae::encode(x, cache);
+    return PassThroughVae::encode_chunk(x, cache);
   }
 
  private:

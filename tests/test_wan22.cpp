@@ -54,32 +54,6 @@ TEST_CASE("a Wan2.2 checkpoint is recognised as Wan2.2, with its config", "[wan2
   CHECK_FALSE(core::Wan22Vae::detect(wan21.tensors).has_value());
 }
 
-TEST_CASE("Wan2.2 decode does not depend on the chunk length", "[wan22][chunks]") {
-  auto model = tiny_wan22(torch::kDouble);
-  const auto latent = wan22_cases().at("latent").to(torch::kDouble);
-  const auto reference = core::decode_latents(*model, latent, {1});
-  REQUIRE(reference.size(2) == 17);
-  for (int64_t chunk : {2, 3, 1000}) {
-    const auto out = core::decode_latents(*model, latent, {chunk});
-    REQUIRE(out.sizes() == reference.sizes());
-    INFO("chunk " << chunk);
-    CHECK(relative_error(out, reference) <= 1e-12);
-  }
-}
-
-TEST_CASE("Wan2.2 encode does not depend on the chunk length", "[wan22][chunks]") {
-  auto model = tiny_wan22(torch::kDouble);
-  const auto video = wan22_cases().at("video").to(torch::kDouble);
-  const auto reference = core::encode_video(*model, video, {1});  // frame 0, then 4 frames at a time
-  REQUIRE(reference.size(2) == 5);
-  for (int64_t chunk : {2, 1000}) {  // frame 0 + 4 then 8 at a time; everything in one call
-    const auto out = core::encode_video(*model, video, {chunk});
-    REQUIRE(out.sizes() == reference.sizes());
-    INFO("chunk " << chunk * 4 << " frames");
-    CHECK(relative_error(out, reference) <= 1e-12);
-  }
-}
-
 TEST_CASE("Wan2.2 refuses a chunk that splits the time-halving stages' frame pairs", "[wan22][chunks]") {
   auto model = tiny_wan22();
   torch::InferenceMode guard;

@@ -270,7 +270,7 @@ class PassThroughVae : public core::VaeModel {
   const core::ModelInfo& info() const override { return info_; }
 
   // x: [B, 3, t, H, W] -> [B, 768, t', H/8, W/8]
-  torch::Tensor encode(const torch::Tensor& x, core::CausalCache& cache) override {
+  torch::Tensor encode_chunk(const torch::Tensor& x, core::CausalCache& cache) override {
     cache.rewind();
     core::CausalCache::Slot& slot = cache.next();
     std::vector<torch::Tensor> parts;
@@ -287,7 +287,7 @@ class PassThroughVae : public core::VaeModel {
   }
 
   // z: [B, 768, n, h, w] -> [B, 3, t, 8h, 8w]
-  torch::Tensor decode(const torch::Tensor& z, core::CausalCache& cache) override {
+  torch::Tensor decode_chunk(const torch::Tensor& z, core::CausalCache& cache) override {
     cache.rewind();
     core::CausalCache::Slot& slot = cache.next();
     std::vector<torch::Tensor> parts;

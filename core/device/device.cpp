@@ -78,8 +78,8 @@ void Device::prepare(torch::ScalarType dtype) {
     at::globalContext().setAllowTF32CuDNN(false);
     at::globalContext().setAllowTF32CuBLAS(false);
   }
-  // Timing on unless the caller decides (bench and the file pipeline do: off for files unless asked, Note
-  // [Autotuning] in io/pipeline.h); mode-B heuristics for when it is off (Note [Heuristics]).
+  // Timing on unless the model's choices decide (the CLI's do: off unless asked, Note [Autotuning] in
+  // core/run_choices.h); mode-B heuristics for when it is off (Note [Heuristics]).
   use_cudnn_heuristics_b();
   set_autotune(true);
 }

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/torch.h>
 
@@ -51,8 +52,9 @@ class Device {
   // convolution: LibTorch reads the heuristics switch once.
   void prepare(torch::ScalarType dtype);
   // Lets cuDNN time its algorithms for each new convolution shape, or not (Note [Autotuning] in
-  // io/pipeline.h). VAECODEC_AUTOTUNE_CANDIDATES=N sets how many candidates it times per shape (LibTorch's
-  // default 10; 0: all), a knob for measuring the start-up; anything but a count is refused. Process-wide.
+  // core/run_choices.h; a model call sets it from its choices). VAECODEC_AUTOTUNE_CANDIDATES=N sets how many
+  // candidates it times per shape (LibTorch's default 10; 0: all), a knob for measuring the start-up;
+  // anything but a count is refused. Process-wide.
   static void set_autotune(bool on);
 
   // --- streams
@@ -91,6 +93,20 @@ class Device {
   void release_cached();
   // Waits for all work queued on the device.
   void synchronize() const;
+
+  // --- other GPUs of a split run (Note [Copies between GPUs] in core/band_exchange.cpp;
+  // core/device/peers.cpp) A copy on this device of `peer_tensor`, a dense tensor on another GPU: one peer
+  // copy on this device's current stream after `made` (the event the sender recorded when it made the tensor;
+  // may be null), the sender's allocator told that this stream reads it.
+  torch::Tensor receive_from_peer(const torch::Tensor& peer_tensor, const at::cuda::CUDAEvent* made);
+  // Lets GPUs a and b read each other's memory (both ways; once per pair, later calls do nothing).
+  static void enable_peer_access(torch::Device a, torch::Device b);
+  // The allocator settings a process starts with, unless the user gave PYTORCH_CUDA_ALLOC_CONF: expandable
+  // segments (Note [Expandable segments] in core/device/peers.cpp). Call before the first CUDA allocation.
+  static void use_default_allocator_settings();
+  // For one clip split across several GPUs: LibTorch's plain caching allocator instead of expandable
+  // segments, unless the user chose the settings. Call before the first CUDA allocation.
+  static void use_plain_allocator_for_peers();
 
   // --- transfers (Note [Overlapping copies])
   // A device copy of `host`, ready for work queued on the compute stream.

@@ -1,6 +1,5 @@
 #include "core/kernels/conv3d.h"
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -8,15 +7,12 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "core/engine_report.h"
 #include "core/error.h"
+#include "core/kernel_log.h"
 
 namespace vaecodec::core::kernels {
 
 namespace {
-
-std::atomic<ConvBackend> backend_{ConvBackend::kAuto};
-std::atomic<bool> fp8_{false};
 
 constexpr auto kE4m3 = c10::ScalarType::Float8_e4m3fn;
 constexpr double kE4m3Max = 448;  // e4m3's largest finite magnitude
@@ -108,12 +104,6 @@ const torch::Tensor& PaddedWeights::bias(const torch::Tensor& bias_f32) {
 // such bound (a group's statistics span the whole frame), so its family has no fp8 path and refuses the
 // option. The error is what e4m3 rounding costs, measured by `bench --accuracy` against float32 beside
 // bf16's (docs/benchmarks.md, "FP8").
-void set_fp8_convolutions(bool on) {
-  fp8_.store(on);
-}
-bool fp8_convolutions() {
-  return fp8_.load(std::memory_order_relaxed);
-}
 
 std::optional<ConvTile> fp8_tile_for(int major, int minor, int64_t c, int64_t k) {
   if (major != 9 || minor != 0) return std::nullopt;
@@ -144,7 +134,7 @@ std::string fp8_refusal(const torch::Device& device) {
 }
 
 bool runs_fp8(const torch::Tensor& x, const torch::Tensor& weight) {
-  if (!fp8_convolutions() || !x.is_cuda() || x.dim() != 5 || x.scalar_type() != torch::kBFloat16 ||
+  if (!current_choices().fp8 || !x.is_cuda() || x.dim() != 5 || x.scalar_type() != torch::kBFloat16 ||
       weight.dim() != 5 || !conv3d_sm90_built())
     return false;
   const auto* props = at::cuda::getDeviceProperties(x.device().index());
@@ -178,22 +168,8 @@ const torch::Tensor& Fp8Weights::alpha(const torch::Tensor& w, const torch::Tens
   return alpha_;
 }
 
-void set_conv_backend(ConvBackend backend) {
-  backend_.store(backend);
-}
-ConvBackend conv_backend() {
-  return backend_.load(std::memory_order_relaxed);
-}
-
 bool own_kernels_run_on(int major, int minor) {
   return conv3d_sm90_built() && major == 9 && minor == 0;
-}
-
-std::optional<ConvBackend> parse_conv_backend(const std::string& name) {
-  if (name == "auto") return ConvBackend::kAuto;
-  if (name == "cudnn") return ConvBackend::kCudnn;
-  if (name == "own") return ConvBackend::kOwn;
-  return std::nullopt;
 }
 
 std::optional<ConvTile> own_tile_for(ConvBackend backend, int major, int minor, int64_t c, int64_t k,
@@ -298,8 +274,8 @@ torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, co
     KernelLog::count("conv3d", "cudnn");
     return {};
   }
-  const auto tile = own_tile_for(conv_backend(), props->major, props->minor, x.size(1), weight.size(0),
-                                 {weight.size(2), weight.size(3), weight.size(4)}, stride[1]);
+  const auto tile = own_tile_for(current_choices().conv, props->major, props->minor, x.size(1),
+                                 weight.size(0), {weight.size(2), weight.size(3), weight.size(4)}, stride[1]);
   torch::Tensor y;
   const int64_t c = own_channels(x.size(1)), k = own_channels(weight.size(0));
   if (tile && c == x.size(1) && k == weight.size(0)) {
@@ -312,7 +288,7 @@ torch::Tensor conv3d_own(const torch::Tensor& x, const torch::Tensor& weight, co
     if (y.defined() && k != weight.size(0))
       y = y.narrow(1, 0, weight.size(0)).contiguous(torch::MemoryFormat::ChannelsLast3d);
   }
-  // Note [What the engine applied] (core/engine_report.h).
+  // Note [What the engine applied] (core/kernel_log.h).
   KernelLog::count("conv3d", y.defined() ? conv_tile_name(*tile) : "cudnn");
   return y;
 }

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "core/kernels/conv3d_sm90.h"
+#include "core/run_choices.h"
 
 namespace vaecodec::core::kernels {
 
@@ -20,18 +21,10 @@ namespace vaecodec::core::kernels {
 // (`own_tile_for`); everything else, and every other GPU, keeps cuDNN. The backend can be forced for
 // comparisons (`bench --conv`).
 
-enum class ConvBackend {
-  kAuto,   // the measured choice per shape
-  kCudnn,  // cuDNN everywhere
-  kOwn,    // the own kernel wherever a tile takes the shape
-};
-void set_conv_backend(ConvBackend backend);
-ConvBackend conv_backend();
+using core::ConvBackend;  // the backend of the calling thread's model call: current_choices().conv
 // Whether a GPU of compute capability `major`.`minor` runs the own kernels in this build: they are built
 // (CUTLASS found, sm_90a among the architectures) and sm_90a code runs on 9.0 alone.
 bool own_kernels_run_on(int major, int minor);
-// "auto", "cudnn", "own"; std::nullopt for anything else.
-std::optional<ConvBackend> parse_conv_backend(const std::string& name);
 
 // The channel count the own kernels run a layer's n input (or output) channels with: the few channels at a
 // model's edges (an RGB input or head, latents) padded with zeros to a multiple of 32, every other count
@@ -52,9 +45,8 @@ class PaddedWeights {
 };
 
 // Note [FP8 convolutions] (core/kernels/conv3d.cpp): `--dtype fp8` runs the convolutions fed by a norm on
-// e4m3 tiles. Process-wide, like the backend; it changes only bf16 runs on compute capability 9.0.
-void set_fp8_convolutions(bool on);
-bool fp8_convolutions();
+// e4m3 tiles. A choice of the model (current_choices().fp8, Note [Run choices] in core/run_choices.h); it
+// changes only bf16 runs on compute capability 9.0.
 
 // The fp8 tile for a convolution of c input and k output channels on compute capability `major`.`minor`, or
 // std::nullopt (then it runs in bf16). Pure.
@@ -63,7 +55,7 @@ std::optional<ConvTile> fp8_tile_for(int major, int minor, int64_t c, int64_t k)
 // Why `device` cannot run the fp8 convolutions in this build, in a few words; empty when it can.
 std::string fp8_refusal(const torch::Device& device);
 
-// Whether a convolution of `weight` over x (bf16, on the GPU) runs on an fp8 tile in this process: fp8 on,
+// Whether a convolution of `weight` over x (bf16, on the GPU) runs on an fp8 tile in this call: fp8 chosen,
 // the kernels built and runnable on x's device, and an fp8 tile for its channels.
 bool runs_fp8(const torch::Tensor& x, const torch::Tensor& weight);
 

@@ -23,21 +23,30 @@ struct Conv3dProblem {
   int stride[3] = {1, 1, 1};       // along D, H, W
 };
 
-// The tiles compiled (M output pixels x N output channels x K reduction slice per step); the launcher
-// refuses a problem whose channels a tile does not divide. The fp8 tiles take e4m3 activations and weights
+// The tiles compiled (M output pixels x N output channels x K reduction slice per step), one line each:
+// X(ENUM, M, N, K, FP8, NAME). ConvTile, the names, the launcher's switch and one instance file per tile
+// (core/kernels/hopper/CMakeLists.txt reads these lines) are made from this list alone. The launcher refuses
+// a problem whose channels a tile does not divide. The fp8 tiles take e4m3 activations and weights
 // (Note [FP8 convolutions] in core/kernels/conv3d.cpp).
+// clang-format off
+#define VAECODEC_CONV_TILES(X)                               \
+  X(k256x96x32, 256, 96, 32, false, "256x96x32")             \
+  X(k256x96x64, 256, 96, 64, false, "256x96x64")             \
+  X(k128x192x64, 128, 192, 64, false, "128x192x64")          \
+  X(k128x128x64, 128, 128, 64, false, "128x128x64")          \
+  X(k128x32x32, 128, 32, 32, false, "128x32x32")             \
+  X(kFp8_256x96x64, 256, 96, 64, true, "256x96x64 fp8")      \
+  X(kFp8_128x192x64, 128, 192, 64, true, "128x192x64 fp8")   \
+  X(kFp8_128x128x64, 128, 128, 64, true, "128x128x64 fp8")   \
+  X(kFp8_128x192x128, 128, 192, 128, true, "128x192x128 fp8") \
+  X(kFp8_256x96x32, 256, 96, 32, true, "256x96x32 fp8")
+// clang-format on
+
 enum class ConvTile {
-  k256x96x32,
-  k256x96x64,
-  k128x192x64,
-  k128x128x64,
-  k128x32x32,
-  kFp8_256x96x64,
-  kFp8_128x192x64,
-  kFp8_128x128x64,
-  kFp8_128x192x128,
-  kFp8_256x96x32,
-  kCount
+#define VAECODEC_TILE_ENUM(e, m, n, k, fp8, name) e,
+  VAECODEC_CONV_TILES(VAECODEC_TILE_ENUM)
+#undef VAECODEC_TILE_ENUM
+      kCount
 };
 const char* conv_tile_name(ConvTile tile);
 bool conv_tile_fp8(ConvTile tile);

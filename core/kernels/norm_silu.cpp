@@ -8,8 +8,8 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "core/engine_report.h"
 #include "core/error.h"
+#include "core/kernel_log.h"
 #include "core/kernels/group_norm_kernel.h"
 #include "core/kernels/interleave_kernel.h"
 #include "core/kernels/norm_silu_kernel.h"
@@ -137,8 +137,8 @@ static bool frame_group_norm_into_impl(const torch::Tensor& x, const torch::Tens
 }
 
 // Whether `tail` can take the last frames of `out` as the kernel writes them: one batch item, every tensor
-// dense channels-last, tail [1, C, k, H, W] with k no more than out's frames (Note [History written by the
-// norm] in core/layers.cpp).
+// dense channels-last, tail [1, C, k, H, W] with k no more than out's frames
+// (Note [History written by the norm] in core/layers.cpp).
 static bool rms_norm_tail_fits(const torch::Tensor& x, const torch::Tensor& out, const torch::Tensor& tail) {
   const auto format = torch::MemoryFormat::ChannelsLast3d;
   return x.size(0) == 1 && tail.dim() == 5 && tail.size(0) == 1 && tail.size(1) == x.size(1) &&
@@ -147,8 +147,8 @@ static bool rms_norm_tail_fits(const torch::Tensor& x, const torch::Tensor& out,
          out.is_contiguous(format) && tail.is_contiguous(format) && x.size(1) > 1;
 }
 
-// fp8_scale (a 1-element float32 tensor on x's device), where defined: out and tail are e4m3 (Note [FP8
-// convolutions] in core/kernels/conv3d.cpp).
+// fp8_scale (a 1-element float32 tensor on x's device), where defined: out and tail are e4m3
+// (Note [FP8 convolutions] in core/kernels/conv3d.cpp).
 static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor& gamma,
                                     const torch::Tensor& out, const torch::Tensor& bias, bool with_silu,
                                     const torch::Tensor& tail = {}, bool* tail_written = nullptr,
@@ -164,9 +164,10 @@ static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor&
   const auto type = element_type(x.scalar_type());
   if (!type) return false;
   if (!rms_norm_silu_takes_layout(x, out)) {
-    // Note [Frames of a band's buffer]: in a band the output is the convolution's buffer, whose rows are cut
-    // by the halo rows above and below, so it is not dense as a whole, but each of its frames is: one launch
-    // per frame (of each batch item) then, rather than the composite path's half-dozen passes.
+    // Note [Frames of a band's buffer]
+    // In a band the output is the convolution's buffer, whose rows are cut by the halo rows above and below,
+    // so it is not dense as a whole, but each of its frames is: one launch per frame (of each batch item)
+    // then, rather than the composite path's half-dozen passes.
     auto frame = [&](const torch::Tensor& t, int64_t b, int64_t f) {
       return t.narrow(0, b, 1).narrow(2, f, 1);
     };
@@ -243,7 +244,7 @@ static bool interleave_phases_into_impl(const torch::Tensor& phases, const torch
   return true;
 }
 
-// Note [What the engine applied] (core/engine_report.h): each entry point counts whether its kernel ran.
+// Note [What the engine applied] (core/kernel_log.h): each entry point counts whether its kernel ran.
 bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                            int64_t groups, double eps, bool silu, const torch::Tensor& out) {
   const bool ran = frame_group_norm_into_impl(x, weight, bias, groups, eps, silu, out);

@@ -14,8 +14,8 @@ namespace vaecodec::core::kernels {
 // `tail_from` on are written there as well, packed (a causal buffer's last frames, kept as the next chunk's
 // history: Note [History written by the norm] in core/layers.cpp); only the vectorised channels-last kernel
 // does that: otherwise cudaErrorInvalidValue and nothing is written. With `fp8_scale` (a float on the device)
-// y and tail are e4m3, each value multiplied by *fp8_scale and rounded with saturation (Note [FP8
-// convolutions] in core/kernels/conv3d.cpp); only the vectorised channels-last kernel does that.
+// y and tail are e4m3, each value multiplied by *fp8_scale and rounded with saturation
+// (Note [FP8 convolutions] in core/kernels/conv3d.cpp); only the vectorised channels-last kernel does that.
 cudaError_t launch_rms_norm_silu(const void* x, const float* gamma, const float* bias, void* y,
                                  ElementType type, int64_t batch, int64_t channels, int64_t spatial,
                                  bool channels_last, bool with_silu, void* tail, int64_t tail_from,

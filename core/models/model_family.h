@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint.h"
+#include "core/memory_calibration.h"
 #include "core/op.h"
 #include "core/vae_model.h"
 
@@ -35,22 +36,6 @@ struct WeightLayout {
   std::function<void(StateDict&)> to_original;
 };
 
-// One measured peak of the family's released model (Note [Memory model] in core/planner.cpp): the planner
-// splits it into weights, caches, I/O and the rest, and scales the rest, the activations, to other sizes.
-struct MemoryCalibration {
-  Op op = Op::kDecode;  // encode or decode
-  torch::ScalarType dtype = torch::kBFloat16;
-  double cache_elements = 0;  // causal cache elements per pixel of the frame (output pixels for decode)
-  // The measured run (`vaecodec bench --op OP --size WxH --frames F --chunk C`): the model's parameters, the
-  // size, its peak allocated bytes, what bench held on the device besides the run, and the model's FLOPs.
-  int64_t parameters = 0;
-  int64_t width = 0, height = 0, frames = 0, chunk = 1;
-  double peak_gib = 0;
-  double resident_gib = 0;
-  double tflop = 0;
-  std::string source;  // where the numbers come from, shown by `plan`
-};
-
 // Everything vaecodec knows about one model family.
 struct ModelFamily {
   std::string name;         // "wan2.1-vae", ...; ModelInfo::family of its models
@@ -68,6 +53,9 @@ struct ModelFamily {
   std::vector<WeightLayout> layouts;
   // At least one row each for encode and decode; other dtypes are derived from a row by element size.
   std::vector<MemoryCalibration> calibration;
+  // Why its models cannot run the fp8 convolutions (Note [FP8 convolutions] in core/kernels/conv3d.cpp), in a
+  // few words; empty when they can. place_model refuses RunChoices::fp8 with it.
+  std::string no_fp8;
 };
 
 // Fills a record's detect, describe and build from a model class with `static std::optional<Config>

@@ -3,7 +3,9 @@
 #include <mutex>
 
 #include "core/device/device.h"
+#include "core/diffusers_folder.h"
 #include "core/error.h"
+#include "core/kernels/conv3d.h"
 #include "core/models/families.h"
 #include "core/state_dict_keys.h"
 #include "core/untrusted_json.h"
@@ -198,7 +200,19 @@ std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelO
   return model;
 }
 
+std::string choices_refusal(const std::string& family, const ModelOptions& options) {
+  if (!options.choices.fp8) return "";
+  if (options.choices.conv == ConvBackend::kCudnn)
+    return "dtype fp8 runs on vaecodec's own convolution kernels, which --conv cudnn turns off";
+  std::string why = kernels::fp8_refusal(options.device);
+  if (why.empty()) why = find_model_family(family).no_fp8;
+  return why.empty() ? "" : "dtype fp8: " + why + "; use bf16";
+}
+
 void place_model(VaeModel& model, const ModelOptions& options) {
+  const std::string refusal = choices_refusal(model.info().family, options);
+  if (!refusal.empty()) throw UsageError(refusal);
+  model.set_choices(options.choices);
   Device::of(options.device).prepare(options.dtype);
   model.to(options.device, options.dtype);
   model.set_channels_last(options.channels_last.value_or(options.device.is_cuda()));

@@ -10,6 +10,7 @@
 
 #include "core/checkpoint.h"
 #include "core/models/model_family.h"
+#include "core/run_choices.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
@@ -48,6 +49,8 @@ struct ModelOptions {
   nlohmann::json config = nullptr;
   // Activation layout (Note [Channels-last]); unset: channels-last on CUDA, the plain layout elsewhere.
   std::optional<bool> channels_last;
+  // How its runs compute (Note [Run choices] in core/run_choices.h).
+  RunChoices choices;
 };
 
 // Recognises the family and config from the checkpoint's tensors (or takes options.family), builds the model,
@@ -57,7 +60,13 @@ std::shared_ptr<VaeModel> build_model(const Checkpoint& checkpoint, const ModelO
 // weights).
 std::shared_ptr<VaeModel> build_model(const std::string& family, const nlohmann::json& config);
 // Moves a built model to options.device and options.dtype and sets the device up for it (Device::prepare:
-// TF32, cuDNN's heuristics and timing), in the activation layout; build_model(checkpoint, ...) ends with it.
+// TF32, cuDNN's heuristics and timing), in the activation layout, with options.choices;
+// build_model(checkpoint,
+// ...) ends with it. Choices the family or the device cannot run are refused (UsageError) before anything
+// moves (choices_refusal).
 void place_model(VaeModel& model, const ModelOptions& options);
+// Why a model of `family` on options.device in options.dtype cannot run with options.choices, as the one line
+// place_model throws; empty when it can.
+std::string choices_refusal(const std::string& family, const ModelOptions& options);
 
 }  // namespace vaecodec::core

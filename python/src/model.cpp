@@ -76,16 +76,12 @@ core::PlannerOptions planner_options(const LoadOptions& options, std::string& de
 SwitchGuard::SwitchGuard()
     : benchmark_(at::globalContext().benchmarkCuDNN()),
       tf32_cudnn_(at::globalContext().allowTF32CuDNN()),
-      tf32_cublas_(at::globalContext().allowTF32CuBLAS()),
-      fp8_(core::kernels::fp8_convolutions()),
-      conv_(core::kernels::conv_backend()) {}
+      tf32_cublas_(at::globalContext().allowTF32CuBLAS()) {}
 
 SwitchGuard::~SwitchGuard() {
   at::globalContext().setBenchmarkCuDNN(benchmark_);
   at::globalContext().setAllowTF32CuDNN(tf32_cudnn_);
   at::globalContext().setAllowTF32CuBLAS(tf32_cublas_);
-  core::kernels::set_fp8_convolutions(fp8_);
-  core::kernels::set_conv_backend(conv_);
 }
 
 std::unique_ptr<Model> Model::from_path(const std::string& path, const LoadOptions& options) {
@@ -116,41 +112,18 @@ std::unique_ptr<Model> Model::build(core::Checkpoint checkpoint, const LoadOptio
   m->planner_ = planner_options(options, device_name, dtype_name);
   const torch::Device device = resolve_device(device_name);
   const torch::ScalarType dtype = resolve_dtype(dtype_name, device);
-  const auto conv = core::kernels::parse_conv_backend(options.conv);
+  const auto conv = core::parse_conv_backend(options.conv);
   if (!conv) throw UsageError("conv '" + options.conv + "' is not one of auto, cudnn, own");
-  m->conv_ = *conv;
-  m->autotune_ = options.autotune;
-  m->fp8_ = dtype_name == "fp8";
-  if (m->fp8_) {  // Note [FP8 convolutions] in core/kernels/conv3d.cpp
-    if (m->conv_ == core::kernels::ConvBackend::kCudnn)
-      throw UsageError("dtype fp8 runs on vaecodec's own convolution kernels, which conv='cudnn' turns off");
-    const std::string why = core::kernels::fp8_refusal(device);
-    if (!why.empty()) throw UsageError("dtype fp8: " + why + "; use bf16");
-  }
   SwitchGuard guard;  // prepare() sets the device's switches for the model: the caller's come back after
   core::ModelOptions model_options;
   model_options.family = options.family;
   model_options.device = device;
   model_options.dtype = dtype;
+  model_options.choices.conv = *conv;
+  model_options.choices.fp8 = dtype_name == "fp8";  // refused by place_model where it cannot run
+  model_options.choices.autotune = options.autotune;
   m->model_ = core::build_model(checkpoint, model_options);
-  if (m->fp8_ && m->model_->info().family == "seedvr2-vae")
-    throw UsageError(
-        "dtype fp8: SeedVR2's convolutions read GroupNorm's output, which has no bound to scale e4m3 by, so "
-        "it "
-        "has no fp8 path; use bf16");
   return m;
-}
-
-void Model::apply_switches() const {
-  if (!model_->device().is_cuda()) return;
-  // As Device::prepare sets them for the model's dtype (Note [Heuristics] in core/device/device.cpp).
-  if (model_->dtype() == torch::kFloat) {
-    at::globalContext().setAllowTF32CuDNN(false);
-    at::globalContext().setAllowTF32CuBLAS(false);
-  }
-  core::Device::set_autotune(autotune_);
-  core::kernels::set_conv_backend(conv_);
-  core::kernels::set_fp8_convolutions(fp8_);
 }
 
 torch::Tensor Model::run(core::Op op, const torch::Tensor& input) {
@@ -165,8 +138,12 @@ torch::Tensor Model::run(core::Op op, const torch::Tensor& input) {
   } catch (const Error& e) {  // a budget that cannot be met is what was asked, not a failure of the run
     throw UsageError(e.what());
   }
-  SwitchGuard guard;
-  apply_switches();
+  SwitchGuard guard;  // the model call sets cuDNN's timing from its choices
+  if (model_->device().is_cuda() && model_->dtype() == torch::kFloat) {
+    // float32 is the model's own arithmetic, as Device::prepare sets it for the CLI: no TF32 shortcuts.
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
   try {
     return core::run_tensor(*model_, op, input, plan);
   } catch (const c10::OutOfMemoryError&) {

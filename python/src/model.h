@@ -10,8 +10,8 @@
 
 #include <torch/torch.h>
 
-#include "core/kernels/conv3d.h"
 #include "core/planner.h"
+#include "core/run_choices.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::python {
@@ -30,11 +30,12 @@ struct LoadOptions {
 };
 
 // Note [Process-wide switches]
-// Some of what a run applies is process-wide in LibTorch and in the engine today: cuDNN's timing, TF32, the
-// convolution backend, the fp8 convolutions. The CLI owns its process and sets them once; a Python process
-// also runs the caller's own models. So a Model applies its choices only while it loads and runs, and puts
-// the caller's back afterwards (SwitchGuard). Two models set differently and run at the same moment from two
-// threads would still see each other's switches.
+// A model's run choices (convolution backend, fp8, cuDNN's timing: Note [Run choices] in core/run_choices.h)
+// are its own, but two of the switches they and the device set are LibTorch's, for the whole process:
+// cuDNN's timing (a model call sets it from its choices) and TF32 (Device::prepare turns it off for float32
+// models). The CLI owns its process; a Python process also runs the caller's own models. So loading and
+// running a Model puts the caller's settings of those two back afterwards (SwitchGuard). Two models that
+// differ in them and run at the same moment from two threads still see each other's.
 class SwitchGuard {
  public:
   SwitchGuard();  // remembers the current switches
@@ -43,8 +44,7 @@ class SwitchGuard {
   SwitchGuard& operator=(const SwitchGuard&) = delete;
 
  private:
-  bool benchmark_, tf32_cudnn_, tf32_cublas_, fp8_;
-  core::kernels::ConvBackend conv_;
+  bool benchmark_, tf32_cudnn_, tf32_cublas_;
 };
 
 // A loaded model and how it runs. Thread-safe: one run at a time per model.
@@ -67,20 +67,16 @@ class Model {
   const core::ModelInfo& info() const { return model_->info(); }
   torch::Device device() const { return model_->device(); }
   torch::ScalarType dtype() const { return model_->dtype(); }
-  bool fp8() const { return fp8_; }
+  bool fp8() const { return model_->choices().fp8; }
   int64_t budget_bytes() const { return planner_.budget_bytes; }
 
  private:
   Model() = default;
   static std::unique_ptr<Model> build(core::Checkpoint checkpoint, const LoadOptions& options);
   torch::Tensor run(core::Op op, const torch::Tensor& input);
-  void apply_switches() const;  // under a SwitchGuard
 
   std::shared_ptr<core::VaeModel> model_;
   core::PlannerOptions planner_;
-  core::kernels::ConvBackend conv_ = core::kernels::ConvBackend::kAuto;
-  bool autotune_ = false;
-  bool fp8_ = false;
   std::mutex mutex_;
 };
 

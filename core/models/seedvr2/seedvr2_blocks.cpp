@@ -1,6 +1,6 @@
 #include "core/models/seedvr2/seedvr2_blocks.h"
 
-#include "core/band_split.h"
+#include "core/band_exchange.h"
 #include "core/error.h"
 #include "core/flops.h"
 #include "core/kernels/norm_silu.h"

@@ -12,6 +12,9 @@ ModelFamily seedvr2_family() {
   f.released_config = SeedVR2Config{}.to_json();
   set_model_functions<SeedVR2Vae, SeedVR2Config>(f);
   f.layouts = {seedvr2_legacy_attention_layout()};
+  f.no_fp8 =
+      "SeedVR2's convolutions read GroupNorm's output, which has no bound to scale e4m3 by, so it has no fp8 "
+      "path";
   // cache_elements: CausalCache::bytes() of the released architecture on the CPU per pixel (the test "the
   // cache coefficients match the released models' caches" recomputes them). Peaks: `scripts/gpu_check.sh` on
   // an H100, bf16, bench --chunk 1, channels-last engine with the fused norms (docs/benchmarks.md); bench

@@ -124,14 +124,14 @@ SeedVR2Vae::SeedVR2Vae(const SeedVR2Config& config) : config_(config) {
   info_ = describe(config);
 }
 
-torch::Tensor SeedVR2Vae::encode(const torch::Tensor& x, CausalCache& cache) {
+torch::Tensor SeedVR2Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
   cache.rewind();
   auto moments = encoder_->forward(x, cache);  // [B, 2z, t', h, w]: mean, then log-variance
   const auto out_type = moments.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   return moments.narrow(1, 0, config_.latent_channels).to(out_type).contiguous();
 }
 
-torch::Tensor SeedVR2Vae::decode(const torch::Tensor& z, CausalCache& cache) {
+torch::Tensor SeedVR2Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache) {
   cache.rewind();
   return decoder_->forward(z.to(dtype()), cache);
 }

@@ -66,8 +66,8 @@ class SeedVR2Vae : public VaeModel {
  public:
   explicit SeedVR2Vae(const SeedVR2Config& config);
   const ModelInfo& info() const override { return info_; }
-  torch::Tensor encode(const torch::Tensor& x, CausalCache& cache) override;
-  torch::Tensor decode(const torch::Tensor& z, CausalCache& cache) override;
+  torch::Tensor encode_chunk(const torch::Tensor& x, CausalCache& cache) override;
+  torch::Tensor decode_chunk(const torch::Tensor& z, CausalCache& cache) override;
 
   // Recognises a SeedVR2 state dict and reads its config off the tensor shapes. The number of norm groups
   // leaves no trace in the shapes: it is the released 32 (ModelOptions::config can say otherwise).

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/band_split.h"
+#include "core/band_exchange.h"
 #include "core/flops.h"
 #include "core/kernels/norm_silu.h"
 

@@ -12,35 +12,6 @@ bool contains(const std::vector<double>& v, double x) {
 
 }  // namespace
 
-nlohmann::json Wan21Config::to_json() const {
-  nlohmann::json j = {{"dim", dim},
-                      {"z_dim", z_dim},
-                      {"dim_mult", dim_mult},
-                      {"num_res_blocks", num_res_blocks},
-                      {"attn_scales", attn_scales},
-                      {"temperal_downsample", temporal_downsample}};
-  if (latents_mean) j["latents_mean"] = *latents_mean;
-  if (latents_std) j["latents_std"] = *latents_std;
-  return j;
-}
-
-Wan21Config Wan21Config::from_json(const nlohmann::json& j) {
-  Wan21Config c;
-  c.dim = j.value("dim", c.dim);
-  c.z_dim = j.value("z_dim", c.z_dim);
-  c.dim_mult = j.value("dim_mult", c.dim_mult);
-  c.num_res_blocks = j.value("num_res_blocks", c.num_res_blocks);
-  c.attn_scales = j.value("attn_scales", c.attn_scales);
-  c.temporal_downsample = j.value("temperal_downsample", c.temporal_downsample);
-  if (c.dim_mult.size() != c.temporal_downsample.size() + 1)
-    throw Error("wan2.1-vae config: dim_mult needs one more entry than temperal_downsample");
-  c.latents_mean = config_statistics(j, "latents_mean", c.z_dim, /*positive=*/false, "wan2.1-vae");
-  c.latents_std = config_statistics(j, "latents_std", c.z_dim, /*positive=*/true, "wan2.1-vae");
-  refuse_config_key(j, "scaling_factor", "wan2.1-vae",
-                    "Wan latents are normalized by latents_mean and latents_std");
-  return c;
-}
-
 Wan21Encoder::Wan21Encoder(const Wan21Config& config, int64_t out_channels) {
   std::vector<int64_t> dims = {config.dim};
   for (auto m : config.dim_mult) dims.push_back(config.dim * m);
@@ -145,7 +116,7 @@ Wan21Vae::Wan21Vae(const Wan21Config& config) : config_(config) {
 // Wan latents leave encode() normalized, (mu - mean) / std per channel, and decode() undoes it first, with
 // the published statistics; this is the form diffusion pipelines exchange. The arithmetic is in float32
 // whatever the model's dtype, and the encoder's latents are returned in float32.
-torch::Tensor Wan21Vae::encode(const torch::Tensor& x, CausalCache& cache) {
+torch::Tensor Wan21Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
   cache.rewind();
   if (mean_.device() != x.device()) {
     mean_ = mean_.to(x.device());
@@ -157,7 +128,7 @@ torch::Tensor Wan21Vae::encode(const torch::Tensor& x, CausalCache& cache) {
   return (mu - mean_) / std_;
 }
 
-torch::Tensor Wan21Vae::decode(const torch::Tensor& z, CausalCache& cache) {
+torch::Tensor Wan21Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache) {
   cache.rewind();
   if (mean_.device() != z.device()) {
     mean_ = mean_.to(z.device());

@@ -9,24 +9,18 @@
 
 #include "core/layers.h"
 #include "core/models/wan/wan_blocks.h"
+#include "core/models/wan/wan_config.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
 
 // The Wan2.1 VAE config (the reference's WanVAE_ arguments). Released: dim 96, z 16.
-struct Wan21Config {
-  int64_t dim = 96;
-  int64_t z_dim = 16;
-  std::vector<int64_t> dim_mult = {1, 2, 4, 4};
-  int64_t num_res_blocks = 2;
-  std::vector<double> attn_scales = {};
-  std::vector<bool> temporal_downsample = {false, true, true};
-
-  // The weights' own latent statistics (Note [Latent statistics in the config]); unset: the released ones.
-  std::optional<std::vector<float>> latents_mean, latents_std;
-
-  nlohmann::json to_json() const;
-  static Wan21Config from_json(const nlohmann::json& j);
+struct Wan21Config : WanConfig {
+  Wan21Config() { family = "wan2.1-vae"; }
+  explicit Wan21Config(const WanConfig& c) : WanConfig(c) {}
+  static Wan21Config from_json(const nlohmann::json& j) {
+    return Wan21Config(WanConfig::from_json(j, Wan21Config()));
+  }
 };
 
 // Encoder: conv1, downsamples.N (residual blocks and resamplers), middle (RB, attention, RB), head.
@@ -59,8 +53,8 @@ class Wan21Vae : public VaeModel {
  public:
   explicit Wan21Vae(const Wan21Config& config);
   const ModelInfo& info() const override { return info_; }
-  torch::Tensor encode(const torch::Tensor& x, CausalCache& cache) override;
-  torch::Tensor decode(const torch::Tensor& z, CausalCache& cache) override;
+  torch::Tensor encode_chunk(const torch::Tensor& x, CausalCache& cache) override;
+  torch::Tensor decode_chunk(const torch::Tensor& z, CausalCache& cache) override;
 
   // Recognises a Wan2.1 state dict (original layout) and reads its config from the tensor shapes.
   static std::optional<Wan21Config> detect(const StateDict& tensors);

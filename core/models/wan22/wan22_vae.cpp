@@ -35,40 +35,6 @@ std::string stage_key(const std::string& side, int64_t stage, int64_t block, con
 
 }  // namespace
 
-nlohmann::json Wan22Config::to_json() const {
-  nlohmann::json j = {{"dim", dim},
-                      {"dec_dim", dec_dim},
-                      {"z_dim", z_dim},
-                      {"dim_mult", dim_mult},
-                      {"num_res_blocks", num_res_blocks},
-                      {"attn_scales", attn_scales},
-                      {"temperal_downsample", temporal_downsample},
-                      {"patch_size", patch_size}};
-  if (latents_mean) j["latents_mean"] = *latents_mean;
-  if (latents_std) j["latents_std"] = *latents_std;
-  return j;
-}
-
-Wan22Config Wan22Config::from_json(const nlohmann::json& j) {
-  Wan22Config c;
-  c.dim = j.value("dim", c.dim);
-  c.dec_dim = j.value("dec_dim", c.dec_dim);
-  c.z_dim = j.value("z_dim", c.z_dim);
-  c.dim_mult = j.value("dim_mult", c.dim_mult);
-  c.num_res_blocks = j.value("num_res_blocks", c.num_res_blocks);
-  c.attn_scales = j.value("attn_scales", c.attn_scales);
-  c.temporal_downsample = j.value("temperal_downsample", c.temporal_downsample);
-  c.patch_size = j.value("patch_size", c.patch_size);
-  if (c.dim_mult.size() != c.temporal_downsample.size() + 1)
-    throw Error("wan2.2-vae config: dim_mult needs one more entry than temperal_downsample");
-  c.latents_mean = config_statistics(j, "latents_mean", c.z_dim, /*positive=*/false, "wan2.2-vae");
-  c.latents_std = config_statistics(j, "latents_std", c.z_dim, /*positive=*/true, "wan2.2-vae");
-  refuse_config_key(j, "scaling_factor", "wan2.2-vae",
-                    "Wan latents are normalized by latents_mean and latents_std");
-  if (c.patch_size < 1) throw Error("wan2.2-vae config: patch_size must be at least 1");
-  return c;
-}
-
 Wan22AvgDown::Wan22AvgDown(int64_t in, int64_t out, int64_t factor_t, int64_t factor_s)
     : out_(out), factor_t_(factor_t), factor_s_(factor_s) {
   const int64_t values = in * factor_t * factor_s * factor_s;  // per output voxel
@@ -240,7 +206,7 @@ Wan22Vae::Wan22Vae(const Wan22Config& config) : config_(config) {
   std_ = torch::tensor(info_.latent_std).reshape({1, config.z_dim, 1, 1, 1});
 }
 
-torch::Tensor Wan22Vae::encode(const torch::Tensor& x, CausalCache& cache) {
+torch::Tensor Wan22Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
   cache.rewind();
   auto h = conv1_->forward(encoder_->forward(patchify(x, config_.patch_size), cache), cache);
   // float32 latents, or float64 when the model runs in float64 (chunk-invariance tests).
@@ -248,7 +214,7 @@ torch::Tensor Wan22Vae::encode(const torch::Tensor& x, CausalCache& cache) {
   return (mu - mean_.to(mu.device())) / std_.to(mu.device());  // Note [Latent normalization] (wan21_vae.cpp)
 }
 
-torch::Tensor Wan22Vae::decode(const torch::Tensor& z, CausalCache& cache) {
+torch::Tensor Wan22Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache) {
   cache.rewind();
   auto zf = z.to(torch::promote_types(dtype(), torch::kFloat));
   auto raw = (zf * std_.to(zf.device()) + mean_.to(zf.device())).to(dtype());

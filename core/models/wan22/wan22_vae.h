@@ -9,27 +9,24 @@
 
 #include "core/layers.h"
 #include "core/models/wan/wan_blocks.h"
+#include "core/models/wan/wan_config.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
 
 // The Wan2.2 VAE config (the reference's WanVAE_ arguments). Released (TI2V-5B): dim 160, dec_dim 256, z 48.
-struct Wan22Config {
-  int64_t dim = 160;      // encoder width
-  int64_t dec_dim = 256;  // decoder width
-  int64_t z_dim = 48;
-  std::vector<int64_t> dim_mult = {1, 2, 4, 4};
-  int64_t num_res_blocks = 2;  // per encoder stage; the decoder has one more
-  // Kept because the reference takes it; it builds no attention from it (there is attention in the middles).
-  std::vector<double> attn_scales = {};
-  std::vector<bool> temporal_downsample = {false, true, true};
-  int64_t patch_size = 2;  // pixels per side folded into channels before the encoder
-
-  // The weights' own latent statistics (Note [Latent statistics in the config]); unset: the released ones.
-  std::optional<std::vector<float>> latents_mean, latents_std;
-
-  nlohmann::json to_json() const;
-  static Wan22Config from_json(const nlohmann::json& j);
+struct Wan22Config : WanConfig {
+  Wan22Config() {
+    family = "wan2.2-vae";
+    dim = 160;
+    dec_dim = 256;
+    z_dim = 48;
+    patch_size = 2;
+  }
+  explicit Wan22Config(const WanConfig& c) : WanConfig(c) {}
+  static Wan22Config from_json(const nlohmann::json& j) {
+    return Wan22Config(WanConfig::from_json(j, Wan22Config()));
+  }
 };
 
 // Note [Wan2.2 stage shortcuts]
@@ -121,8 +118,8 @@ class Wan22Vae : public VaeModel {
  public:
   explicit Wan22Vae(const Wan22Config& config);
   const ModelInfo& info() const override { return info_; }
-  torch::Tensor encode(const torch::Tensor& x, CausalCache& cache) override;
-  torch::Tensor decode(const torch::Tensor& z, CausalCache& cache) override;
+  torch::Tensor encode_chunk(const torch::Tensor& x, CausalCache& cache) override;
+  torch::Tensor decode_chunk(const torch::Tensor& z, CausalCache& cache) override;
 
   // Recognises a Wan2.2 state dict (original layout) and reads its config from the tensor shapes.
   static std::optional<Wan22Config> detect(const StateDict& tensors);

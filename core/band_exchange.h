@@ -11,15 +11,12 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <torch/torch.h>
 
-#include "core/causal_cache.h"
-#include "core/device/device.h"
-#include "core/planner.h"
-#include "core/tiling.h"
-#include "core/vae_model.h"
+#include "core/error.h"
+
+// What a layer asks of the other bands of a split run (Note [Bands across devices]): the layers and model
+// blocks include this alone; the bands themselves are run by core/band_set.h.
 
 namespace vaecodec::core {
-
-struct BandWorker;  // a thread of the band pool (band_split.cpp)
 
 // Note [Bands across devices]
 // One clip can run on several devices at once, exactly: each device owns a horizontal band of every frame
@@ -42,33 +39,9 @@ struct BandWorker;  // a thread of the band pool (band_split.cpp)
 // that made its source, and the band's own stream waits for the copy, so the GPUs run ahead of the threads.
 // A band too large for its device is cut into columns, the same columns in every band: each band runs column
 // c of its rows with column c's own causal cache, every band on the same column at once, so that column c of
-// the split is one-device column tile c cut into bands, and the columns are blended as tiles are (Note [Tile
-// blending] in core/tiling.h). The split then equals the one-device run tiled in those columns, as exactly
-// as an untiled split equals the untiled run.
-
-// One band's place: its own model (bands never share a model object: the layers keep per-call caches) on its
-// device. Several bands may share a device.
-struct BandPlace {
-  VaeModel* model = nullptr;
-  Device* device = nullptr;
-};
-
-// The latent rows [first, first + count) of each of `bands` bands of a frame `latent_height` rows high,
-// top to bottom: near-equal, the taller ones first. Throws Error when there are fewer rows than bands.
-struct BandRows {
-  int64_t first = 0, count = 0;
-};
-std::vector<BandRows> band_rows(int64_t latent_height, int64_t bands);
-
-// What one device of a split run must hold: `whole`'s run for the tallest of `bands` bands, plus a latent
-// row above and below for the halo (more than the halo needs at every resolution). Its plan is the plan of
-// every device of the split.
-PlanRequest band_plan_request(const PlanRequest& whole, int64_t bands);
-// The plan of every device of that split: band_plan_request's run under `options`, untiled where it fits;
-// else, where `options` allow tiles, in the fewest columns that fit (a given options.tile: columns of its
-// width), never rows of tiles nor offloaded caches. plan.tiles is the grid of the whole frame. Throws what
-// plan_run throws for the last plan tried when none fits.
-Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions options);
+// the split is one-device column tile c cut into bands, and the columns are blended as tiles are
+// (Note [Tile blending] in core/tiling.h). The split then equals the one-device run tiled in those columns,
+// as exactly as an untiled split equals the untiled run.
 
 // What a band posts at an exchange: dense tensors on its device and, on CUDA, an event its stream recorded
 // after making them (Note [Copies between GPUs]).
@@ -141,55 +114,10 @@ std::vector<std::vector<torch::Tensor>> gather_bands(const std::vector<torch::Te
 std::map<std::string, int64_t> band_traffic();
 void reset_band_traffic();
 
-// The bands of a run (Note [Bands across devices]): one model call per band and column per chunk, each band
-// on its own thread (made with the set and kept for the run, its device current and LibTorch's inference mode
-// on), and the bands' outputs joined into the frame on the run's device.
-class BandSet {
+// What a band throws when another band failed: the other band's error is the one reported.
+class BandAborted : public Error {
  public:
-  enum class Direction { kEncode, kDecode };
-  // columns: the frame's grid in latent pixels, one row of tiles (TileGrid::whole: the bands are not cut).
-  // Every place's model must be of the same family and weights (the caller's business) and on its place's
-  // device.
-  BandSet(std::vector<BandPlace> places, Device& out_device, Direction direction, const TileGrid& columns);
-  ~BandSet();
-  BandSet(const BandSet&) = delete;
-  BandSet& operator=(const BandSet&) = delete;
-  // x: one chunk of the whole frame, [B, C, t, H, W] (pixels for encode, latents for decode), any device.
-  torch::Tensor run(const torch::Tensor& x);
-  int64_t cache_bytes() const;
-
- private:
-  struct Band {
-    BandPlace place;
-    BandRows rows;
-    std::vector<CausalCache> caches;  // one per column
-  };
-  // Band i's thread: runs band i of each chunk handed over by run() until the set is destroyed.
-  void serve(size_t i);
-  void run_band(size_t i, BandLink& link);
-
-  std::vector<Band> bands_;
-  Device& out_device_;
-  Direction direction_;
-  TileGrid columns_;
-  std::unique_ptr<TileBlend> blend_;  // made at the first chunk when there are several columns
-
-  // The chunk in hand, guarded by mutex_: run() sets it (each band's columns on its device) and bumps
-  // `chunk_`, each thread runs its band once per bump and counts itself in `finished_`.
-  std::mutex mutex_;
-  std::condition_variable start_, finished_all_;
-  int64_t chunk_ = 0;
-  size_t finished_ = 0;
-  bool stopping_ = false;
-  std::vector<std::vector<torch::Tensor>> inputs_;  // the chunk's, by band, then column
-  BandLink* link_ = nullptr;
-  std::vector<std::vector<torch::Tensor>> outputs_;  // by band, then column
-  // By band, CUDA bands only: run()'s input copies done, the band's outputs made (Note [Band streams]).
-  std::vector<at::cuda::CUDAEvent> inputs_ready_, outputs_made_;
-  std::vector<std::exception_ptr> errors_;
-  // The threads serving the bands, from the process's pool (Note [Band threads]); last: given work once the
-  // state above exists.
-  std::vector<BandWorker*> workers_;
+  BandAborted() : Error("another band of the split run failed") {}
 };
 
 }  // namespace vaecodec::core

@@ -1,0 +1,116 @@
+#include <algorithm>
+#include <cmath>
+
+#include "app/bench.h"
+#include "app/run_options.h"
+#include "core/error.h"
+#include "core/models/registry.h"
+
+namespace vaecodec::app {
+
+std::optional<bool> channels_last_option(const std::string& layout) {
+  if (layout == "auto") return std::nullopt;
+  if (layout == "channels-last") return true;
+  if (layout == "contiguous") return false;
+  throw Error("--layout: expected auto, channels-last or contiguous, got '" + layout + "'");
+}
+
+void synchronize(const torch::Device& device) {
+  core::Device::of(device).synchronize();
+}
+
+// One operation over the whole clip, in the plan's chunks and tiles, as the tool runs it.
+torch::Tensor run_op(core::VaeModel& model, const std::string& op, const torch::Tensor& video,
+                     const torch::Tensor& latents, const core::ChunkOptions& chunks) {
+  if (op == "encode") return core::encode_video(model, video, chunks);
+  if (op == "decode") return core::decode_latents(model, latents, chunks);
+  return core::decode_latents(model, core::encode_video(model, video, chunks), chunks);
+}
+
+torch::Tensor run_op(core::VaeModel& model, const std::string& op, const torch::Tensor& video,
+                     const torch::Tensor& latents, const core::Plan& plan) {
+  return run_op(model, op, video, latents, core::ChunkOptions::of(plan));
+}
+
+// The middle of the timed runs (the upper one of an even count).
+double median_of(std::vector<double> seconds) {
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+// The same run untiled, for the tiles' accuracy.
+core::Plan untiled(core::Plan plan) {
+  plan.tiles = core::TileGrid::whole(plan.tiles.latent_height, plan.tiles.latent_width);
+  plan.offload = false;
+  return plan;
+}
+
+int64_t bytes_of(const torch::Tensor& t) {
+  return static_cast<int64_t>(t.numel() * t.element_size());
+}
+
+double psnr(const torch::Tensor& got, const torch::Tensor& reference) {
+  const double mse = (got.clamp(-1, 1) - reference.clamp(-1, 1)).div(2).pow(2).mean().item<double>();
+  return 10 * std::log10(1.0 / std::max(mse, 1e-20));
+}
+
+std::shared_ptr<core::VaeModel> make_model(const BenchOptions& o, torch::Device device,
+                                           torch::ScalarType dtype) {
+  // --model names the family of --random; with --weights it overrides detection when given.
+  const core::ModelOptions options{o.model,
+                                   device,
+                                   dtype,
+                                   nullptr,
+                                   channels_last_option(o.layout),
+                                   run_choices(o.conv, o.dtype, o.autotune && device.is_cuda())};
+  std::shared_ptr<core::VaeModel> model;
+  if (!o.weights.empty()) {
+    model = core::build_model(core::load_checkpoint(o.weights), options);
+  } else {
+    const auto& family = o.model.empty() ? core::default_model_family() : core::find_model_family(o.model);
+    model = family.build(family.released_config);
+    core::randomize_parameters(*model, /*seed=*/0);
+    core::place_model(*model, options);
+  }
+  return model;
+}
+
+BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, torch::Device device,
+                          torch::ScalarType dtype) {
+  const auto [width, height] = parse_frame_size(o.size);
+  const auto& info = model.info();
+  const int64_t f = info.spatial_factor, tf = info.temporal_factor;
+  if (width % f || height % f) throw Error("--size must be a multiple of " + std::to_string(f));
+  if ((o.frames - 1) % tf) throw Error("--frames must be 1 + " + std::to_string(tf) + "k");
+
+  // Smooth random content in [-1, 1] (never zeros: they would flatter the timings).
+  BenchClip clip;
+  torch::manual_seed(1);
+  auto coarse = torch::rand({1, 3, o.frames, height / f, width / f}) * 2 - 1;
+  clip.video =
+      torch::nn::functional::interpolate(coarse, torch::nn::functional::InterpolateFuncOptions()
+                                                     .size(std::vector<int64_t>{o.frames, height, width})
+                                                     .mode(torch::kTrilinear)
+                                                     .align_corners(false))
+          .add_(torch::randn({1, 3, o.frames, height, width}) * 0.05)
+          .clamp_(-1, 1)
+          .to(device);
+  clip.latents =
+      torch::randn({1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f, width / f}).to(device);
+  // Bench holds the whole clip on the device, and the whole result twice (the last run's is still in `out`
+  // while the next one is made): the plan leaves room for them.
+  const core::Op op = core::parse_op(o.op);
+  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+  int64_t resident = op == core::Op::kDecode ? bytes_of(clip.latents) : bytes_of(clip.video);
+  if (op != core::Op::kEncode) resident += 2 * 3 * o.frames * width * height * element;
+  if (op != core::Op::kDecode) resident += 2 * bytes_of(clip.latents) / 4 * element;  // the latents it makes
+  clip.resident = resident;
+  clip.planner = o.memory.planner;
+  clip.planner.reserved_bytes = resident;
+  clip.plan = core::plan_run(core::PlanRequest::of(info, core::find_model_family(info.family).calibration,
+                                                   model.parameter_count(), op, width, height, dtype),
+                             clip.planner);
+  return clip;
+}
+
+}  // namespace vaecodec::app

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "core/band_set.h"
+#include "core/planner.h"
+#include "core/vae_model.h"
+#include "io/chunking.h"
+
+// Planning a file run's memory (core/planner.h) once its input is open and the frame size known: the budget
+// settled against what the device has free, the plan of one device or of the bands of a split across N
+// (Note [Planning bands]), the allocator capped at the budget, and the report of the measured peak.
+
+namespace vaecodec::io {
+
+// What a file run asks of its memory plan (PipelineOptions' part of it).
+struct RunPlanOptions {
+  std::optional<core::PlannerOptions> memory;  // nullopt: no planning, `chunk` latent frames untiled
+  std::vector<core::BandPlace> bands;          // two or more: one clip split across their devices
+  int64_t chunk = 1;
+  bool quiet = false;  // no plan line
+};
+
+// The chunk and tiles of a run: planned when options.memory asks (options.bands: one plan for every band),
+// else options.chunk untiled. The plan line goes to stderr unless quiet. Throws Error when nothing fits,
+// with the smallest budget that would.
+core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geometry,
+                       const RunPlanOptions& options);
+
+// On a GPU, tells how the measured peak compares with the plan's estimate (unless quiet).
+void report_memory(core::VaeModel& model, const core::Plan& plan, const RunPlanOptions& options);
+
+// The last request planned on this thread, for the message of a run that keeps running out of memory (its
+// failed attempt's state is gone by then); nullopt before any.
+const std::optional<core::PlanRequest>& last_plan_request_here();
+
+}  // namespace vaecodec::io

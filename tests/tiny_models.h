@@ -1,0 +1,56 @@
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/models/registry.h"
+#include "tests/test_support.h"
+
+namespace vaecodec::test {
+
+// A registered family's tiny random-weight model and golden cases (tests/data/NAME-tiny: weights.safetensors,
+// meta.json naming the family and its config, cases.safetensors).
+struct TinyModel {
+  std::string family;  // ModelFamily::name
+  std::filesystem::path folder;
+  int64_t spatial_factor = 8;  // pixels per latent row and column
+};
+
+// One tiny model for every family registered, in the registry's order. A family without one is a test
+// failure: every family ships its tiny model (docs/architecture.md, "Adding a model family").
+inline std::vector<TinyModel> tiny_models() {
+  std::vector<TinyModel> out;
+  for (const core::ModelFamily& family : core::model_families()) {
+    std::filesystem::path found;
+    for (const auto& entry : std::filesystem::directory_iterator(data_dir())) {
+      const auto meta = entry.path() / "meta.json";
+      if (std::filesystem::exists(meta) && read_json(meta).value("model", "") == family.name) found = entry.path();
+    }
+    if (found.empty()) throw std::runtime_error("no tiny model in tests/data for the family " + family.name);
+    const auto config = read_json(found / "meta.json").at("config");
+    out.push_back({family.name, found, family.describe(config).spatial_factor});
+  }
+  return out;
+}
+
+// The tiny model as the golden tests build it (its config from meta.json: some, such as SeedVR2's norm groups,
+// cannot be read off the tensors), on `device` in `dtype`.
+inline std::shared_ptr<core::VaeModel> load_tiny(const TinyModel& tiny, torch::Device device = torch::kCPU,
+                                                 torch::ScalarType dtype = torch::kFloat) {
+  core::ModelOptions options;
+  options.device = device;
+  options.dtype = dtype;
+  options.config = read_json(tiny.folder / "meta.json").at("config");
+  return core::build_model(core::load_checkpoint(tiny.folder / "weights.safetensors"), options);
+}
+
+// The tiny model of the family `name`.
+inline TinyModel tiny_model(const std::string& name) {
+  for (const TinyModel& t : tiny_models())
+    if (t.family == name) return t;
+  throw std::runtime_error("no tiny model of " + name);
+}
+
+}  // namespace vaecodec::test
