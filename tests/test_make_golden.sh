@@ -18,6 +18,8 @@ fail() { echo "[make_golden test] FAILED: $*" >&2; exit 1; }
 
 "$PYTHON" -c 'import diffusers, safetensors' 2>/dev/null ||
   fail "$PYTHON lacks diffusers or safetensors (scripts/setup.sh installs them into .venv)"
+# The clips are tiny: more threads only spin on a busy machine (ten times slower on two shared cores).
+export OMP_NUM_THREADS=1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
