@@ -3,7 +3,7 @@
 #   1. Debian packages: compilers, CMake, Ninja, FFmpeg 5.1 libraries and CLI, CLI11, Catch2, nlohmann-json, toml++,
 #      clang-format, Slurm and munge (for the job-array test);
 #   2. LibTorch 2.11.0 from PyPI's torch==2.11.0 wheel, in the project's virtual environment .venv/ (with
-#      the safetensors and diffusers packages, which the tests and scripts/make_golden.py use);
+#      the safetensors package, which the tests use);
 #   3. checks that LibTorch's CUDA version matches the CUDA toolkit's (nvcc);
 #   4. configures and builds build/ (CMake + Ninja), then runs a short demo unless --no-demo is given.
 # Idempotent: what is already there is kept. Any failure stops it with the reason.
@@ -67,12 +67,6 @@ fi
 if ! .venv/bin/python -c 'import safetensors' 2>/dev/null; then
   say "installing safetensors from PyPI into .venv (for the tests)"
   .venv/bin/python -m pip install --quiet --progress-bar off safetensors
-fi
-# scripts/make_golden.py computes golden sets with diffusers' AutoencoderKLWan (and the test make_golden runs it);
-# pinned because the script drives its decode loop.
-if ! .venv/bin/python -c 'import diffusers, sys; sys.exit(diffusers.__version__ != "0.42.1")' 2>/dev/null; then
-  say "installing diffusers==0.42.1 from PyPI into .venv (for scripts/make_golden.py)"
-  .venv/bin/python -m pip install --quiet --progress-bar off diffusers==0.42.1
 fi
 # CUTLASS's C++ headers (the Hopper convolution kernels, core/CMakeLists.txt finds them in the package).
 if ! .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("cutlass_library") is None)' 2>/dev/null; then
