@@ -2,9 +2,11 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 
 #include "app/memory_options.h"
@@ -73,6 +75,26 @@ std::shared_ptr<core::VaeModel> make_model(const BenchOptions& o, torch::Device 
 // The clip on `device` for `model`, and its plan.
 BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, torch::Device device,
                           torch::ScalarType dtype);
+
+// One run under LibTorch's Kineto profiler, saved as a Chrome trace: every kernel with the operator that
+// launched it and that operator's input shapes (scripts/dev/trace_summary.py sums them up). Untimed: the
+// profiler's own cost would show in the medians.
+template <typename Run>
+void write_trace(const std::string& path, Run&& run) {
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const prof::ProfilerConfig config(prof::ProfilerState::KINETO, /*report_input_shapes=*/true);
+  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
+  prof::prepareProfiler(config, activities);
+  prof::enableProfiler(config, activities);
+  try {
+    run();
+  } catch (...) {
+    prof::disableProfiler();
+    throw;
+  }
+  prof::disableProfiler()->save(path);
+}
 
 // --devices: the clip on every device at once against the first alone (Note [Benchmark over devices]).
 void bench_devices(const BenchOptions& o);

@@ -40,26 +40,6 @@
 namespace vaecodec::app {
 namespace {
 
-// One run under LibTorch's Kineto profiler, saved as a Chrome trace: every kernel with the operator that
-// launched it and that operator's input shapes (scripts/dev/trace_summary.py sums them up). Untimed: the
-// profiler's own cost would show in the medians.
-template <typename Run>
-void write_trace(const std::string& path, Run&& run) {
-  namespace prof = torch::autograd::profiler;
-  using torch::profiler::impl::ActivityType;
-  const prof::ProfilerConfig config(prof::ProfilerState::KINETO, /*report_input_shapes=*/true);
-  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
-  prof::prepareProfiler(config, activities);
-  prof::enableProfiler(config, activities);
-  try {
-    run();
-  } catch (...) {
-    prof::disableProfiler();
-    throw;
-  }
-  prof::disableProfiler()->save(path);
-}
-
 void bench(const BenchOptions& o) {
   if (o.split && o.devices.empty())
     throw UsageError("--split splits the clip across --devices; give --devices too");

@@ -140,3 +140,5 @@ DecodePlan plan_decode(const LatentFile& file, const core::ModelInfo& info, cons
   if (location > 0) f.chroma_location = static_cast<AVChromaLocation>(location);
   return plan;
 }
+
+}  // namespace vaecodec::io

@@ -7,8 +7,8 @@
 #   3. checks that LibTorch's CUDA version matches the CUDA toolkit's (nvcc);
 #   4. configures and builds build/ (CMake + Ninja);
 #   5. installs the Python package (python/) into .venv, linking the engine library of build/, with what its
-#      build and tests use (scikit-build-core, pytest, numpy, diffusers); then runs a short demo unless
-#      --no-demo is given.
+#      build and tests use (scikit-build-core, pytest, numpy, diffusers 0.42.1, which scripts/make_golden.py
+#      also uses); then runs a short demo unless --no-demo is given.
 # Idempotent: what is already there is kept. Any failure stops it with the reason.
 # Environment: BUILD_DIR (default build), CUDA_ARCHS (default: CMake's list, 80;86;89;90;100;120), JOBS.
 set -euo pipefail
@@ -100,8 +100,10 @@ say "built $BUILD_DIR/vaecodec"
 
 # 5. The Python package, built against .venv's torch; it links build/'s engine library rather than compiling
 # the engine again (python/CMakeLists.txt), so it adds the binding's two source files to the build.
-python_packages=(scikit-build-core pytest numpy diffusers)
-if ! .venv/bin/python -c 'import scikit_build_core, pytest, numpy, diffusers' 2>/dev/null; then
+# diffusers pinned: scripts/make_golden.py (test make_golden) drives its decode loop.
+python_packages=(scikit-build-core pytest numpy diffusers==0.42.1)
+if ! .venv/bin/python -c 'import scikit_build_core, pytest, numpy, diffusers, sys
+sys.exit(diffusers.__version__ != "0.42.1")' 2>/dev/null; then
   say "installing ${python_packages[*]} from PyPI into .venv (the Python package's build and tests)"
   .venv/bin/python -m pip install --quiet --progress-bar off "${python_packages[@]}"
 fi

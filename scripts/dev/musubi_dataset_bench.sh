@@ -37,7 +37,7 @@ end=$(date +%s.%N)
 python3 - "$OUT/run.jsonl" "$start" "$end" <<'PY' | tee -a "$OUT/musubi.jsonl"
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
-ok = [r for r in runs if "error" not in r]
+ok = [r for r in runs if not r.get("error")]
 wall = float(sys.argv[3]) - float(sys.argv[2])
 print(json.dumps({"vaecodec": "encode --dataset-config", "caches": len(ok), "failed": len(runs) - len(ok),
                   "wall_s": wall, "caches_per_s": len(ok) / wall, "run_seconds": sum(r["seconds"] for r in ok),

@@ -40,6 +40,8 @@ def downsample(x, p, name, temporal):
     if not temporal:
         return x
     # Frame 0 passes untouched; frame j >= 1 is the conv over frames 2j-2, 2j-1, 2j.
+    if x.shape[2] == 1:
+        return x
     rest = F.conv3d(x, p[name + ".time_conv.weight"], p[name + ".time_conv.bias"], stride=(2, 1, 1))
     return torch.cat([x[:, :, :1], rest], dim=2)
 
