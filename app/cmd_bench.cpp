@@ -21,6 +21,7 @@
 #include "app/commands.h"
 #include "app/devices.h"
 #include "app/memory_options.h"
+#include "app/overwrite.h"
 #include "app/run_options.h"
 #include "core/band_split.h"
 #include "core/device/device.h"
@@ -46,16 +47,18 @@ struct BenchOptions {
   std::string size = "1280x720";
   int64_t frames = 81;
   std::string op = "decode";
-  std::string device = "cuda";
-  std::string devices;  // --devices: time every one at once (Note [Benchmark over devices])
-  bool split = false;   // with --devices: one clip split across them (Note [Bands across devices])
-  std::string dtype = "bf16";
+  std::string device = "auto";  // as the run commands: cuda when available, else the CPU
+  std::string devices;          // --devices: time every one at once (Note [Benchmark over devices])
+  bool split = false;           // with --devices: one clip split across them (Note [Bands across devices])
+  std::string dtype = "auto";   // as the run commands: bf16 on CUDA, fp32 on the CPU
   int64_t chunk = 1;
   int runs = 3;
   int warmup = 1;
   bool accuracy = false;
   bool autotune = true;
-  std::string conv = "auto";  // Note [Own convolutions] in core/kernels/conv3d.h
+  std::string autotune_choice;  // --autotune on|off; empty: autotune's default (on; --no-autotune: off)
+  OverwriteOptions overwrite;   // -y, -n for --trace
+  std::string conv = "auto";    // Note [Own convolutions] in core/kernels/conv3d.h
   bool json = false;
   bool verbose = false;
   std::string layout = "auto";   // auto, channels-last or contiguous (Note [Channels-last])
@@ -65,11 +68,16 @@ struct BenchOptions {
   MemoryOptions memory;
 };
 
+// The dtype a run takes, as --dtype names it ("auto" resolved for `device`).
+std::string dtype_text(const BenchOptions& o, torch::Device device) {
+  return o.dtype == "fp8" ? "fp8" : dtype_name(resolve_dtype(o.dtype, device));
+}
+
 std::optional<bool> channels_last_option(const std::string& layout) {
   if (layout == "auto") return std::nullopt;
   if (layout == "channels-last") return true;
   if (layout == "contiguous") return false;
-  throw Error("--layout: expected auto, channels-last or contiguous, got '" + layout + "'");
+  throw UsageError("--layout: expected auto, channels-last or contiguous, got '" + layout + "'");
 }
 
 // One run under LibTorch's Kineto profiler, saved as a Chrome trace: every kernel with the operator that
@@ -162,8 +170,8 @@ BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, to
   const auto [width, height] = parse_frame_size(o.size);
   const auto& info = model.info();
   const int64_t f = info.spatial_factor, tf = info.temporal_factor;
-  if (width % f || height % f) throw Error("--size must be a multiple of " + std::to_string(f));
-  if ((o.frames - 1) % tf) throw Error("--frames must be 1 + " + std::to_string(tf) + "k");
+  if (width % f || height % f) throw UsageError("--size must be a multiple of " + std::to_string(f));
+  if ((o.frames - 1) % tf) throw UsageError("--frames must be 1 + " + std::to_string(tf) + "k");
 
   // Smooth random content in [-1, 1] (never zeros: they would flatter the timings).
   BenchClip clip;
@@ -254,9 +262,9 @@ std::vector<torch::Device> bench_device_list(const BenchOptions& o, const std::s
     throw UsageError(what +
                      "; run --accuracy, --profile and --compare-untiled on one device (--device), and "
                      "--trace on one device or with --split");
-  if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
+  if (o.weights.empty() && !o.random) throw UsageError("bench needs --weights FILE or --random");
   if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
-    throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
+    throw UsageError("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
   parse_frame_size(o.size);
   const int64_t count = visible_cuda_devices();
   std::vector<torch::Device> devices = parse_devices(o.devices, count);
@@ -307,7 +315,7 @@ void bench_devices(const BenchOptions& o) {
   const nlohmann::json j = {{"op", o.op},
                             {"size", o.size},
                             {"frames", o.frames},
-                            {"dtype", o.dtype},
+                            {"dtype", dtype_text(o, devices.front())},
                             {"devices", per_device},
                             {"one_device",
                              {{"device", alone.device.str()},
@@ -321,7 +329,8 @@ void bench_devices(const BenchOptions& o) {
     return;
   }
   std::cout << std::fixed << std::setprecision(3) << o.op << " " << o.size << " x" << o.frames << " "
-            << o.dtype << " on " << devices.size() << " devices at once, one model each\n";
+            << dtype_text(o, devices.front()) << " on " << devices.size()
+            << " devices at once, one model each\n";
   for (const DeviceTiming& t : together)
     std::cout << "  " << t.device.str() << " (" << t.gpu << "): median " << std::setprecision(3) << t.median
               << " s, " << std::setprecision(1) << o.frames / t.median << " frames/s, peak "
@@ -417,7 +426,7 @@ void bench_split(const BenchOptions& o) {
       {"op", o.op},
       {"size", o.size},
       {"frames", o.frames},
-      {"dtype", o.dtype},
+      {"dtype", dtype_text(o, devices.front())},
       {"split",
        {{"devices", per_device},
         {"runs", seconds},
@@ -437,9 +446,9 @@ void bench_split(const BenchOptions& o) {
     return;
   }
   std::cout << std::fixed << std::setprecision(3) << o.op << " " << o.size << " x" << o.frames << " "
-            << o.dtype << " split across " << devices.size() << " devices in bands: median " << median
-            << " s against " << alone.median << " s on " << alone.device.str() << " alone, "
-            << std::setprecision(2) << alone.median / median << "x";
+            << dtype_text(o, devices.front()) << " split across " << devices.size()
+            << " devices in bands: median " << median << " s against " << alone.median << " s on "
+            << alone.device.str() << " alone, " << std::setprecision(2) << alone.median / median << "x";
   std::cout << "; model " << std::setprecision(1) << tflop << " TFLOP, " << std::setprecision(0)
             << tflop / median / static_cast<double>(devices.size()) << " TFLOP/s per device";
   if (split_error)
@@ -461,8 +470,8 @@ void bench(const BenchOptions& o) {
   if (!o.devices.empty()) return bench_devices(o);
   parse_frame_size(o.size);  // a malformed --size fails before the model is built
   if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
-    throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
-  if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
+    throw UsageError("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
+  if (o.weights.empty() && !o.random) throw UsageError("bench needs --weights FILE or --random");
   const auto device = resolve_device(o.device);
   const auto dtype = resolve_dtype(o.dtype, device);
   auto model = make_model(o, device, dtype);
@@ -525,7 +534,7 @@ void bench(const BenchOptions& o) {
                       {"size", o.size},
                       {"frames", o.frames},
                       {"device", device.str()},
-                      {"dtype", o.dtype},
+                      {"dtype", dtype_text(o, device)},
                       {"chunk_latent_frames", plan.chunk},
                       {"conv", o.conv},
                       {"preset", o.memory.chosen ? nlohmann::json(o.memory.chosen->name) : nlohmann::json()},
@@ -589,8 +598,8 @@ void bench(const BenchOptions& o) {
     return;
   }
   std::cout << std::fixed << std::setprecision(3) << info.family << " " << o.op << " " << o.size << " x"
-            << o.frames << " " << o.dtype << " on " << j.value("gpu", device.str()) << ", chunk "
-            << plan.chunk << " latent frames"
+            << o.frames << " " << dtype_text(o, device) << " on " << j.value("gpu", device.str())
+            << ", chunk " << plan.chunk << " latent frames"
             << (plan.tiles.tiled() ? ", " + std::to_string(plan.tiles.count()) + " tiles" : "") << "\n"
             << "  median " << median << " s over " << o.runs << " runs, " << std::setprecision(1)
             << o.frames / median << " frames/s\n"
@@ -652,7 +661,7 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, 4 * core::kMaxChunk + 1))
       ->capture_default_str();
   cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N (default: cuda when available)");
   cmd->add_option(
       "--devices", o->devices,
       "GPUs to time at once, one model each (all, 0,1 or cuda:0,cuda:2), against the first alone");
@@ -660,9 +669,9 @@ void add_bench_command(CLI::App& app) {
       "--split", o->split,
       "With --devices: one clip split across them in bands (exact), against the first device alone");
   cmd->add_option("--dtype", o->dtype,
-                  "fp32, bf16, fp16, or fp8 (bf16 with the norm-fed convolutions in e4m3: Wan on Hopper)")
-      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16", "fp8"}))
-      ->capture_default_str();
+                  "fp32, bf16, fp16, or fp8 (bf16 with the norm-fed convolutions in e4m3: Wan on Hopper); "
+                  "default: bf16 on CUDA, fp32 on the CPU")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16", "fp8"}));
   cmd->add_option("--chunk", o->chunk, "Latent frames per chunk")
       ->check(CLI::Range(int64_t{1}, core::kMaxChunk))
       ->capture_default_str();
@@ -673,7 +682,12 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   cmd->add_flag("--accuracy", o->accuracy, "Also run in fp32 and report the difference");
-  cmd->add_flag("!--no-autotune", o->autotune, "Do not let cuDNN time its algorithms");
+  CLI::Option* no_autotune = cmd->add_flag("!--no-autotune", o->autotune, "The same as --autotune off");
+  cmd->add_option("--autotune", o->autotune_choice,
+                  "on (default): let cuDNN time its convolution algorithms, off: take its heuristics' choice "
+                  "(on the CPU: nothing to tune)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->excludes(no_autotune);
   cmd->add_option(
          "--conv", o->conv,
          "Convolution kernels: auto (own Hopper kernels wherever a tile fits, but where cuDNN measured "
@@ -693,7 +707,13 @@ void add_bench_command(CLI::App& app) {
       "Write a Chrome trace (Kineto) of one extra, untimed run to this file (the first run, cold, "
       "with --warmup 0)");
   add_memory_options(*cmd, o->memory, o->device, o->dtype, o->chunk);
-  cmd->callback([o] { bench(*o); });
+  add_overwrite_options(*cmd, o->overwrite);
+  cmd->callback([o] {
+    if (!o->autotune_choice.empty()) o->autotune = o->autotune_choice == "on";
+    check_preset_device(o->memory, o->device);
+    check_overwrite({o->trace}, o->overwrite);  // Note [Existing outputs]
+    bench(*o);
+  });
 }
 
 }  // namespace vaecodec::app

@@ -226,10 +226,10 @@ TEST_CASE("cli: plan shows the chunk, the tiles and the estimate for a budget", 
 
   // The preset's dtype unless --dtype says otherwise; the cpu preset has no budget.
   const auto cpu = nlohmann::json::parse(run_cli("plan --preset cpu --json").out);
-  CHECK(cpu.at("dtype") == "Float");
+  CHECK(cpu.at("dtype") == "fp32");
   CHECK(cpu.at("plan").at("budget_bytes") == 0);
   const auto fp16 = nlohmann::json::parse(run_cli("plan --preset rtx4090-24g --dtype fp16 --json").out);
-  CHECK(fp16.at("dtype") == "Half");
+  CHECK(fp16.at("dtype") == "fp16");
   CHECK(fp16.at("preset") == "rtx4090-24g");
 
   // The margin: 720p decode needs about 8.1 GiB untiled; 9.5 GiB holds it with no margin, not with half kept
