@@ -114,7 +114,7 @@ void record_source_options(const SourceOptions& source, LatentMeta& meta) {
 
 void check_latent_extension(const fs::path& path) {
   if (!is_latent_path(path))
-    throw Error("latent file " + path.string() + " must end in .safetensors or .latent");
+    throw UsageError("latent file " + path.string() + " must end in .safetensors or .latent");
 }
 
 std::string name_of(const char* name) {
