@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/json_text.h"
 #include "io/compare.h"
+#include "io/ffmpeg_common.h"
 #include "io/output_file.h"
 #include "io/quality_plot.h"
 
@@ -40,6 +41,7 @@ std::string fixed(double value, int digits) {
 }
 
 void compare(const CompareOptions& o) {
+  io::set_ffmpeg_log_level(AV_LOG_QUIET);  // drawtext's "Using font ..." and the like; errors are ours
   const std::vector<std::filesystem::path> inputs = {o.reference, o.distorted};
   if (!o.csv.empty()) {
     if (std::filesystem::path(o.csv).extension() != ".csv")

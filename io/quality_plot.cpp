@@ -159,8 +159,8 @@ QualityPlotRanges write_quality_plot(const std::filesystem::path& path,
       {kQualityPlotWidth / 2.0, 14,
        distorted + " against " + reference + ", " + std::to_string(frames.size()) + " frames", 26, kText,
        Anchor::kMiddle});
-  const Panel top{110, 120, kQualityPlotWidth - 40.0, 340};
-  const Panel bottom{110, 440, kQualityPlotWidth - 40.0, 660};
+  const Panel top{110, 120, kQualityPlotWidth - 50.0, 340};
+  const Panel bottom{110, 440, kQualityPlotWidth - 50.0, 660};
   draw_panel(figure, top, psnr);
   draw_panel(figure, bottom, ssim);
   figure.texts.push_back({(top.left + top.right) / 2, 694, "frame", 18, kText, Anchor::kMiddle});
