@@ -65,9 +65,8 @@ void resolve_memory_options(MemoryOptions& memory, std::string& device, std::str
   if (!memory.vram.empty()) {
     // A bare number would be bytes: "--vram 8" meant 8 GiB, not a budget nothing fits in.
     if (memory.vram.find_first_not_of("0123456789. ") == std::string::npos)
-      throw UsageError("--vram " + memory.vram + " has no unit, and " + memory.vram +
-                       " bytes is surely not meant: write " + memory.vram + "G (GiB) or " + memory.vram +
-                       "GB");
+      throw UsageError("--vram " + memory.vram + " has no unit: write " + memory.vram + "G for GiB or " +
+                       memory.vram + "GB for 10^9 bytes (" + memory.vram + "B, if bytes are meant)");
     try {
       planner.budget_bytes = core::parse_size(memory.vram);
     } catch (const Error& e) {

@@ -411,6 +411,8 @@ void write_latents(core::AtomicFile& file, const torch::Tensor& latents, const L
 }
 
 void check_not_video(const std::filesystem::path& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return;  // a FIFO would block: the reader refuses it
   std::ifstream in(path, std::ios::binary);
   unsigned char head[12] = {};
   in.read(reinterpret_cast<char*>(head), sizeof(head));

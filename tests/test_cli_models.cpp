@@ -232,7 +232,7 @@ TEST_CASE("cli SeedVR2 latents are unscaled unless --latent-scale asks", "[cli][
   // Decodes latents into a lossless video; whether it succeeded.
   const auto decode = [&](const std::string& latents, const std::string& video, const std::string& flags) {
     const CliResult r =
-        run("decode " + quote(dir / latents) + " -o " + quote(dir / video) + kLossless + flags);
+        run("decode " + quote(dir / latents) + " -o " + quote(dir / video) + " -y" + kLossless + flags);
     INFO(r.err);
     CHECK(r.status == 0);
     return r.status == 0;

@@ -84,7 +84,7 @@ TEST_CASE("cli exit status: 2 for what was typed wrong, 1 for what failed, nothi
       {rt + " --quiet", 2, "no VAE weights given", "VAECODEC_WEIGHTS="},
       {rt + w + " --preset nope", 2, "unknown preset 'nope'"},
       {rt + w + " --vram lots", 2, "--vram: 'lots' is not a memory size"},
-      {rt + w + " --vram 8", 2, "--vram 8 has no unit"},
+      {rt + w + " --vram 8", 2, "--vram 8 has no unit: write 8G for GiB"},
       {rt + w + " --device gpu", 2, "--device gpu is not a device"},
       {rt + w + " --codec nope", 2, "unknown or unavailable video encoder 'nope'"},
       {rt + w + " --encoder-preset nope", 2, "unknown --encoder-preset 'nope'"},
