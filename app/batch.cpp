@@ -6,12 +6,14 @@
 #include <exception>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include "app/dataset_batch.h"
 #include "app/device_batch.h"
 #include "app/devices.h"
 #include "app/errors.h"
+#include "app/overwrite.h"
 #include "app/record.h"
 #include "core/device/device.h"
 #include "core/engine_report.h"
@@ -24,6 +26,9 @@
 #include "io/log.h"
 #include "io/musubi_cache.h"
 #include "io/output_file.h"
+#include "io/probe.h"
+#include "io/progress.h"
+#include "io/video_writer.h"
 
 namespace vaecodec::app {
 namespace fs = std::filesystem;
@@ -103,8 +108,17 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
   if (options.shard.empty() && options.shard_count != 0)
     throw UsageError(
         "--shard-count goes with --shard auto (a Kubernetes Indexed Job's JOB_COMPLETION_INDEX)");
+  // Note [Standard input and output]: FFmpeg's pipe protocol would take `-`, but a run writes its output
+  // under a temporary name and renames it once complete, and reads latents by mapping them.
   for (const std::string& input : options.inputs)
-    if (!fs::exists(input, error)) throw Error("cannot open input " + input + ": No such file or directory");
+    if (input == "-")
+      throw UsageError("input '-': vaecodec reads files, not standard input; name the file (or a folder)");
+  if (options.output == "-")
+    throw UsageError("-o -: vaecodec writes files (complete, by rename), not standard output; name a file");
+  auto missing = [&](const std::string& input) {
+    return fs::exists(input, error) ? std::string()
+                                    : "cannot open input " + input + ": No such file or directory";
+  };
   const fs::path output = options.output;
   const bool folder_named = !options.output.empty() && options.output.back() == '/';
   const bool musubi = command == RunCommand::kEncode && options.format == "musubi";
@@ -114,7 +128,7 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
                                        [&](const std::string& in) { return fs::is_directory(in, error); });
   if (!into_folder) {
     if (!options.extension.empty())
-      throw Error("--ext names a batch's output extension; give a folder as -o");
+      throw UsageError("--ext names a batch's output extension; give a folder as -o");
     if (shard)
       throw UsageError("--shard splits a batch: give several inputs or a folder, and a folder as -o");
     if (options.skip_existing && fs::exists(output, error))
@@ -129,12 +143,12 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
         io::check_output_path(extra, {options.inputs[0], output});
         io::check_output_path(extra, named_weights(options), "weights file");
       }
-    return {false, {{options.inputs[0], output}}, std::nullopt, 1};
+    return {false, {{options.inputs[0], output, missing(options.inputs[0])}}, std::nullopt, 1};
   }
   if (fs::exists(output, error) && !fs::is_directory(output, error))
-    throw Error("output " + output.string() + " is a file; a batch of inputs writes into a folder");
+    throw UsageError("output " + output.string() + " is a file; a batch of inputs writes into a folder");
   if (!options.metrics.empty())
-    throw Error("--metrics writes one file for one input; run a batch without it");
+    throw UsageError("--metrics writes one file for one input; run a batch without it");
   if (!options.side_by_side.empty())
     throw UsageError("--side-by-side writes one video for one input; run a batch without it");
   if (musubi && !options.extension.empty())
@@ -155,9 +169,9 @@ Batch plan_batch(RunCommand command, const RunOptions& options, const Environmen
       target += ext;
       const auto [it, inserted] = writer_of.emplace(target, file);
       if (!inserted)
-        throw Error("inputs " + it->second.string() + " and " + file.string() + " would both write " +
-                    target.string() + "; rename one or run them apart");
-      items.push_back({file, target});
+        throw UsageError("inputs " + it->second.string() + " and " + file.string() + " would both write " +
+                         target.string() + "; rename one or run them apart");
+      items.push_back({file, target, missing(file.string())});
     }
   }
   if (items.empty())
@@ -200,10 +214,17 @@ void run_command(RunCommand command, const RunOptions& options) {
       devices = parse_devices(options.devices, cuda_count);
       check_device_agrees(options.device, devices, cuda_count);
     }
+    check_preset_device(options.memory, options.device);
+    resolve_weights(options);  // none given: a usage error, before any work
+    if (options.devices.empty()) resolve_device(options.device);  // a device that is not here, likewise
     const io::PipelineOptions pipeline = pipeline_options(options);
     const Batch plan =
         options.dataset_config.empty() ? plan_batch(command, options) : plan_dataset_batch(options);
     const bool batch = plan.into_folder;
+    if (command != RunCommand::kEncode && !plan.items.empty())
+      io::check_writer_options(plan.items.front().output, pipeline.writer);
+    if (command == RunCommand::kDecode && !batch && plan.items.front().error.empty())
+      io::check_not_video(plan.items.front().input);  // a video given to decode by mistake
     // One input on several devices: the clip is split across them in bands (Note [Bands across devices] in
     // core/band_exchange.h), one model per device, the output on the first.
     std::vector<torch::Device> split;
@@ -225,29 +246,66 @@ void run_command(RunCommand command, const RunOptions& options) {
                 << " inputs; nothing to do" << std::endl;
       return;
     }
-    RecordLog log({options.json, options.manifest, command_name(command),
-                   plan.shard ? plan.shard->text() : "", command_line()});
-    using Status = InputRecord::Status;
-    // Finished outputs (Note [Shards]) are reported first, before a model is loaded for the rest.
-    std::vector<BatchItem> items;
+    // Finished outputs (Note [Shards]) are found first, before a model is loaded for the rest.
     const bool musubi = command == RunCommand::kEncode && options.format == "musubi";
-    for (const BatchItem& item : plan.items) {
+    std::vector<std::optional<fs::path>> finished(plan.items.size());
+    std::vector<fs::path> outputs;  // what the run would replace (Note [Existing outputs] in app/overwrite.h)
+    for (size_t i = 0; i < plan.items.size(); ++i) {
+      const BatchItem& item = plan.items[i];
+      if (!item.error.empty()) continue;
       std::error_code error;
       // A musubi cache file is named by what was read (Note [musubi-tuner's latent cache]): found by its
       // pattern.
-      std::optional<fs::path> finished;
-      if (options.skip_existing && fs::is_regular_file(item.output, error)) finished = item.output;
-      if (options.skip_existing && musubi && !finished)
-        finished = io::find_musubi_cache(item.output.parent_path(), item.output.filename().string());
-      if (finished) {
-        std::cerr << "vaecodec: skipped " << item.input.string() << ": " << finished->string() << " exists"
+      std::optional<fs::path> existing;
+      if (fs::is_regular_file(item.output, error)) existing = item.output;
+      if (musubi && !existing)
+        existing = io::find_musubi_cache(item.output.parent_path(), item.output.filename().string());
+      if (options.skip_existing && existing) {
+        finished[i] = existing;
+      } else {
+        outputs.push_back(existing.value_or(item.output));
+      }
+    }
+    if (!batch)
+      for (const std::string& extra : {options.metrics, options.side_by_side})
+        if (!extra.empty()) outputs.push_back(extra);
+    check_overwrite(outputs, options.overwrite);
+
+    RecordLog log({options.json, options.manifest, command_name(command),
+                   plan.shard ? plan.shard->text() : "", command_line(),
+                   summary_template(command_name(command))});
+    using Status = InputRecord::Status;
+    // One input file (a musubi cache writes it into a folder all the same): main() reports its error.
+    const bool one_input = options.inputs.size() == 1 && !fs::is_directory(options.inputs[0]);
+    // Inputs that do not exist fail alone (Note [Batches]); finished outputs are reported as skipped.
+    int failed = 0;
+    std::vector<BatchItem> items;
+    for (size_t i = 0; i < plan.items.size(); ++i) {
+      const BatchItem& item = plan.items[i];
+      if (!item.error.empty()) {
+        log.write({item.input, item.output, Status::kFailed, 0, 0, "", item.error});
+        if (!batch || one_input) throw Error(item.error);
+        std::cerr << "vaecodec: error: " << item.error << std::endl;
+        ++failed;
+      } else if (finished[i]) {
+        std::cerr << "vaecodec: skipped " << item.input.string() << ": " << finished[i]->string() << " exists"
                   << std::endl;
-        log.write({item.input, *finished, Status::kSkipped, 0, 0, "", ""});
+        log.write({item.input, *finished[i], Status::kSkipped, 0, 0, "", ""});
       } else {
         items.push_back(item);
       }
     }
-    if (items.empty()) return;
+    const size_t attempted = items.size() + static_cast<size_t>(failed);
+    auto failed_error = [&](int count) {
+      return Error(std::to_string(count) + " of " + std::to_string(attempted) + " inputs failed" +
+                   (count == static_cast<int>(attempted)
+                        ? std::string()
+                        : "; the others were written to " + written_to(options)));
+    };
+    if (items.empty()) {
+      if (failed > 0) throw failed_error(failed);
+      return;
+    }
     if (!devices.empty()) {
       const DeviceBatchResult result = run_on_devices(command, options, items, devices, log);
       if (result.interrupted) {
@@ -261,9 +319,7 @@ void run_command(RunCommand command, const RunOptions& options) {
                   << std::endl;
         std::exit(io::interrupted_exit_code());
       }
-      if (result.failed > 0)
-        throw Error(std::to_string(result.failed) + " of " + std::to_string(items.size()) +
-                    " inputs failed; the others were written to " + written_to(options));
+      if (result.failed + failed > 0) throw failed_error(result.failed + failed);
       return;
     }
 
@@ -300,10 +356,34 @@ void run_command(RunCommand command, const RunOptions& options) {
     auto seconds_since = [](Clock::time_point start) {
       return std::chrono::duration<double>(Clock::now() - start).count();
     };
+    // Note [A batch's progress line]
+    // A batch draws one progress line for all its inputs, as a batch over devices does: it names the input
+    // being read and k/N, counts the frames of the whole batch (their lengths from the headers, io/probe.h),
+    // and each input's outcome is a line of its own above it, naming the output. The runs' own lines (the
+    // progress, the plan) would otherwise interleave, since a clip's writer finishes while the next one runs.
+    const bool quiet = options.quiet || options.json;
+    std::optional<io::Progress> batch_line;
+    std::mutex credit_mutex;
+    std::vector<int64_t> credited(items.size(), 0);
+    int64_t credited_sum = 0;
+    if (batch && !one_input) {
+      int64_t total = 0;
+      for (const BatchItem& item : items) total += io::probe_length(item.input).frames;
+      io::ProgressOptions progress;
+      progress.quiet = quiet;
+      batch_line.emplace(command_name(command), total, progress);
+    }
+    auto say = [&](const std::string& line) {
+      if (batch_line) {
+        batch_line->message(line);
+      } else {
+        std::cerr << line << std::endl;
+      }
+    };
+    auto position = [&](const BatchItem& item) {
+      return "[" + std::to_string(&item - items.data() + 1) + "/" + std::to_string(items.size()) + "] ";
+    };
     // Each input's outcome, in input order: a clip's writer finishes while the next clip runs on the GPU.
-    int failed = 0;
-    // One input file (a musubi cache writes it into a folder all the same): main() reports its error.
-    const bool one_input = options.inputs.size() == 1 && !fs::is_directory(options.inputs[0]);
     auto report = [&](const BatchItem& item, const std::exception_ptr& error, Clock::time_point start) {
       const std::string message = error_line(error);
       log.write({item.input, item.output, Status::kFailed, seconds_since(start), 0, device, message});
@@ -314,10 +394,16 @@ void run_command(RunCommand command, const RunOptions& options) {
       }
       print_full_error(error);
       const bool named = message.find(item.input.string()) != std::string::npos;
-      std::cerr << "vaecodec: error: " << (named ? "" : item.input.string() + ": ") << message << std::endl;
+      say("vaecodec: error: " + (named ? "" : item.input.string() + ": ") + message);
       ++failed;
     };
     auto print = [&](const BatchItem& item, io::RunSummary summary) {
+      if (batch_line && !quiet) {
+        char seconds[32];
+        std::snprintf(seconds, sizeof(seconds), "%.1f", summary.seconds);
+        say("vaecodec: " + position(item) + item.input.string() + " -> " + item.output.string() + ": " +
+            std::to_string(summary.frames) + " frames in " + seconds + " s");
+      }
       log.write({item.input, item.output, Status::kOk, summary.seconds, summary.frames, device, ""},
                 options.json ? summary_json(summary, options, *model, load) : nlohmann::json(nullptr));
     };
@@ -338,7 +424,20 @@ void run_command(RunCommand command, const RunOptions& options) {
     for (const BatchItem& item : items) {
       current_output = item.output;
       const Clock::time_point start = Clock::now();
-      StartedRun started = start_batch_input(command, *model, run_pipeline, item, named_weights(options),
+      io::PipelineOptions item_pipeline = run_pipeline;
+      if (batch_line) {  // Note [A batch's progress line]
+        const size_t i = static_cast<size_t>(&item - items.data());
+        batch_line->set_label(command_name(command) + std::string(" ") + position(item) +
+                              item.input.filename().string());
+        item_pipeline.quiet = true;
+        item_pipeline.frames_done = [&, i](int64_t done) {
+          std::lock_guard<std::mutex> lock(credit_mutex);
+          credited_sum += done - credited[i];
+          credited[i] = done;
+          batch_line->update(credited_sum);
+        };
+      }
+      StartedRun started = start_batch_input(command, *model, item_pipeline, item, named_weights(options),
                                              /*check_outputs=*/batch);
       finish_previous();
       if (started.error) {
@@ -357,9 +456,8 @@ void run_command(RunCommand command, const RunOptions& options) {
     if (finishing) core::Device::of(model->device()).release_cached();
     finish_previous();
     for (const std::string& line : core::kernel_lines()) io::verbose_note("kernels", line);
-    if (failed > 0)
-      throw Error(std::to_string(failed) + " of " + std::to_string(items.size()) +
-                  " inputs failed; the others were written to " + written_to(options));
+    if (batch_line) batch_line->finish();
+    if (failed > 0) throw failed_error(failed);
   } catch (const io::Interrupted&) {
     std::cerr << "vaecodec: " << command_name(command) << " interrupted; " << current_output.string()
               << " was not written" << std::endl;

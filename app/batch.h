@@ -33,6 +33,7 @@ struct BatchItem {
   // A musubi-tuner dataset's cache file (Note [Dataset batches] in app/dataset_batch.h): what to read and
   // write; null for the other batches.
   std::shared_ptr<const io::MusubiJob> musubi = nullptr;
+  std::string error;  // why the input cannot run at all (it does not exist): reported as failed, not run
 };
 struct Batch {
   bool into_folder = false;      // a batch (Note [Batches]); false: one input, one output file
@@ -40,10 +41,11 @@ struct Batch {
   std::optional<Shard> shard;    // --shard (Note [Shards])
   size_t all_items = 0;          // the inputs of every shard together
 };
-// The runs `options` asks for (Note [Batches], Note [Shards]). Throws for what can be told before loading a
-// model: missing inputs, an output folder that is a file, two inputs writing one output, folders holding
-// nothing to run; UsageError for a --shard that cannot be, and for --skip-existing on a single output that
-// exists. `env` gives --shard auto its variables.
+// The runs `options` asks for (Note [Batches], Note [Shards]). An input that does not exist is an item with
+// its `error`: a batch reports it as failed and goes on. Throws for what can be told before loading a model:
+// an output folder that is a file, two inputs writing one output, folders holding nothing to run;
+// UsageError for a --shard that cannot be, for `-` as input or output, and for --skip-existing on a single
+// output that exists. `env` gives --shard auto its variables.
 Batch plan_batch(RunCommand command, const RunOptions& options, const Environment& env = process_environment);
 
 // One input's run on `model`, as a batch starts it (each device's worker too, app/device_batch.h): encode

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "app/memory_options.h"
+#include "app/overwrite.h"
 #include "core/engine.h"
 #include "core/planner.h"
 #include "core/vae_model.h"
@@ -26,16 +27,18 @@ struct BenchOptions {
   std::string size = "1280x720";
   int64_t frames = 81;
   std::string op = "decode";
-  std::string device = "cuda";
-  std::string devices;  // --devices: time every one at once (Note [Benchmark over devices])
-  bool split = false;   // with --devices: one clip split across them (Note [Bands across devices])
-  std::string dtype = "bf16";
+  std::string device = "auto";  // as the run commands: cuda when available, else the CPU
+  std::string devices;          // --devices: time every one at once (Note [Benchmark over devices])
+  bool split = false;           // with --devices: one clip split across them (Note [Bands across devices])
+  std::string dtype = "auto";   // as the run commands: bf16 on CUDA, fp32 on the CPU
   int64_t chunk = 1;
   int runs = 3;
   int warmup = 1;
   bool accuracy = false;
   bool autotune = true;
-  std::string conv = "auto";  // Note [Run choices] in core/run_choices.h
+  std::string autotune_choice;  // --autotune on|off; empty: autotune's default (on; --no-autotune: off)
+  OverwriteOptions overwrite;   // -y, -n for --trace
+  std::string conv = "auto";    // Note [Run choices] in core/run_choices.h
   bool json = false;
   bool verbose = false;
   std::string layout = "auto";   // auto, channels-last or contiguous (Note [Channels-last])
@@ -53,6 +56,8 @@ struct BenchClip {
   core::Plan plan;
 };
 
+// The dtype a run takes, as --dtype names it ("auto" resolved for `device`).
+std::string dtype_text(const BenchOptions& o, torch::Device device);
 // --layout's activation layout: unset for auto.
 std::optional<bool> channels_last_option(const std::string& layout);
 void synchronize(const torch::Device& device);

@@ -82,9 +82,9 @@ std::vector<torch::Device> bench_device_list(const BenchOptions& o, const std::s
     throw UsageError(what +
                      "; run --accuracy, --profile and --compare-untiled on one device (--device), and "
                      "--trace on one device or with --split");
-  if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
+  if (o.weights.empty() && !o.random) throw UsageError("bench needs --weights FILE or --random");
   if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
-    throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
+    throw UsageError("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
   parse_frame_size(o.size);
   const int64_t count = visible_cuda_devices();
   std::vector<torch::Device> devices = parse_devices(o.devices, count);
@@ -137,7 +137,7 @@ void bench_devices(const BenchOptions& o) {
   const nlohmann::json j = {{"op", o.op},
                             {"size", o.size},
                             {"frames", o.frames},
-                            {"dtype", o.dtype},
+                            {"dtype", dtype_text(o, devices.front())},
                             {"devices", per_device},
                             {"one_device",
                              {{"device", alone.device.str()},
@@ -151,7 +151,8 @@ void bench_devices(const BenchOptions& o) {
     return;
   }
   std::cout << std::fixed << std::setprecision(3) << o.op << " " << o.size << " x" << o.frames << " "
-            << o.dtype << " on " << devices.size() << " devices at once, one model each\n";
+            << dtype_text(o, devices.front()) << " on " << devices.size()
+            << " devices at once, one model each\n";
   for (const DeviceTiming& t : together)
     std::cout << "  " << t.device.str() << " (" << t.gpu << "): median " << std::setprecision(3) << t.median
               << " s, " << std::setprecision(1) << o.frames / t.median << " frames/s, peak "
@@ -247,7 +248,7 @@ void bench_split(const BenchOptions& o) {
       {"op", o.op},
       {"size", o.size},
       {"frames", o.frames},
-      {"dtype", o.dtype},
+      {"dtype", dtype_text(o, devices.front())},
       {"split",
        {{"devices", per_device},
         {"runs", seconds},
@@ -267,9 +268,9 @@ void bench_split(const BenchOptions& o) {
     return;
   }
   std::cout << std::fixed << std::setprecision(3) << o.op << " " << o.size << " x" << o.frames << " "
-            << o.dtype << " split across " << devices.size() << " devices in bands: median " << median
-            << " s against " << alone.median << " s on " << alone.device.str() << " alone, "
-            << std::setprecision(2) << alone.median / median << "x";
+            << dtype_text(o, devices.front()) << " split across " << devices.size()
+            << " devices in bands: median " << median << " s against " << alone.median << " s on "
+            << alone.device.str() << " alone, " << std::setprecision(2) << alone.median / median << "x";
   std::cout << "; model " << std::setprecision(1) << tflop << " TFLOP, " << std::setprecision(0)
             << tflop / median / static_cast<double>(devices.size()) << " TFLOP/s per device";
   if (split_error)

@@ -8,11 +8,15 @@
 
 namespace vaecodec::app {
 
+std::string dtype_text(const BenchOptions& o, torch::Device device) {
+  return o.dtype == "fp8" ? "fp8" : dtype_name(resolve_dtype(o.dtype, device));
+}
+
 std::optional<bool> channels_last_option(const std::string& layout) {
   if (layout == "auto") return std::nullopt;
   if (layout == "channels-last") return true;
   if (layout == "contiguous") return false;
-  throw Error("--layout: expected auto, channels-last or contiguous, got '" + layout + "'");
+  throw UsageError("--layout: expected auto, channels-last or contiguous, got '" + layout + "'");
 }
 
 void synchronize(const torch::Device& device) {
@@ -80,8 +84,8 @@ BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, to
   const auto [width, height] = parse_frame_size(o.size);
   const auto& info = model.info();
   const int64_t f = info.spatial_factor, tf = info.temporal_factor;
-  if (width % f || height % f) throw Error("--size must be a multiple of " + std::to_string(f));
-  if ((o.frames - 1) % tf) throw Error("--frames must be 1 + " + std::to_string(tf) + "k");
+  if (width % f || height % f) throw UsageError("--size must be a multiple of " + std::to_string(f));
+  if ((o.frames - 1) % tf) throw UsageError("--frames must be 1 + " + std::to_string(tf) + "k");
 
   // Smooth random content in [-1, 1] (never zeros: they would flatter the timings).
   BenchClip clip;

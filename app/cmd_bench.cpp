@@ -22,6 +22,7 @@
 #include "app/commands.h"
 #include "app/devices.h"
 #include "app/memory_options.h"
+#include "app/overwrite.h"
 #include "app/run_options.h"
 #include "core/band_set.h"
 #include "core/device/device.h"
@@ -47,8 +48,8 @@ void bench(const BenchOptions& o) {
   if (!o.devices.empty()) return bench_devices(o);
   parse_frame_size(o.size);  // a malformed --size fails before the model is built
   if (o.op != "encode" && o.op != "decode" && o.op != "roundtrip")
-    throw Error("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
-  if (o.weights.empty() && !o.random) throw Error("bench needs --weights FILE or --random");
+    throw UsageError("--op: expected encode, decode or roundtrip, got '" + o.op + "'");
+  if (o.weights.empty() && !o.random) throw UsageError("bench needs --weights FILE or --random");
   const auto device = resolve_device(o.device);
   const auto dtype = resolve_dtype(o.dtype, device);
   auto model = make_model(o, device, dtype);
@@ -109,7 +110,7 @@ void bench(const BenchOptions& o) {
                       {"size", o.size},
                       {"frames", o.frames},
                       {"device", device.str()},
-                      {"dtype", o.dtype},
+                      {"dtype", dtype_text(o, device)},
                       {"chunk_latent_frames", plan.chunk},
                       {"conv", o.conv},
                       {"preset", o.memory.chosen ? nlohmann::json(o.memory.chosen->name) : nlohmann::json()},
@@ -174,8 +175,8 @@ void bench(const BenchOptions& o) {
     return;
   }
   std::cout << std::fixed << std::setprecision(3) << info.family << " " << o.op << " " << o.size << " x"
-            << o.frames << " " << o.dtype << " on " << j.value("gpu", device.str()) << ", chunk "
-            << plan.chunk << " latent frames"
+            << o.frames << " " << dtype_text(o, device) << " on " << j.value("gpu", device.str())
+            << ", chunk " << plan.chunk << " latent frames"
             << (plan.tiles.tiled() ? ", " + std::to_string(plan.tiles.count()) + " tiles" : "") << "\n"
             << "  median " << median << " s over " << o.runs << " runs, " << std::setprecision(1)
             << o.frames / median << " frames/s\n"
@@ -237,7 +238,7 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, 4 * core::kMaxChunk + 1))
       ->capture_default_str();
   cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N (default: cuda when available)");
   cmd->add_option(
       "--devices", o->devices,
       "GPUs to time at once, one model each (all, 0,1 or cuda:0,cuda:2), against the first alone");
@@ -245,9 +246,9 @@ void add_bench_command(CLI::App& app) {
       "--split", o->split,
       "With --devices: one clip split across them in bands (exact), against the first device alone");
   cmd->add_option("--dtype", o->dtype,
-                  "fp32, bf16, fp16, or fp8 (bf16 with the norm-fed convolutions in e4m3: Wan on Hopper)")
-      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16", "fp8"}))
-      ->capture_default_str();
+                  "fp32, bf16, fp16, or fp8 (bf16 with the norm-fed convolutions in e4m3: Wan on Hopper); "
+                  "default: bf16 on CUDA, fp32 on the CPU")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16", "fp8"}));
   cmd->add_option("--chunk", o->chunk, "Latent frames per chunk")
       ->check(CLI::Range(int64_t{1}, core::kMaxChunk))
       ->capture_default_str();
@@ -258,7 +259,12 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   cmd->add_flag("--accuracy", o->accuracy, "Also run in fp32 and report the difference");
-  cmd->add_flag("!--no-autotune", o->autotune, "Do not let cuDNN time its algorithms");
+  CLI::Option* no_autotune = cmd->add_flag("!--no-autotune", o->autotune, "The same as --autotune off");
+  cmd->add_option("--autotune", o->autotune_choice,
+                  "on (default): let cuDNN time its convolution algorithms, off: take its heuristics' choice "
+                  "(on the CPU: nothing to tune)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->excludes(no_autotune);
   cmd->add_option(
          "--conv", o->conv,
          "Convolution kernels: auto (own Hopper kernels wherever a tile fits, but where cuDNN measured "
@@ -278,7 +284,13 @@ void add_bench_command(CLI::App& app) {
       "Write a Chrome trace (Kineto) of one extra, untimed run to this file (the first run, cold, "
       "with --warmup 0)");
   add_memory_options(*cmd, o->memory, o->device, o->dtype, o->chunk);
-  cmd->callback([o] { bench(*o); });
+  add_overwrite_options(*cmd, o->overwrite);
+  cmd->callback([o] {
+    if (!o->autotune_choice.empty()) o->autotune = o->autotune_choice == "on";
+    check_preset_device(o->memory, o->device);
+    check_overwrite({o->trace}, o->overwrite);  // Note [Existing outputs]
+    bench(*o);
+  });
 }
 
 }  // namespace vaecodec::app

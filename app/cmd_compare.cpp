@@ -8,9 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/overwrite.h"
 #include "core/error.h"
 #include "core/json_text.h"
 #include "io/compare.h"
+#include "io/ffmpeg_common.h"
 #include "io/output_file.h"
 #include "io/quality_plot.h"
 
@@ -21,7 +23,8 @@ struct CompareOptions {
   std::string reference, distorted;
   bool json = false;
   std::string csv;   // per-frame rows; empty: none
-  std::string plot;  // PNG of the per-frame curves; empty: none
+  std::string plot;  // the per-frame curves, .png or .svg; empty: none
+  OverwriteOptions overwrite;
 };
 
 std::string decibels(double psnr) {
@@ -38,19 +41,28 @@ std::string fixed(double value, int digits) {
 }
 
 void compare(const CompareOptions& o) {
+  io::set_ffmpeg_log_level(AV_LOG_QUIET);  // drawtext's "Using font ..." and the like; errors are ours
   const std::vector<std::filesystem::path> inputs = {o.reference, o.distorted};
   if (!o.csv.empty()) {
     if (std::filesystem::path(o.csv).extension() != ".csv")
       throw UsageError("--csv " + o.csv + ": the per-frame table is written as .csv; name a .csv file");
     io::check_output_path(o.csv, inputs);
   }
-  if (!o.plot.empty()) io::check_output_path(o.plot, inputs);
+  if (!o.plot.empty()) {
+    if (!io::is_quality_plot_path(o.plot))
+      throw UsageError("--plot " + o.plot + ": the plot is written as .png or .svg; name such a file");
+    io::check_output_path(o.plot, inputs);
+  }
+  check_overwrite({o.csv, o.plot}, o.overwrite);
   const io::VideoComparison result = io::compare_videos(o.reference, o.distorted);
   const io::QualityMeter& meter = result.meter;
   const io::QualitySummary s = meter.summary();
   if (!o.csv.empty()) meter.write(o.csv);
   std::optional<io::QualityPlotRanges> ranges;
-  if (!o.plot.empty()) ranges = io::write_quality_plot(o.plot, meter.frames());
+  if (!o.plot.empty())
+    ranges =
+        io::write_quality_plot(o.plot, meter.frames(), std::filesystem::path(o.reference).filename().string(),
+                               std::filesystem::path(o.distorted).filename().string());
 
   if (o.json) {
     nlohmann::json j = meter.summary_json();
@@ -95,7 +107,10 @@ void add_compare_command(CLI::App& app) {
       ->required();
   cmd->add_flag("--json", o->json, "Print one JSON object instead of text (an infinite PSNR is null)");
   cmd->add_option("--csv", o->csv, "Write one row per frame (frame,psnr,ssim) to this .csv file");
-  cmd->add_option("--plot", o->plot, "Draw the per-frame PSNR and SSIM curves into this .png file");
+  cmd->add_option(
+      "--plot", o->plot,
+      "Draw the per-frame PSNR and SSIM curves, titled and labelled, into this .png or .svg file");
+  add_overwrite_options(*cmd, o->overwrite);
   cmd->callback([o] { compare(*o); });
 }
 

@@ -19,6 +19,7 @@ extern "C" {
 
 #include "app/commands.h"
 #include "app/devices.h"
+#include "app/run_options.h"
 #include "core/checkpoint.h"
 #include "core/device/device.h"
 #include "core/engine_report.h"
@@ -148,7 +149,7 @@ nlohmann::json inspect(const std::string& path) {
   std::map<std::string, int64_t> dtypes;
   int64_t params = 0;
   for (const auto& [name, t] : checkpoint.tensors) {
-    dtypes[std::string(c10::toString(t.scalar_type()))] += 1;
+    dtypes[dtype_name(t.scalar_type())] += 1;
     params += t.numel();
   }
   nlohmann::json j;

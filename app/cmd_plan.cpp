@@ -44,9 +44,9 @@ nlohmann::json split_json(const PlanOptions& o, const std::vector<torch::Device>
     if (!std::filesystem::exists(input, error))
       throw Error("cannot open input " + input + ": No such file or directory");
     if (std::filesystem::is_directory(input, error)) {
-      for (const auto& file : folder_inputs(input, command)) items.push_back({file, {}});
+      for (const auto& file : folder_inputs(input, command)) items.push_back({file, {}, {}});
     } else {
-      items.push_back({input, {}});
+      items.push_back({input, {}, {}});
     }
   }
   std::vector<io::InputLength> lengths;
@@ -117,7 +117,7 @@ void plan(const PlanOptions& o) {
         {"parameters", params},
         {"size", o.size},
         {"padded_size", std::to_string(padded_w) + "x" + std::to_string(padded_h)},
-        {"dtype", c10::toString(dtype)},
+        {"dtype", dtype_name(dtype)},
         {"preset", o.memory.chosen ? nlohmann::json(o.memory.chosen->name) : nlohmann::json()},
         {"plan", p.to_json()}};
     if (!devices.empty()) {

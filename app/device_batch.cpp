@@ -46,7 +46,8 @@ class SharedBatch {
  public:
   SharedBatch(RunCommand command, const RunOptions& options, const std::vector<BatchItem>& items,
               std::vector<size_t> order, std::vector<io::InputLength> lengths, RecordLog& log)
-      : options_(options),
+      : command_(command_name(command)),
+        options_(options),
         items_(items),
         order_(std::move(order)),
         lengths_(std::move(lengths)),
@@ -64,6 +65,9 @@ class SharedBatch {
     if (stopped_ || next_ == order_.size()) return std::nullopt;
     const size_t i = order_[next_++];
     result_.taken.push_back({items_[i].input, device, worker});
+    // Note [A batch's progress line] in app/batch.cpp: the input taken last, and how far down the queue.
+    progress_.set_label(command_ + " [" + std::to_string(next_) + "/" + std::to_string(order_.size()) + "] " +
+                        items_[i].input.filename().string());
     return i;
   }
 
@@ -79,6 +83,12 @@ class SharedBatch {
     log_.write({items_[i].input, items_[i].output, Status::kOk, summary.seconds, summary.frames, device, ""},
                options_.json ? summary_json(summary, options_, *worker.model, worker.load)
                              : nlohmann::json(nullptr));
+    if (!options_.quiet && !options_.json) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%.1f", summary.seconds);
+      progress_.message("vaecodec: " + items_[i].input.string() + " -> " + items_[i].output.string() + ": " +
+                        std::to_string(summary.frames) + " frames in " + seconds + " s on " + device);
+    }
     finished(i, worker, summary.frames, /*ok=*/true);
   }
 
@@ -168,6 +178,7 @@ class SharedBatch {
     share.frames += frames;
   }
 
+  std::string command_;  // "roundtrip", "encode" or "decode"
   const RunOptions& options_;
   const std::vector<BatchItem>& items_;
   std::vector<size_t> order_;

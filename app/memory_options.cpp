@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <torch/cuda.h>
+
 #include "core/error.h"
 #include "core/json_text.h"
 
@@ -37,11 +39,18 @@ void add_memory_options(CLI::App& sub, MemoryOptions& memory, std::string& devic
   });
 }
 
+void check_preset_device(const MemoryOptions& memory, const std::string& device) {
+  if (!memory.device_from_preset || device == "cpu" || torch::cuda::is_available()) return;
+  throw UsageError("--preset " + memory.chosen->name + " is a tier for a CUDA GPU (it sets --device " +
+                   device + "), and no CUDA device is available here; add --device cpu to run on the CPU");
+}
+
 void resolve_memory_options(MemoryOptions& memory, std::string& device, std::string& dtype, bool device_given,
                             bool dtype_given, int64_t chunk, bool chunk_given) {
   if (!memory.preset.empty() && !memory.preset_file.empty())
-    throw Error("--preset and --preset-file both name a preset; give one");
+    throw UsageError("--preset and --preset-file both name a preset; give one");
   memory.chosen.reset();
+  memory.device_from_preset = false;
   if (!memory.preset.empty()) memory.chosen = core::find_preset(memory.preset);
   if (!memory.preset_file.empty()) memory.chosen = core::load_preset_file(memory.preset_file);
 
@@ -49,21 +58,27 @@ void resolve_memory_options(MemoryOptions& memory, std::string& device, std::str
   if (memory.chosen) {
     planner = memory.chosen->planner;
     if (!device_given) device = memory.chosen->device;
+    memory.device_from_preset = !device_given;
     if (!dtype_given) dtype = memory.chosen->dtype;
   }
   if (chunk_given) planner.chunk = chunk;
   if (!memory.vram.empty()) {
+    // A bare number would be bytes: "--vram 8" meant 8 GiB, not a budget nothing fits in.
+    if (memory.vram.find_first_not_of("0123456789. ") == std::string::npos)
+      throw UsageError("--vram " + memory.vram + " has no unit: write " + memory.vram + "G for GiB or " +
+                       memory.vram + "GB for 10^9 bytes (" + memory.vram + "B, if bytes are meant)");
     try {
       planner.budget_bytes = core::parse_size(memory.vram);
     } catch (const Error& e) {
-      throw Error(std::string("--vram: ") + e.what());
+      throw UsageError(std::string("--vram: ") + e.what());
     }
   }
   if (!memory.tile.empty()) planner.tile = core::parse_tile(memory.tile);
   if (memory.margin != -1) {
     if (!(memory.margin >= 0 && memory.margin < 1))
-      throw Error("--vram-margin: expected the share of the budget to keep free, from 0 to below 1, got " +
-                  std::to_string(memory.margin));
+      throw UsageError(
+          "--vram-margin: expected the share of the budget to keep free, from 0 to below 1, got " +
+          std::to_string(memory.margin));
     planner.margin = memory.margin;
   }
   planner.budget_forced = memory.force;

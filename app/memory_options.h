@@ -23,8 +23,13 @@ struct MemoryOptions {
   bool force = false;  // --vram-force: plan for the budget even where the device has less free
   // Resolved after parsing.
   std::optional<core::Preset> chosen;  // the preset, if one was named
+  bool device_from_preset = false;     // the device is the preset's (no --device given)
   core::PlannerOptions planner;
 };
+
+// A UsageError when the device is the preset's CUDA and there is none here: the refusal names the preset,
+// not a --device the user never typed.
+void check_preset_device(const MemoryOptions& memory, const std::string& device);
 
 // Adds --preset, --preset-file, --vram, --vram-margin and --tile to `sub`. `device`, `dtype` and `chunk` are
 // the command's own options (already added): a preset sets device and dtype unless --device/--dtype were

@@ -87,7 +87,8 @@ nlohmann::json RecordLog::to_json(const InputRecord& r) const {
 void RecordLog::write(const InputRecord& record, const nlohmann::json& summary) {
   const nlohmann::json fields = to_json(record);
   if (options_.json_lines) {
-    nlohmann::json line = summary.is_object() ? summary : nlohmann::json::object();
+    nlohmann::json line = options_.summary_keys;
+    if (summary.is_object()) line.update(summary);
     line.update(fields);
     std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   }

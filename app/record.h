@@ -33,6 +33,9 @@ class RecordLog {
     std::string command;            // "roundtrip", "encode" or "decode"
     std::string shard;              // "K/N"; empty: not sharded
     std::vector<std::string> argv;  // the command line, for scripts/slurm/vaecodec-failed's retry
+    // --json: every key a run's summary may have, null: a failed or skipped input's line has the keys of
+    // an ok one (app/run_options.h, summary_template).
+    nlohmann::json summary_keys = nlohmann::json::object();
   };
   // Opens (creates) the manifest for appending; throws Error naming it when that fails.
   explicit RecordLog(Options options);

@@ -26,7 +26,7 @@ AVRational parse_fps(const std::string& text) {
   AVRational q{0, 1};
   if (text.empty()) return q;
   if (av_parse_video_rate(&q, text.c_str()) < 0 || q.num <= 0 || q.den <= 0)
-    throw Error("--fps " + text + " is not a frame rate (write 24, 29.97 or 30000/1001)");
+    throw UsageError("--fps " + text + " is not a frame rate (write 24, 29.97 or 30000/1001)");
   return q;
 }
 
@@ -168,6 +168,7 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   sub.add_option("--manifest", options.manifest,
                  "append one JSON line per input (ok, failed or skipped) to this file; tasks may share it");
   add_memory_options(sub, options.memory, options.device, options.dtype, options.chunk);
+  add_overwrite_options(sub, options.overwrite);
 }
 
 std::optional<fs::path> named_weights_file(const RunOptions& options) {
@@ -178,7 +179,7 @@ std::optional<fs::path> named_weights_file(const RunOptions& options) {
 
 fs::path resolve_weights(const RunOptions& options) {
   if (auto named = named_weights_file(options)) return *named;
-  throw Error(
+  throw UsageError(
       "no VAE weights given: pass --weights FILE or set VAECODEC_WEIGHTS=FILE. For Wan2.1 use Wan2.1_VAE.pth "
       "from the Wan-AI/Wan2.1 model repositories on Hugging Face (e.g. Wan-AI/Wan2.1-T2V-1.3B) or ComfyUI's "
       "wan_2.1_vae.safetensors (Comfy-Org/Wan_2.1_ComfyUI_repackaged, split_files/vae)");
@@ -189,10 +190,10 @@ std::pair<int64_t, int64_t> parse_frame_size(const std::string& text) {
   char x = 0, extra = 0;
   if (std::sscanf(text.c_str(), "%lld%c%lld%c", &width, &x, &height, &extra) != 3 || x != 'x' || width <= 0 ||
       height <= 0)
-    throw Error("--size: expected WIDTHxHEIGHT, got '" + text + "'");
+    throw UsageError("--size: expected WIDTHxHEIGHT, got '" + text + "'");
   if (width > core::kMaxFrameSide || height > core::kMaxFrameSide)
-    throw Error("--size " + text + ": each side may be at most " + std::to_string(core::kMaxFrameSide) +
-                " pixels");
+    throw UsageError("--size " + text + ": each side may be at most " + std::to_string(core::kMaxFrameSide) +
+                     " pixels");
   return {width, height};
 }
 
@@ -202,14 +203,16 @@ torch::Device resolve_device(const std::string& device) {
   try {
     parsed = torch::Device(device);
   } catch (const c10::Error&) {
-    throw Error("--device " + device + " is not a device (use cpu, cuda or cuda:N)");
+    throw UsageError("--device " + device + " is not a device (use cpu, cuda or cuda:N)");
   }
   if (parsed.is_cpu()) return parsed;
-  if (!parsed.is_cuda()) throw Error("--device " + device + ": vaecodec runs on cpu or cuda");
-  if (!torch::cuda::is_available()) throw Error("--device " + device + ": no CUDA device is available here");
+  if (!parsed.is_cuda()) throw UsageError("--device " + device + ": vaecodec runs on cpu or cuda");
+  if (!torch::cuda::is_available())
+    throw UsageError("--device " + device +
+                     ": no CUDA device is available here (--device cpu runs on the CPU)");
   const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
   if (parsed.has_index() && parsed.index() >= count)
-    throw Error("--device " + device + ": there are only " + std::to_string(count) + " CUDA devices");
+    throw UsageError("--device " + device + ": there are only " + std::to_string(count) + " CUDA devices");
   return parsed.has_index() ? parsed : torch::Device(torch::kCUDA, 0);
 }
 
@@ -271,7 +274,7 @@ io::PipelineOptions pipeline_options(const RunOptions& options) {
   if (!options.pixel_format.empty()) {
     p.writer.pixel_format = av_get_pix_fmt(options.pixel_format.c_str());
     if (p.writer.pixel_format == AV_PIX_FMT_NONE)
-      throw Error("--pix-fmt " + options.pixel_format + " is not a pixel format FFmpeg knows");
+      throw UsageError("--pix-fmt " + options.pixel_format + " is not a pixel format FFmpeg knows");
   }
   p.strict = options.strict;
   p.memory = options.memory.planner;
@@ -290,6 +293,61 @@ io::PipelineOptions pipeline_options(const RunOptions& options) {
   return p;
 }
 
+namespace {
+
+// Every key of summary_json, in one list: a failed input's --json line carries them all, null.
+constexpr const char* kSummaryKeys[] = {"command",
+                                        "input",
+                                        "output",
+                                        "frames",
+                                        "width",
+                                        "height",
+                                        "seconds",
+                                        "fps",
+                                        "latent_shape",
+                                        "device",
+                                        "dtype",
+                                        "fp8_convolutions",
+                                        "model",
+                                        "codec",
+                                        "pixel_format",
+                                        "audio_streams",
+                                        "peak_device_bytes",
+                                        "peak_host_rss_bytes",
+                                        "plan",
+                                        "replans",
+                                        "stage_seconds",
+                                        "load_seconds",
+                                        "damaged",
+                                        "damage",
+                                        "quality"};
+
+}  // namespace
+
+std::string dtype_name(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat:
+      return "fp32";
+    case torch::kBFloat16:
+      return "bf16";
+    case torch::kHalf:
+      return "fp16";
+    case torch::kDouble:
+      return "fp64";
+    case torch::kFloat8_e4m3fn:
+      return "fp8";
+    default:
+      return c10::toString(dtype);
+  }
+}
+
+nlohmann::json summary_template(const std::string& command) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const char* key : kSummaryKeys) j[key] = nullptr;
+  j["command"] = command;
+  return j;
+}
+
 nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, const core::VaeModel& model,
                             const LoadSeconds& load) {
   const torch::Device device = model.device();
@@ -304,9 +362,11 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
   j["fps"] = s.seconds > 0 ? static_cast<double>(s.frames) / s.seconds : 0.0;
   j["latent_shape"] = s.latent_shape;
   j["device"] = device.str();
-  j["dtype"] = c10::toString(model.dtype());
-  if (options.dtype == "fp8") j["fp8_convolutions"] = true;  // Note [FP8 convolutions]
+  j["dtype"] = dtype_name(model.dtype());
+  j["fp8_convolutions"] = options.dtype == "fp8";  // Note [FP8 convolutions]
   j["model"] = model.info().family;
+  for (const char* key : {"codec", "pixel_format", "audio_streams", "plan", "damage", "quality"})
+    j[key] = nullptr;  // the same keys for every input (summary_template)
   if (!s.codec.empty()) {
     j["codec"] = s.codec;
     j["pixel_format"] = s.pixel_format;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/memory_options.h"
+#include "app/overwrite.h"
 #include "core/models/registry.h"
 #include "core/vae_model.h"
 #include "io/pipeline.h"
@@ -69,6 +70,7 @@ struct RunOptions {
   bool skip_existing = false;  // --skip-existing
   std::string manifest;        // --manifest FILE.jsonl
   MemoryOptions memory;        // --preset, --preset-file, --vram, --tile (app/memory_options.h)
+  OverwriteOptions overwrite;  // -y, -n (Note [Existing outputs] in app/overwrite.h)
 };
 
 // Adds the options of `command` to its subcommand.
@@ -109,7 +111,11 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
 // The pipeline's options from the command line's.
 io::PipelineOptions pipeline_options(const RunOptions& options);
 
-// The --json summary: the run, its speed and peak memory (device and host).
+// A dtype as the CLI's --dtype takes it: fp32, bf16, fp16 (LibTorch's own name for any other).
+std::string dtype_name(torch::ScalarType dtype);
+// Every key summary_json writes, null but `command`: the --json line of an input that failed or was skipped.
+nlohmann::json summary_template(const std::string& command);
+// The --json summary: the run, its speed and peak memory (device and host); the same keys for every run.
 nlohmann::json summary_json(const io::RunSummary& summary, const RunOptions& options,
                             const core::VaeModel& model, const LoadSeconds& load);
 

@@ -149,8 +149,8 @@ std::string preset_names() {
 const Preset& find_preset(const std::string& name) {
   for (const auto& p : builtin_presets())
     if (p.name == name) return p;
-  throw Error("unknown preset '" + name + "'; the presets are " + preset_names() +
-              " (or give a file with --preset-file)");
+  throw UsageError("unknown preset '" + name + "'; the presets are " + preset_names() +
+                   " (or give a file with --preset-file)");
 }
 
 std::optional<std::string> suggest_preset(int64_t total_bytes, const std::string& device_name) {

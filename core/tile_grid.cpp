@@ -38,7 +38,8 @@ TileSize parse_tile(const std::string& text) {
     t.width = t.height = w;
     return t;
   }
-  throw Error("--tile " + text + " is not a tile size: write 64 or WIDTHxHEIGHT, e.g. 80x48 (latent pixels)");
+  throw UsageError("--tile " + text +
+                   " is not a tile size: write 64 or WIDTHxHEIGHT, e.g. 80x48 (latent pixels)");
 }
 
 int64_t TileGrid::row_origin(int64_t r) const {

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include "core/checkpoint.h"
 #include "core/error.h"
@@ -401,8 +403,29 @@ void write_latents(core::AtomicFile& file, const torch::Tensor& latents, const L
   core::write_safetensors(file, tensors, {{kMetaKey, core::json_text(to_json(record))}});
 }
 
+void check_not_video(const std::filesystem::path& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return;  // a FIFO would block: the reader refuses it
+  std::ifstream in(path, std::ios::binary);
+  unsigned char head[12] = {};
+  in.read(reinterpret_cast<char*>(head), sizeof(head));
+  if (in.gcount() < static_cast<std::streamsize>(sizeof(head))) return;
+  auto at = [&](size_t offset, std::string_view magic) {
+    return std::memcmp(head + offset, magic.data(), magic.size()) == 0;
+  };
+  // The signatures of the containers people keep videos in: MP4/MOV, Matroska/WebM, AVI, FLV, Ogg, MPEG-TS.
+  const bool video = at(4, "ftyp") || at(0, "\x1a\x45\xdf\xa3") || (at(0, "RIFF") && at(8, "AVI ")) ||
+                     at(0, "FLV") || at(0, "OggS") || (head[0] == 0x47 && !is_latent_input_path(path));
+  if (video)
+    throw UsageError(
+        path.string() +
+        " is a video, not latents (decode reads .safetensors, .latent and .pt files); did you mean "
+        "roundtrip or encode?");
+}
+
 LatentFile read_latents(const std::filesystem::path& path, const LatentNormalization& normalization,
                         std::optional<double> stored_scale) {
+  check_not_video(path);
   if (is_torch_path(path)) return read_torch_latents(path, stored_scale);
   const std::string where = path.string();
   core::SafetensorsFile file(path);

@@ -149,6 +149,9 @@ void write_latents(core::AtomicFile& file, const torch::Tensor& latents, const L
 bool is_latent_path(const std::filesystem::path& path);
 // The same, for files decode reads: also torch.save's .pt and .pth.
 bool is_latent_input_path(const std::filesystem::path& path);
+// A UsageError when `path` starts as a video container does (MP4/MOV, Matroska, AVI, FLV, Ogg, MPEG-TS): a
+// video given to decode by mistake is named as such instead of failing as a malformed latent file.
+void check_not_video(const std::filesystem::path& path);
 
 // Reads latents written by write_latents, by ComfyUI's Save Latent, or a bare safetensors file holding one
 // 5-D tensor. A .latent's raw latents are normalized with `normalization` (empty: taken as they are). Throws

@@ -82,7 +82,7 @@ const TensorToFrame* device_converter(const core::VaeModel& model, const VideoWr
 
 void check_latent_extension(const fs::path& path) {
   if (!is_latent_path(path))
-    throw Error("latent file " + path.string() + " must end in .safetensors or .latent");
+    throw UsageError("latent file " + path.string() + " must end in .safetensors or .latent");
 }
 
 RunPlanOptions run_plan_options(const PipelineOptions& o) {

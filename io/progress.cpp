@@ -117,6 +117,11 @@ void Progress::message(const std::string& line) {
   out_->flush();
 }
 
+void Progress::set_label(std::string label) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  label_ = std::move(label);
+}
+
 void Progress::finish() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (finished_) return;

@@ -46,6 +46,8 @@ class Progress {
   // Prints `line` on a line of its own, whatever `quiet` says: in terminal mode the progress line is wiped
   // first and drawn again at the next update, so that messages of other threads do not run into it.
   void message(const std::string& line);
+  // Names what is counted from the next line on (a batch's line names its current input and k/N).
+  void set_label(std::string label);
 
  private:
   double now() const;

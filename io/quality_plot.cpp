@@ -2,74 +2,35 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstring>
+#include <cstdio>
 #include <limits>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "io/ffmpeg_common.h"
+#include "io/figure.h"
 
 namespace vaecodec::io {
 namespace {
 
-struct Colour {
-  uint8_t r, g, b;
-};
-constexpr Colour kBackground{255, 255, 255};
-constexpr Colour kFrame{120, 120, 120};
-constexpr Colour kMean{205, 205, 205};
-constexpr Colour kWorst{220, 40, 40};
-constexpr Colour kPsnr{31, 90, 180};
-constexpr Colour kSsim{230, 120, 20};
+using Anchor = Figure::Anchor;
 
-// An RGB24 image, row by row.
-class Canvas {
- public:
-  Canvas(int width, int height) : width_(width), height_(height), pixels_(size_t(width) * height * 3) {
-    for (int y = 0; y < height; ++y)
-      for (int x = 0; x < width; ++x) set(x, y, kBackground);
-  }
-  int width() const { return width_; }
-  int height() const { return height_; }
-  const uint8_t* row(int y) const { return pixels_.data() + size_t(y) * width_ * 3; }
-
-  void set(int x, int y, Colour c) {
-    if (x < 0 || y < 0 || x >= width_ || y >= height_) return;
-    uint8_t* p = pixels_.data() + (size_t(y) * width_ + x) * 3;
-    p[0] = c.r;
-    p[1] = c.g;
-    p[2] = c.b;
-  }
-  // A line `thickness` pixels wide (a square pen), from Bresenham's steps.
-  void line(int x0, int y0, int x1, int y1, Colour c, int thickness = 1) {
-    const int dx = std::abs(x1 - x0), dy = -std::abs(y1 - y0);
-    const int sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
-    int error = dx + dy;
-    for (;;) {
-      for (int i = 0; i < thickness; ++i)
-        for (int j = 0; j < thickness; ++j) set(x0 + i - thickness / 2, y0 + j - thickness / 2, c);
-      if (x0 == x1 && y0 == y1) break;
-      const int e2 = 2 * error;
-      if (e2 >= dy) {
-        error += dy;
-        x0 += sx;
-      }
-      if (e2 <= dx) {
-        error += dx;
-        y0 += sy;
-      }
-    }
-  }
-
- private:
-  int width_, height_;
-  std::vector<uint8_t> pixels_;
-};
+constexpr Rgb kText{30, 30, 30};
+constexpr Rgb kFrame{120, 120, 120};
+constexpr Rgb kGrid{232, 232, 232};
+constexpr Rgb kMean{150, 150, 150};
+constexpr Rgb kWorst{210, 30, 30};
+constexpr Rgb kPsnr{31, 90, 180};
+constexpr Rgb kSsim{215, 105, 10};
 
 struct Panel {
-  int left, top, right, bottom;  // inclusive pixel bounds of the plotting area
+  double left, top, right, bottom;  // the plotting area
 };
+
+std::string fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.*f", digits, value);
+  return text;
+}
 
 // The range a panel spans: the finite values' minimum and maximum, widened by 5% (and to `least_span` when
 // they are all but equal) so that the curve does not run along the border.
@@ -86,111 +47,127 @@ std::pair<double, double> value_range(const std::vector<double>& values, double 
   return {middle - span / 2, middle + span / 2};
 }
 
-void draw_panel(Canvas& canvas, const Panel& panel, const std::vector<double>& values, double low,
-                double high, int64_t worst, Colour colour) {
-  const auto n = static_cast<int64_t>(values.size());
-  auto x_of = [&](int64_t i) {
-    if (n == 1) return (panel.left + panel.right) / 2;
-    return panel.left + static_cast<int>(std::lround(double(i) * (panel.right - panel.left) / double(n - 1)));
-  };
-  auto y_of = [&](double v) {
-    if (!std::isfinite(v)) return panel.top;  // an infinite PSNR: a perfect frame, at the top
-    const double t = (v - low) / (high - low);
-    return panel.bottom - static_cast<int>(std::lround(std::clamp(t, 0.0, 1.0) * (panel.bottom - panel.top)));
-  };
-
-  double sum = 0;
-  int64_t finite = 0;
-  for (double v : values)
-    if (std::isfinite(v)) {
-      sum += v;
-      ++finite;
-    }
-  if (finite > 0) {
-    const int mean_y = y_of(sum / double(finite));
-    canvas.line(panel.left, mean_y, panel.right, mean_y, kMean);
+// Frame numbers to label: 0, the last, and round steps between (at most about 10 labels).
+std::vector<int64_t> frame_ticks(int64_t frames) {
+  std::vector<int64_t> ticks;
+  if (frames <= 1) return {0};
+  int64_t step = 1;
+  for (const int64_t base : {1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000}) {
+    step = base;
+    if ((frames - 1) / base <= 9) break;
   }
-  if (worst >= 0) canvas.line(x_of(worst), panel.top, x_of(worst), panel.bottom, kWorst);
-  canvas.line(panel.left - 1, panel.top - 1, panel.right + 1, panel.top - 1, kFrame);
-  canvas.line(panel.left - 1, panel.bottom + 1, panel.right + 1, panel.bottom + 1, kFrame);
-  canvas.line(panel.left - 1, panel.top - 1, panel.left - 1, panel.bottom + 1, kFrame);
-  canvas.line(panel.right + 1, panel.top - 1, panel.right + 1, panel.bottom + 1, kFrame);
-  if (n == 1) {
-    canvas.line(panel.left, y_of(values[0]), panel.right, y_of(values[0]), colour, 2);
-    return;
-  }
-  for (int64_t i = 1; i < n; ++i)
-    canvas.line(x_of(i - 1), y_of(values[i - 1]), x_of(i), y_of(values[i]), colour, 2);
+  while ((frames - 1) / step > 9) step *= 10;
+  for (int64_t f = 0; f < frames - 1; f += step)
+    if (frames - 1 - f >= step / 2 || f == 0) ticks.push_back(f);
+  ticks.push_back(frames - 1);
+  return ticks;
 }
 
-// The canvas as PNG bytes, through libavcodec's PNG encoder.
-std::string encode_png(const Canvas& canvas, const std::filesystem::path& path) {
-  const AVCodec* codec = avcodec_find_encoder(AV_CODEC_ID_PNG);
-  if (!codec) throw Error(path.string() + ": this FFmpeg has no PNG encoder");
-  CodecContextPtr context(avcodec_alloc_context3(codec));
-  if (!context) throw Error("cannot allocate the PNG encoder");
-  context->width = canvas.width();
-  context->height = canvas.height();
-  context->pix_fmt = AV_PIX_FMT_RGB24;
-  context->time_base = AVRational{1, 1};
-  check_av(avcodec_open2(context.get(), codec, nullptr), "cannot open the PNG encoder for", path);
+struct Series {
+  const char* name;  // "PSNR (dB)" or "SSIM"
+  const char* unit;  // " dB" or ""
+  int digits;
+  Rgb colour;
+  std::vector<double> values;
+  double low, high;
+};
 
-  FramePtr frame = make_frame();
-  frame->format = AV_PIX_FMT_RGB24;
-  frame->width = canvas.width();
-  frame->height = canvas.height();
-  frame->pts = 0;
-  check_av(av_frame_get_buffer(frame.get(), 0), "cannot allocate the image of", path);
-  for (int y = 0; y < canvas.height(); ++y)
-    std::memcpy(frame->data[0] + size_t(y) * frame->linesize[0], canvas.row(y), size_t(canvas.width()) * 3);
-
-  std::string bytes;
-  PacketPtr packet = make_packet();
-  auto drain = [&] {
-    for (;;) {
-      const int code = avcodec_receive_packet(context.get(), packet.get());
-      if (code == AVERROR(EAGAIN) || code == AVERROR_EOF) return;
-      check_av(code, "the PNG encoder failed on", path);
-      bytes.append(reinterpret_cast<const char*>(packet->data), size_t(packet->size));
-      av_packet_unref(packet.get());
-    }
+void draw_panel(Figure& figure, const Panel& p, const Series& s) {
+  const auto n = static_cast<int64_t>(s.values.size());
+  auto x_of = [&](int64_t i) {
+    return n == 1 ? (p.left + p.right) / 2 : p.left + double(i) * (p.right - p.left) / double(n - 1);
   };
-  check_av(avcodec_send_frame(context.get(), frame.get()), "the PNG encoder refused the image of", path);
-  drain();
-  check_av(avcodec_send_frame(context.get(), nullptr), "cannot flush the PNG encoder of", path);
-  drain();
-  if (bytes.empty()) throw Error(path.string() + ": the PNG encoder gave no image");
-  return bytes;
+  auto y_of = [&](double v) {
+    if (!std::isfinite(v)) return p.top;  // an infinite PSNR: a perfect frame, at the top
+    return p.bottom - std::clamp((v - s.low) / (s.high - s.low), 0.0, 1.0) * (p.bottom - p.top);
+  };
+  // Value ticks and grid lines: five, bottom to top.
+  for (int k = 0; k <= 4; ++k) {
+    const double v = s.low + (s.high - s.low) * k / 4.0;
+    const double y = y_of(v);
+    if (k > 0 && k < 4) figure.lines.push_back({p.left, y, p.right, y, kGrid, 1});
+    figure.lines.push_back({p.left - 6, y, p.left, y, kFrame, 1});
+    figure.texts.push_back({p.left - 10, y - 9, fixed(v, s.digits), 17, kText, Anchor::kEnd});
+  }
+  for (const int64_t f : frame_ticks(n)) {
+    const double x = x_of(f);
+    figure.lines.push_back({x, p.bottom, x, p.bottom + 6, kFrame, 1});
+    figure.texts.push_back({x, p.bottom + 10, std::to_string(f), 17, kText, Anchor::kMiddle});
+  }
+  // The frame around the area.
+  figure.lines.push_back({p.left, p.top, p.right, p.top, kFrame, 1});
+  figure.lines.push_back({p.left, p.bottom, p.right, p.bottom, kFrame, 1});
+  figure.lines.push_back({p.left, p.top, p.left, p.bottom, kFrame, 1});
+  figure.lines.push_back({p.right, p.top, p.right, p.bottom, kFrame, 1});
+
+  double sum = 0;
+  int64_t finite = 0, worst = -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isfinite(s.values[size_t(i)])) {
+      sum += s.values[size_t(i)];
+      ++finite;
+      if (worst < 0 || s.values[size_t(i)] < s.values[size_t(worst)]) worst = i;
+    }
+  std::string header = s.name;
+  if (finite == 0) {
+    header += "   every frame equals the reference (infinite PSNR)";
+  } else {
+    const double mean = sum / double(finite);
+    const double y = y_of(mean);
+    figure.lines.push_back({p.left, y, p.right, y, kMean, 2});
+    figure.texts.push_back({p.right - 6, y - 24, "mean", 17, kMean, Anchor::kEnd});
+    figure.lines.push_back({x_of(worst), p.top, x_of(worst), p.bottom, kWorst, 1});
+    header += "   mean " + fixed(mean, s.digits) + s.unit +
+              (finite < n ? " (of the " + std::to_string(finite) + " frames not identical)" : std::string()) +
+              "   worst frame " + std::to_string(worst) + ": " + fixed(s.values[size_t(worst)], s.digits) +
+              s.unit;
+  }
+  figure.texts.push_back({p.left, p.top - 34, header, 22, s.colour, Anchor::kStart});
+  for (int64_t i = 0; i < n; ++i) {
+    const double x0 = x_of(std::max<int64_t>(i - 1, 0)), x1 = x_of(i);
+    if (n == 1) {
+      figure.lines.push_back({p.left, y_of(s.values[0]), p.right, y_of(s.values[0]), s.colour, 3});
+    } else if (i > 0) {
+      figure.lines.push_back({x0, y_of(s.values[size_t(i - 1)]), x1, y_of(s.values[size_t(i)]), s.colour, 3});
+    }
+  }
 }
 
 }  // namespace
 
-QualityPlotRanges write_quality_plot(const std::filesystem::path& path,
-                                     const std::vector<FrameQuality>& frames) {
-  if (frames.empty()) throw Error(path.string() + ": no frames to plot");
-  std::vector<double> psnr, ssim;
-  int64_t worst_psnr = 0, worst_ssim = 0;
-  for (size_t i = 0; i < frames.size(); ++i) {
-    psnr.push_back(frames[i].psnr);
-    ssim.push_back(frames[i].ssim);
-    if (frames[i].psnr < psnr[size_t(worst_psnr)]) worst_psnr = int64_t(i);
-    if (frames[i].ssim < ssim[size_t(worst_ssim)]) worst_ssim = int64_t(i);
-  }
-  QualityPlotRanges ranges;
-  std::tie(ranges.psnr_low, ranges.psnr_high) = value_range(psnr, /*least_span=*/1.0);
-  std::tie(ranges.ssim_low, ranges.ssim_high) = value_range(ssim, /*least_span=*/0.01);
+bool is_quality_plot_path(const std::filesystem::path& path) {
+  return path.extension() == ".png" || path.extension() == ".svg";
+}
 
-  Canvas canvas(kQualityPlotWidth, kQualityPlotHeight);
-  constexpr int kMargin = 24, kGap = 36;
-  const int panel_height = (kQualityPlotHeight - 2 * kMargin - kGap) / 2;
-  const Panel top{kMargin, kMargin, kQualityPlotWidth - kMargin, kMargin + panel_height};
-  const Panel bottom{kMargin, top.bottom + kGap, kQualityPlotWidth - kMargin,
-                     top.bottom + kGap + panel_height};
-  const bool all_perfect = std::none_of(psnr.begin(), psnr.end(), [](double v) { return std::isfinite(v); });
-  draw_panel(canvas, top, psnr, ranges.psnr_low, ranges.psnr_high, all_perfect ? -1 : worst_psnr, kPsnr);
-  draw_panel(canvas, bottom, ssim, ranges.ssim_low, ranges.ssim_high, worst_ssim, kSsim);
-  core::write_file_atomically(path, encode_png(canvas, path));
-  return ranges;
+QualityPlotRanges write_quality_plot(const std::filesystem::path& path,
+                                     const std::vector<FrameQuality>& frames, const std::string& reference,
+                                     const std::string& distorted) {
+  if (frames.empty()) throw Error(path.string() + ": no frames to plot");
+  Series psnr{"PSNR (dB)", " dB", 2, kPsnr, {}, 0, 0};
+  Series ssim{"SSIM", "", 4, kSsim, {}, 0, 0};
+  for (const FrameQuality& f : frames) {
+    psnr.values.push_back(f.psnr);
+    ssim.values.push_back(f.ssim);
+  }
+  std::tie(psnr.low, psnr.high) = value_range(psnr.values, /*least_span=*/1.0);
+  std::tie(ssim.low, ssim.high) = value_range(ssim.values, /*least_span=*/0.01);
+
+  Figure figure;
+  figure.width = kQualityPlotWidth;
+  figure.height = kQualityPlotHeight;
+  figure.texts.push_back(
+      {kQualityPlotWidth / 2.0, 14,
+       distorted + " against " + reference + ", " + std::to_string(frames.size()) + " frames", 26, kText,
+       Anchor::kMiddle});
+  const Panel top{110, 120, kQualityPlotWidth - 50.0, 340};
+  const Panel bottom{110, 440, kQualityPlotWidth - 50.0, 660};
+  draw_panel(figure, top, psnr);
+  draw_panel(figure, bottom, ssim);
+  figure.texts.push_back({(top.left + top.right) / 2, 694, "frame", 18, kText, Anchor::kMiddle});
+
+  const std::string bytes = path.extension() == ".svg" ? figure_svg(figure) : figure_png(figure, path);
+  core::write_file_atomically(path, bytes);
+  return {psnr.low, psnr.high, ssim.low, ssim.high};
 }
 
 }  // namespace vaecodec::io

@@ -39,8 +39,8 @@ AVPixelFormat choose_pixel_format(const AVCodec* codec, AVPixelFormat wanted, co
   for (const AVPixelFormat* p = list; *p != AV_PIX_FMT_NONE; ++p)
     if (sws_isSupportedOutput(*p)) usable.push_back(*p);
   if (usable.empty())
-    throw Error("the " + std::string(codec->name) + " encoder takes no pixel format vaecodec can make (" +
-                name + ")");
+    throw UsageError("the " + std::string(codec->name) +
+                     " encoder takes no pixel format vaecodec can make (" + name + ")");
   for (AVPixelFormat candidate : {wanted, without_jpeg_range(wanted)})
     for (AVPixelFormat p : usable)
       if (p == candidate) return p;
@@ -152,7 +152,7 @@ void check_preset(const AVCodec* codec, const std::string& preset) {
   if (std::find(names.begin(), names.end(), preset) != names.end()) return;
   std::string list;
   for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-  throw Error("unknown --encoder-preset '" + preset + "' for " + name + " (one of " + list + ")");
+  throw UsageError("unknown --encoder-preset '" + preset + "' for " + name + " (one of " + list + ")");
 }
 
 // Note [GPU encoders]
@@ -214,9 +214,15 @@ const AVCodec* working_gpu_encoder(const AVOutputFormat* container, AVPixelForma
 const AVOutputFormat* output_container(const std::filesystem::path& name) {
   const AVOutputFormat* container = av_guess_format(nullptr, name.c_str(), nullptr);
   if (!container || container->video_codec == AV_CODEC_ID_NONE)
-    throw Error("cannot tell a video container from the name " + name.string() +
-                " (use an extension such as .mp4, .mkv or .mov)");
+    throw UsageError("cannot tell a video container from the name " + name.string() +
+                     " (use an extension such as .mp4, .mkv or .mov)");
   return container;
+}
+
+void check_writer_options(const std::filesystem::path& name, const WriterOptions& options) {
+  VideoFormat format;
+  format.pixel_format = AV_PIX_FMT_YUV420P;
+  VideoWriter check(name, name, format, options);
 }
 
 VideoWriter::VideoWriter(const std::filesystem::path& path, const std::filesystem::path& name,
@@ -248,13 +254,13 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const std::filesyste
     }
   }
   if (!codec_ || codec_->type != AVMEDIA_TYPE_VIDEO)
-    throw Error("unknown or unavailable video encoder '" + options_.codec + "' for " + name.string() +
-                " (this FFmpeg has none by that name; try libx264 or ffv1)");
+    throw UsageError("unknown or unavailable video encoder '" + options_.codec + "' for " + name.string() +
+                     " (this FFmpeg has none by that name; try libx264 or ffv1)");
   codec_name_ = codec_->name;
   if (automatic) verbose_note("encoder", "--codec auto: " + codec_name_);
   if (avformat_query_codec(container_, codec_->id, FF_COMPLIANCE_NORMAL) == 0)
-    throw Error("the " + std::string(container_->name) + " container of " + name.string() + " cannot hold " +
-                codec_name_ + " video (try .mkv)");
+    throw UsageError("the " + std::string(container_->name) + " container of " + name.string() +
+                     " cannot hold " + codec_name_ + " video (try .mkv)");
   check_preset(codec_, options_.preset);
   AVDictionary* checked = encoder_settings(codec_, options_.encoder_options);  // fails before any work
   av_dict_free(&checked);
@@ -262,9 +268,10 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const std::filesyste
   if (!automatic && is_hardware(codec_)) {
     const std::string why = hardware_refusal(codec_, pixel_format_);
     if (!why.empty())
-      throw Error("the " + codec_name_ + " encoder cannot encode on this machine: " + why +
-                  " (it needs a GPU with a video encoder and its driver; the A100, H100 and H200 have none): "
-                  "use --codec libx264, or --codec auto to take a GPU encoder only where one works");
+      throw UsageError(
+          "the " + codec_name_ + " encoder cannot encode on this machine: " + why +
+          " (it needs a GPU with a video encoder and its driver; the A100, H100 and H200 have none): "
+          "use --codec libx264, or --codec auto to take a GPU encoder only where one works");
   }
   if (format_.width > 0 && format_.height > 0) make_converter(format_.width, format_.height);
 }

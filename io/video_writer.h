@@ -103,6 +103,10 @@ class VideoWriter {
 
 // The output format the writer would use for the container `name`, or throws naming the extension.
 const AVOutputFormat* output_container(const std::filesystem::path& name);
+// What a VideoWriter for `name` checks when constructed (container, encoder, preset, encoder options, pixel
+// format, a GPU encoder's availability), before any input is read or any model loaded: the same
+// UsageErrors. The input's pixel format is not known yet: a 4:2:0 one stands for it.
+void check_writer_options(const std::filesystem::path& name, const WriterOptions& options);
 
 // The GPU encoders this FFmpeg has that `--codec auto` may take (Note [GPU encoders] in io/video_writer.cpp),
 // each with "" where it opens on this machine, else FFmpeg's reason. Opens each once per process.

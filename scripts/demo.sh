@@ -18,7 +18,7 @@ ffmpeg -v error -y -f lavfi -i testsrc2=size=320x240:rate=24:duration=2 \
   -f lavfi -i sine=frequency=440:sample_rate=48000:duration=2 \
   -c:v libx264 -pix_fmt yuv420p -colorspace bt709 -color_primaries bt709 -color_trc bt709 -c:a aac \
   "$OUT/input.mp4"
-"$BUILD_DIR/vaecodec" roundtrip "$OUT/input.mp4" -o "$OUT/roundtrip.mp4" --weights "$weights" \
+"$BUILD_DIR/vaecodec" roundtrip "$OUT/input.mp4" -o "$OUT/roundtrip.mp4" -y --weights "$weights" \
   --metrics "$OUT/metrics.json" --quiet --json >"$OUT/summary.json"
 
 # What the output kept, as ffprobe sees both files.

@@ -31,7 +31,7 @@ PHASES=${PHASES:-tests speed variants models memory roundtrip}
 mkdir -p "$OUT"
 step() { echo "== $* ($(date +%T))"; }
 bench() {  # bench ARGS...: one JSON line to bench.jsonl, a short line to the log
-  timeout "${BENCH_TIMEOUT:-150}" "$BUILD/vaecodec" bench --frames 81 --dtype "${DTYPE:-bf16}" --runs "$RUNS" --json "$@" \
+  timeout "${BENCH_TIMEOUT:-150}" "$BUILD/vaecodec" bench -y --frames 81 --dtype "${DTYPE:-bf16}" --runs "$RUNS" --json "$@" \
     ${BENCH_EXTRA:-} >"$OUT/last.json" \
     2>>"$OUT/bench.err"
   local rc=$?
@@ -140,7 +140,7 @@ clip() {  # clip FRAMES PATH: textured 1280x720 x264 clip
 file_run() {
   local name=$1; shift
   local start; start=$(date +%s.%N)
-  if timeout 200 "$BUILD/vaecodec" "$@" ${RUN_EXTRA:-} --json --quiet >"$OUT/last_run.json" 2>>"$OUT/runs.err"; then
+  if timeout 200 "$BUILD/vaecodec" "$@" -y ${RUN_EXTRA:-} --json --quiet >"$OUT/last_run.json" 2>>"$OUT/runs.err"; then
     python3 -c "import json,sys,time; j=json.load(open(sys.argv[1])); j['name']=sys.argv[2]; j['wall_s']=time.time()-float(sys.argv[3]); print(json.dumps(j)); p=j.get('plan') or {}; print('  %s: %d frames, run %.1f s (wall %.1f s), device peak %.2f GiB, host RSS %.0f MiB, plan chunk %s tiled %s offload %s, psnr %s' % (sys.argv[2], j['frames'], j['seconds'], j['wall_s'], j['peak_device_bytes']/2**30, j['peak_host_rss_bytes']/2**20, p.get('chunk'), p.get('tiled'), p.get('offload'), (j.get('quality') or {}).get('psnr')), file=sys.stderr); print('    stages: ' + ', '.join('%s %.2f s' % kv for kv in sorted(j.get('stage_seconds', {}).items())) + '; load: ' + ', '.join('%s %.2f s' % kv for kv in sorted(j.get('load_seconds', {}).items())), file=sys.stderr)" \
       "$OUT/last_run.json" "$name" "$start" >>"$OUT/runs.jsonl"
   else
@@ -322,7 +322,7 @@ if has fresh; then
   step "fresh processes: decode latents -> .mp4 and roundtrip .mp4 -> .mp4, 720p x81, wall clock"
   make_weights
   clip 81 /tmp/clip81.mp4
-  "$BUILD/vaecodec" encode /tmp/clip81.mp4 -o /tmp/lat81.safetensors --weights /tmp/wan21_random.pth --quiet
+  "$BUILD/vaecodec" encode /tmp/clip81.mp4 -o /tmp/lat81.safetensors -y --weights /tmp/wan21_random.pth --quiet
   for conv in ${FRESH_BACKENDS:-cudnn auto}; do
     for i in 1 2; do
       file_run "decode latents 720p x81 --conv $conv #$i" decode /tmp/lat81.safetensors -o /tmp/dec81.mp4 \
@@ -343,7 +343,7 @@ if has fresh; then
     for job in decode roundtrip; do
       input=/tmp/lat81.safetensors; [[ $job == roundtrip ]] && input=/tmp/clip81.mp4
       echo "timeline: $job 720p x81, --conv $conv, encoder $opts" | tee -a "$OUT/timeline.txt"
-      timeout 120 python3 scripts/dev/fresh_timeline.py "$BUILD/vaecodec" "$job" "$input" -o "/tmp/tl_$job.mp4" \
+      timeout 120 python3 scripts/dev/fresh_timeline.py "$BUILD/vaecodec" "$job" "$input" -o "/tmp/tl_$job.mp4" -y \
         --weights /tmp/wan21_random.pth --verbose "${extra[@]}" 2>&1 | grep -v "engine: \|attention: " |
         tee -a "$OUT/timeline.txt"
       echo "  output $(stat -c %s "/tmp/tl_$job.mp4") bytes" | tee -a "$OUT/timeline.txt"
@@ -473,7 +473,7 @@ if has split; then  # needs two or more GPUs: one clip split across them in band
     for devices in "--device cuda:0" "--devices all"; do
       rm -rf /tmp/devbatch_out
       start=$(date +%s.%N)
-      timeout 500 "$BUILD/vaecodec" roundtrip /tmp/devbatch_in -o /tmp/devbatch_out --weights /tmp/wan21_random.pth \
+      timeout 500 "$BUILD/vaecodec" roundtrip /tmp/devbatch_in -o /tmp/devbatch_out -y --weights /tmp/wan21_random.pth \
         --quiet $devices >/dev/null 2>>"$OUT/runs.err"
       rc=$?
       echo "  batch ${devices}: $(python3 -c "import sys,time; print('%.1f' % (time.time()-float(sys.argv[1])))" "$start") s (exit $rc)"
@@ -509,7 +509,7 @@ if has scaling_batch; then
     list=$(seq -s, 0 $((n - 1)))
     rm -rf /tmp/scale_out
     start=$(date +%s.%N)
-    timeout 590 "$BUILD/vaecodec" roundtrip /tmp/scale_in -o /tmp/scale_out --weights /tmp/wan21_random.pth \
+    timeout 590 "$BUILD/vaecodec" roundtrip /tmp/scale_in -o /tmp/scale_out -y --weights /tmp/wan21_random.pth \
       --quiet --devices "$list" >/dev/null 2>>"$OUT/runs.err"
     rc=$?
     python3 -c "import sys,time; s=time.time()-float(sys.argv[1]); n=int(sys.argv[2]); print('  batch of %d on %s GPUs: %.1f s, %.2f clips/s (exit %s)' % (n, sys.argv[3], s, n/s, sys.argv[4]))" \
@@ -529,11 +529,11 @@ if has batch; then
     ext=.mp4; [[ $op == encode ]] && ext=.safetensors
     start=$(date +%s.%N)
     for f in /tmp/batch_in/*.mp4; do
-      timeout 200 "$BUILD/vaecodec" $op "$f" -o "/tmp/single$ext" --weights /tmp/wan21_random.pth --quiet
+      timeout 200 "$BUILD/vaecodec" $op "$f" -o "/tmp/single$ext" -y --weights /tmp/wan21_random.pth --quiet
     done
     single=$(python3 -c "import sys,time; print('%.1f' % (time.time()-float(sys.argv[1])))" "$start")
     start=$(date +%s.%N)
-    timeout 400 "$BUILD/vaecodec" $op /tmp/batch_in -o /tmp/batch_out_$op --weights /tmp/wan21_random.pth --json \
+    timeout 400 "$BUILD/vaecodec" $op /tmp/batch_in -o /tmp/batch_out_$op -y --weights /tmp/wan21_random.pth --json \
       >"$OUT/batch_$op.jsonl" 2>>"$OUT/runs.err"
     rc=$?
     whole=$(python3 -c "import sys,time; print('%.1f' % (time.time()-float(sys.argv[1])))" "$start")
@@ -567,7 +567,7 @@ if has encoder; then
   step "x264's tail: decode and round trip 720p x81 with --encoder-options"
   make_weights
   clip 81 /tmp/clip81.mp4
-  timeout 200 "$BUILD/vaecodec" encode /tmp/clip81.mp4 -o /tmp/lat81.safetensors --weights /tmp/wan21_random.pth \
+  timeout 200 "$BUILD/vaecodec" encode /tmp/clip81.mp4 -o /tmp/lat81.safetensors -y --weights /tmp/wan21_random.pth \
     --quiet || echo "  FAILED: encode for the decode runs"
   file_run "decode 720p x81 warm-up" decode /tmp/lat81.safetensors -o /tmp/dec81.mp4 --weights /tmp/wan21_random.pth
   for opts in ${ENCODER_OPTIONS:-default rc-lookahead=10 x264-params=sliced-threads=1 rc-lookahead=10:x264-params=sliced-threads=1}; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets vaecodec up on a fresh Debian 12 machine and builds it in Release:
 #   1. Debian packages: compilers, CMake, Ninja, FFmpeg 5.1 libraries and CLI, CLI11, Catch2, nlohmann-json, toml++,
-#      clang-format, Slurm and munge (for the job-array test);
+#      clang-format, the DejaVu font (the plot's text), tesseract-ocr (the test that reads it back), Slurm and
+#      munge (for the job-array test);
 #   2. LibTorch 2.11.0 from PyPI's torch==2.11.0 wheel, in the project's virtual environment .venv/ (with
 #      the safetensors package, which the tests use);
 #   3. checks that LibTorch's CUDA version matches the CUDA toolkit's (nvcc);
@@ -31,6 +32,8 @@ trap 'die "step failed at line $LINENO (see the output above)"' ERR
 packages=(build-essential cmake ninja-build pkg-config git xz-utils
           libavformat-dev libavcodec-dev libavfilter-dev libavutil-dev libswscale-dev libswresample-dev ffmpeg
           libcli11-dev catch2 nlohmann-json3-dev libtomlplusplus-dev clang-format
+          fonts-dejavu-core   # the text of compare --plot (FFmpeg's drawtext finds it through fontconfig)
+          tesseract-ocr       # the tests read the plot's text back from the PNG
           slurm-wlm munge)  # Slurm and munge: the job-array test starts its own (tests/test_slurm_array.sh)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

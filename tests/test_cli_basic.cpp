@@ -96,7 +96,7 @@ TEST_CASE("vaecodec inspect describes a weights file", "[cli][basic]") {
   for (const auto& [name, t] : read_tensors(data_dir() / "wan21-tiny" / "weights.safetensors"))
     params += t.numel();
   CHECK(j.at("parameters") == params);
-  CHECK(j.at("dtypes").at("Float") == 194);
+  CHECK(j.at("dtypes").at("fp32") == 194);
 
   const auto bad = run_cli("inspect " + (data_dir() / "wan21-tiny" / "meta.json").string());
   CHECK(bad.status == 1);

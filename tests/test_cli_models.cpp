@@ -68,10 +68,11 @@ int64_t padded(int64_t size, int64_t factor) {
   return (size + factor - 1) / factor * factor;
 }
 
-// A clean failure: status 1, one line on stderr that says `what`.
-void check_refused(const CliResult& r, const std::string& what) {
+// A clean failure: `status` (1: the run failed, 2: what was typed cannot work), one line on stderr that says
+// `what`.
+void check_refused(const CliResult& r, const std::string& what, int status = 1) {
   INFO("stderr: " << r.err);
-  CHECK(r.status == 1);
+  CHECK(r.status == status);
   CHECK_THAT(r.err, StartsWith("vaecodec: error: ") && Contains(what));
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }
@@ -231,7 +232,7 @@ TEST_CASE("cli SeedVR2 latents are unscaled unless --latent-scale asks", "[cli][
   // Decodes latents into a lossless video; whether it succeeded.
   const auto decode = [&](const std::string& latents, const std::string& video, const std::string& flags) {
     const CliResult r =
-        run("decode " + quote(dir / latents) + " -o " + quote(dir / video) + kLossless + flags);
+        run("decode " + quote(dir / latents) + " -o " + quote(dir / video) + " -y" + kLossless + flags);
     INFO(r.err);
     CHECK(r.status == 0);
     return r.status == 0;
@@ -291,7 +292,7 @@ TEST_CASE("cli --model names the family, weights of another family are refused b
   }
   SECTION("an unknown family, named with the known ones") {
     check_refused(encode(weights_arg(kSeedVR2, weights) + " --model wan3-vae"),
-                  "unknown model 'wan3-vae' (known: wan2.2-vae, wan2.1-vae, seedvr2-vae)");
+                  "unknown model 'wan3-vae' (known: wan2.2-vae, wan2.1-vae, seedvr2-vae)", 2);
     CHECK(list_dir(dir.path()) == std::vector<std::string>{"in.mp4"});
   }
 }

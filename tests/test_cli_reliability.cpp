@@ -82,17 +82,17 @@ TEST_CASE("cli: an output that is the weights file is refused, also through link
     INFO(name);
     const CliResult r = run_cli("encode " + quote(clip) + " -o " + quote(dir / name) + " --weights " +
                                 quote(weights) + " --quiet");
-    check_one_line(r, 1, "is the weights file");
+    check_one_line(r, 2, "is the weights file");
     CHECK(read_text(weights) == before);
     CHECK(list_dir(dir.path()) == files);
   }
   // The same weights named through the environment, and a --metrics file over them.
   check_one_line(run_cli("encode " + quote(clip) + " -o " + quote(weights) + " --quiet",
                          "VAECODEC_WEIGHTS=" + quote(weights)),
-                 1, "is the weights file");
+                 2, "is the weights file");
   check_one_line(run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "out.mp4") + " --metrics " +
                          quote(dir / "link.safetensors") + " --weights " + quote(weights) + " --quiet"),
-                 1, "is the weights file");
+                 2, "is the weights file");
   CHECK(read_text(weights) == before);
   CHECK(list_dir(dir.path()) == files);
 }
@@ -106,7 +106,7 @@ TEST_CASE("cli batch: an output that is another input of the batch is refused be
   // a.mov would write <dir>/a.mp4; b.mp4 writes <dir>/b.mp4, its own input.
   const CliResult r = run_cli("roundtrip " + quote(dir / "a.mov") + " " + quote(dir / "b.mp4") + " -o " +
                               quote(dir.path().string() + "/") + weights_arg());
-  check_one_line(r, 1, "is the input file");
+  check_one_line(r, 2, "is the input file");
   CHECK(read_text(dir / "b.mp4") == before);
   CHECK(list_dir(dir.path()) == std::vector<std::string>{"a.mov", "b.mp4"});
 }
@@ -260,8 +260,8 @@ TEST_CASE("cli: absurd chunk lengths, frame sizes and run counts are refused up 
     check_one_line(run_cli("plan --chunk 9223372036854775807", guard), 2, "--chunk");
   }
   SECTION("plan --size past 16384 a side") {
-    check_one_line(run_cli("plan --size 99999999x99999999", guard), 1, "at most 16384");
-    check_one_line(run_cli("plan --size 16385x64", guard), 1, "at most 16384");
+    check_one_line(run_cli("plan --size 99999999x99999999", guard), 2, "at most 16384");
+    check_one_line(run_cli("plan --size 16385x64", guard), 2, "at most 16384");
     CHECK(run_cli("plan --size 16384x16384", guard).status == 0);
   }
   SECTION("a preset file's max_chunk past the limit") {

@@ -232,7 +232,8 @@ TEST_CASE("cli decode: torch.save'd latents (.pt, .pth) decode as the same laten
       "torch.save({'a': z, 'b': z.clone()}, d + '/two.pt')";
   REQUIRE(shell(quote(VAECODEC_PYTHON) + " -c \"" + python + "\" " + quote(dir.path())) == 0);
   const auto decode = [&](const std::string& name, const std::string& video) {
-    return run_cli("decode " + args(dir / name, dir / video) + " --fps 24 --codec ffv1");
+    return run_cli("decode " + args(dir / name, dir / video) +
+                   " -y --fps 24 --codec ffv1");  // out.mkv, again
   };
   REQUIRE(decode("bare.safetensors", "reference.mkv").status == 0);
   const torch::Tensor reference = read_rgb(dir / "reference.mkv");

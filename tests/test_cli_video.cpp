@@ -34,10 +34,11 @@ CliResult roundtrip(const std::filesystem::path& in, const std::filesystem::path
   return run_cli("roundtrip " + quote(in) + " -o " + quote(out) + weights_arg() + " " + extra);
 }
 
-// A clean failure: status 1, one line on stderr that says `what`, and the directory as it was.
+// A clean failure: `status` (1: the run failed, 2: what was typed cannot work), one line on stderr that says
+// `what`, and the directory as it was.
 void check_fails(const CliResult& r, const std::string& what, const std::filesystem::path& dir,
-                 const std::vector<std::string>& files) {
-  check_one_line(r, 1, what);
+                 const std::vector<std::string>& files, int status = 1) {
+  check_one_line(r, status, what);
   CHECK(list_dir(dir) == files);
 }
 
@@ -318,13 +319,13 @@ TEST_CASE("cli batch: files into a folder, clashing names and a file as the fold
     std::filesystem::create_directory(dir / "other");
     make_clip(dir / "other" / "a.mkv", kTestsrc + "64x48:rate=24 -frames:v 1 -c:v libx264");
     const CliResult r = roundtrip(a, dir / "out", quote(dir / "other" / "a.mkv"));
-    check_fails(r, "would both write", dir.path(), {"a.mp4", "b.mp4", "other"});
+    check_fails(r, "would both write", dir.path(), {"a.mp4", "b.mp4", "other"}, 2);
   }
   SECTION("a file where the folder should be") {
     std::ofstream(dir / "out.mp4") << "x";
     const CliResult r = roundtrip(a, dir / "out.mp4", quote(b));
     check_fails(r, "is a file; a batch of inputs writes into a folder", dir.path(),
-                {"a.mp4", "b.mp4", "out.mp4"});
+                {"a.mp4", "b.mp4", "out.mp4"}, 2);
   }
   SECTION("weights that do not load: no folder made") {
     std::ofstream(dir / "notes.pth") << "not weights";
@@ -333,7 +334,7 @@ TEST_CASE("cli batch: files into a folder, clashing names and a file as the fold
     check_fails(r, "notes.pth", dir.path(), {"a.mp4", "b.mp4", "notes.pth"});
   }
   SECTION("--ext without a batch") {
-    check_fails(roundtrip(a, dir / "out.mp4", "--ext mkv"), "--ext", dir.path(), {"a.mp4", "b.mp4"});
+    check_fails(roundtrip(a, dir / "out.mp4", "--ext mkv"), "--ext", dir.path(), {"a.mp4", "b.mp4"}, 2);
   }
 }
 
@@ -359,7 +360,9 @@ TEST_CASE("cli: bad input fails with one clear line and leaves nothing behind", 
   const auto good =
       make_clip(dir / "good.mp4", kTestsrc + "64x48:rate=24 -frames:v 3 -c:v libx264 -pix_fmt yuv420p");
   std::vector<std::string> files = {"good.mp4"};
-  auto expect = [&](const CliResult& r, const std::string& what) { check_fails(r, what, dir.path(), files); };
+  auto expect = [&](const CliResult& r, const std::string& what, int status = 1) {
+    check_fails(r, what, dir.path(), files, status);
+  };
 
   SECTION("missing input") {
     expect(roundtrip(dir / "missing.mp4", dir / "out.mp4"), "No such file");
@@ -380,17 +383,17 @@ TEST_CASE("cli: bad input fails with one clear line and leaves nothing behind", 
     expect(roundtrip(dir / "empty.y4m", dir / "out.mp4"), "no frames");
   }
   SECTION("unknown codec") {
-    expect(roundtrip(good, dir / "out.mp4", "--codec nope"), "'nope'");
+    expect(roundtrip(good, dir / "out.mp4", "--codec nope"), "'nope'", 2);
   }
   SECTION("unknown encoder preset") {
     expect(roundtrip(good, dir / "out.mp4", "--encoder-preset nonsense"),
-           "unknown --encoder-preset 'nonsense'");
+           "unknown --encoder-preset 'nonsense'", 2);
   }
   SECTION("codec the container cannot hold") {
-    expect(roundtrip(good, dir / "out.mp4", "--codec ffv1"), "cannot hold");
+    expect(roundtrip(good, dir / "out.mp4", "--codec ffv1"), "cannot hold", 2);
   }
   SECTION("unknown output container") {
-    expect(roundtrip(good, dir / "out.xyz"), "container");
+    expect(roundtrip(good, dir / "out.xyz"), "container", 2);
   }
   SECTION("an option's value out of its set: a usage error, exit 2") {
     const CliResult r = roundtrip(good, dir / "out.mp4", "--autotune auto");
@@ -404,12 +407,12 @@ TEST_CASE("cli: bad input fails with one clear line and leaves nothing behind", 
     expect(roundtrip(good, "/nonexistent-vaecodec-dir/out.mp4"), "cannot write output");
   }
   SECTION("output is the input") {
-    expect(roundtrip(good, dir / "." / "good.mp4"), "is the input");
+    expect(roundtrip(good, dir / "." / "good.mp4"), "is the input", 2);
   }
   SECTION("no weights") {
     const CliResult r =
         run_cli("roundtrip " + quote(good) + " -o " + quote(dir / "out.mp4"), "env -u VAECODEC_WEIGHTS");
-    expect(r, "--weights");
+    expect(r, "--weights", 2);
     CHECK_THAT(r.err, Contains("VAECODEC_WEIGHTS") && Contains("Wan2.1_VAE.pth") &&
                           Contains("wan_2.1_vae.safetensors"));
   }
@@ -430,7 +433,8 @@ TEST_CASE("cli: bad input fails with one clear line and leaves nothing behind", 
            "seedvr2");
   }
   SECTION("latent output with a video extension") {
-    expect(run_cli("encode " + quote(good) + " -o " + quote(dir / "z.mp4") + weights_arg()), ".safetensors");
+    expect(run_cli("encode " + quote(good) + " -o " + quote(dir / "z.mp4") + weights_arg()), ".safetensors",
+           2);
   }
 }
 

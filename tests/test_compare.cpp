@@ -122,9 +122,9 @@ TEST_CASE("compare of a noisy copy gives the PSNR and SSIM computed here", "[cli
   // The plot: a PNG that libavcodec decodes, of the stated size, with the PSNR curve's colour in it.
   const Probe p = probe(plot);
   CHECK(p.codec == "png");
-  CHECK(p.width == 960);
-  CHECK(p.height == 540);
-  const torch::Tensor image = ffmpeg_rgb(plot, 960, 540)[0];
+  CHECK(p.width == 1280);
+  CHECK(p.height == 720);
+  const torch::Tensor image = ffmpeg_rgb(plot, 1280, 720)[0];
   const torch::Tensor psnr_colour = torch::tensor({31, 90, 180}, torch::kUInt8).view({3, 1, 1});
   CHECK((image == psnr_colour).all(0).sum().item<int64_t>() > 500);
   CHECK(j.at("plot").at("file") == plot.string());

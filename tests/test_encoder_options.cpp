@@ -142,7 +142,7 @@ TEST_CASE(
   if (!has_nvenc()) {  // a minimal FFmpeg: the name is unknown, in one line
     const CliResult r = run_cli("roundtrip " + quote(clip) + " -o " + quote(dir / "nvenc.mp4") + common +
                                 " --codec h264_nvenc");
-    check_one_line(r, 1, "'h264_nvenc'");
+    check_one_line(r, 2, "'h264_nvenc'");
     CHECK(list_dir(dir.path()) == before);
     return;
   }

@@ -67,7 +67,7 @@ TEST_CASE("out of memory mid-run: planned again for what is free, started over, 
 
   // The same as a run planned for that budget from the start, frame for frame.
   const CliResult ref = run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "ref.mp4") + common +
-                                " --quiet --vram " + std::to_string(budget));
+                                " --quiet --vram " + std::to_string(budget) + "B");  // bytes, said so
   INFO(ref.err);
   REQUIRE(ref.status == 0);
   CHECK(torch::equal(read_rgb(dir / "out.mp4"), read_rgb(dir / "ref.mp4")));

@@ -137,7 +137,7 @@ void register_model_family(ModelFamily family) {
 const ModelFamily& find_model_family(const std::string& name) {
   for (const auto& f : model_families())
     if (f.name == name) return f;
-  throw Error("unknown model '" + name + "' (known: " + model_family_names() + ")");
+  throw UsageError("unknown model '" + name + "' (known: " + model_family_names() + ")");
 }
 
 std::string model_family_names() {
