@@ -30,10 +30,10 @@ namespace vaecodec::app {
 struct BatchItem {
   std::filesystem::path input;
   std::filesystem::path output;
+  std::string error;  // why the input cannot run at all (it does not exist): reported as failed, not run
   // A musubi-tuner dataset's cache file (Note [Dataset batches] in app/dataset_batch.h): what to read and
   // write; null for the other batches.
   std::shared_ptr<const io::MusubiJob> musubi = nullptr;
-  std::string error;  // why the input cannot run at all (it does not exist): reported as failed, not run
 };
 struct Batch {
   bool into_folder = false;      // a batch (Note [Batches]); false: one input, one output file

@@ -275,7 +275,7 @@ Batch plan_dataset_batch(const RunOptions& options, const Environment& env) {
         if (!inserted)
           throw UsageError(where + ": " + it->second.string() + " and " + input.path.string() +
                            " would both write " + output.string() + " (the trainer names caches by stem)");
-        batch.items.push_back({input.path, output, std::make_shared<io::MusubiJob>(std::move(job))});
+        batch.items.push_back({input.path, output, "", std::make_shared<io::MusubiJob>(std::move(job))});
       }
     }
   }
