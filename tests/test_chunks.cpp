@@ -1,7 +1,7 @@
 // Chunk invariance (Note [Causal cache] in core/causal_cache.h): a run's result
 // does not depend on how many latent frames each model call takes. A property of the algorithm, so checked in
-// float64, where what is left is rounding at 1e-15 (float32's summation order varies with a convolution's input
-// length, ~2e-6), for every registered family on its tiny model and golden cases.
+// float64, where what is left is rounding at 1e-15 (float32's summation order varies with a convolution's
+// input length, ~2e-6), for every registered family on its tiny model and golden cases.
 #include <catch2/catch.hpp>
 
 #include "core/engine.h"

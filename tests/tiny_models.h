@@ -26,7 +26,8 @@ inline std::vector<TinyModel> tiny_models() {
     std::filesystem::path found;
     for (const auto& entry : std::filesystem::directory_iterator(data_dir())) {
       const auto meta = entry.path() / "meta.json";
-      if (std::filesystem::exists(meta) && read_json(meta).value("model", "") == family.name) found = entry.path();
+      if (std::filesystem::exists(meta) && read_json(meta).value("model", "") == family.name)
+        found = entry.path();
     }
     if (found.empty()) throw std::runtime_error("no tiny model in tests/data for the family " + family.name);
     const auto config = read_json(found / "meta.json").at("config");
@@ -35,8 +36,8 @@ inline std::vector<TinyModel> tiny_models() {
   return out;
 }
 
-// The tiny model as the golden tests build it (its config from meta.json: some, such as SeedVR2's norm groups,
-// cannot be read off the tensors), on `device` in `dtype`.
+// The tiny model as the golden tests build it (its config from meta.json: some, such as SeedVR2's norm
+// groups, cannot be read off the tensors), on `device` in `dtype`.
 inline std::shared_ptr<core::VaeModel> load_tiny(const TinyModel& tiny, torch::Device device = torch::kCPU,
                                                  torch::ScalarType dtype = torch::kFloat) {
   core::ModelOptions options;
