@@ -278,7 +278,7 @@ TEST_CASE(
 
   // The padded control: turn.mov's 6 frames and its last one 3 times more, flipped back, scaled and cropped.
   const CliResult control = run_cli(
-      "encode " + quote(d / "ctrl1" / "turn.mov") + " -o " + quote(own) +
+      "encode " + quote(d / "ctrl1" / "turn.mov") + " -o " + quote(own) + " -y" +
       " --vf tpad=stop_mode=clone:stop=3,scale=48:72:flags=lanczos,crop=48:64:0:4:exact=1" + weights_arg());
   REQUIRE(control.status == 0);
   const core::SafetensorsFile turn(d / "cache1" / "turn_00000-009_0048x0064_wan.safetensors");
