@@ -440,7 +440,6 @@ if has reference; then
       | tee -a "$OUT/reference.jsonl"
   done
 fi
-
 if has split; then  # needs two or more GPUs: one clip split across them in bands, against one GPU
   step "split: one clip across every GPU in bands (bench --split), against the first GPU alone"
   if (( $(nvidia-smi -L | wc -l) < 2 )); then
@@ -516,7 +515,6 @@ if has scaling_batch; then
       "$start" "${SCALING_CLIPS:-32}" "$n" "$rc" | tee -a "$OUT/scaling.log"
   done
 fi
-
 if has batch; then
   # A folder of clips in one command against one command per clip: the model, the process and cuDNN's first
   # calls are paid once (Note [Batches]).
@@ -540,7 +538,6 @@ if has batch; then
     echo "  $op of ${BATCH_CLIPS:-4} clips: one command each ${single} s, one batch ${whole} s (exit $rc); per clip in the batch: $(python3 -c "import json,sys; print(', '.join('%.2f s' % json.loads(l)['seconds'] for l in open(sys.argv[1])))" "$OUT/batch_$op.jsonl")"
   done
 fi
-
 if has candidates; then
   # cuDNN's timing tries up to N candidates per convolution shape (LibTorch's default 10): fewer cost less at
   # start-up; do they find kernels as fast? File runs of 81 and 161 frames give the start-up and the rate.
@@ -560,7 +557,6 @@ if has candidates; then
   done
   VAECODEC_AUTOTUNE_CANDIDATES=2 RUNS=2 bench --random --op roundtrip --size 1280x720
 fi
-
 if has encoder; then
   # x264's tail: the frames its lookahead and frame threads hold back are encoded after the model's last
   # frame. File decode (latents -> .mp4) and round trip, 720p x81, with encoder settings that hold fewer back.
@@ -581,7 +577,6 @@ if has encoder; then
       --weights /tmp/wan21_random.pth "${extra[@]}"
   done
 fi
-
 if has long; then
   step "long clips: 1001 frames of 1280x720 file to file, against 81 frames (GPU and host memory)"
   make_weights
@@ -595,7 +590,6 @@ if has long; then
       --weights /tmp/wan21_random.pth "${args[@]}"
   done
 fi
-
 if has musubi; then  # a musubi-tuner dataset's caches (encode --dataset-config) against the reference's model calls
   step "musubi: 32 clips 1280x720 x150 at 30 fps, [960, 544], target_frames [1, 25, 45], head"
   make_weights && scripts/dev/musubi_dataset_bench.sh "$BUILD/vaecodec" /tmp/wan21_random.pth "$OUT/musubi"
