@@ -10,7 +10,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
 BUILD=${BUILD_DIR:-build-gpu}
 RUNS=${RUNS:-3}
-ENV=${PYTHON_ENV:-/tmp/vaecodec-python}
+# A virtual environment over another one would not see its packages (torch, pytest, ...): where the Python
+# that built vaecodec is itself a virtual environment (the GPU machine's /opt/torch/.venv), the package goes
+# into that one.
+own_env=$("${PYTHON:-python3}" -c 'import sys; print(sys.prefix if sys.prefix != sys.base_prefix else "")')
+ENV=${PYTHON_ENV:-${own_env:-/tmp/vaecodec-python}}
 mkdir -p "$OUT"
 step() { echo "== $* ($(date +%T))"; }
 
