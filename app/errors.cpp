@@ -6,29 +6,14 @@
 
 #include <c10/util/Exception.h>
 
+#include "core/error_text.h"
 #include "io/log.h"
 
 namespace vaecodec::app {
 namespace {
 
-std::string trimmed(const std::string& text) {
-  const auto begin = text.find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) return "";
-  const auto end = text.find_last_not_of(" \t\r\n");
-  return text.substr(begin, end - begin + 1);
-}
-
-// The first non-empty line of `text`.
-std::string first_line(const std::string& text) {
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t end = std::min(text.find('\n', start), text.size());
-    const std::string line = trimmed(text.substr(start, end - start));
-    if (!line.empty()) return line;
-    start = end + 1;
-  }
-  return "";
-}
+using core::first_line;
+using core::trimmed;
 
 std::string libtorch_line(const c10::Error& e) {
   const std::string& text = e.msg();

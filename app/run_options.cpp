@@ -324,23 +324,6 @@ constexpr const char* kSummaryKeys[] = {"command",
 
 }  // namespace
 
-std::string dtype_name(torch::ScalarType dtype) {
-  switch (dtype) {
-    case torch::kFloat:
-      return "fp32";
-    case torch::kBFloat16:
-      return "bf16";
-    case torch::kHalf:
-      return "fp16";
-    case torch::kDouble:
-      return "fp64";
-    case torch::kFloat8_e4m3fn:
-      return "fp8";
-    default:
-      return c10::toString(dtype);
-  }
-}
-
 nlohmann::json summary_template(const std::string& command) {
   nlohmann::json j = nlohmann::json::object();
   for (const char* key : kSummaryKeys) j[key] = nullptr;

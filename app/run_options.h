@@ -13,6 +13,7 @@
 
 #include "app/memory_options.h"
 #include "app/overwrite.h"
+#include "core/engine_report.h"
 #include "core/models/registry.h"
 #include "core/vae_model.h"
 #include "io/pipeline.h"
@@ -111,8 +112,8 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
 // The pipeline's options from the command line's.
 io::PipelineOptions pipeline_options(const RunOptions& options);
 
-// A dtype as the CLI's --dtype takes it: fp32, bf16, fp16 (LibTorch's own name for any other).
-std::string dtype_name(torch::ScalarType dtype);
+// A dtype as the CLI's --dtype takes it (core/engine_report.h).
+using core::dtype_name;
 // Every key summary_json writes, null but `command`: the --json line of an input that failed or was skipped.
 nlohmann::json summary_template(const std::string& command);
 // The --json summary: the run, its speed and peak memory (device and host); the same keys for every run.

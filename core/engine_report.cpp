@@ -20,6 +20,8 @@ std::string on_off(bool on) {
   return on ? "on" : "off";
 }
 
+}  // namespace
+
 std::string dtype_name(torch::ScalarType dtype) {
   switch (dtype) {
     case torch::kFloat:
@@ -30,12 +32,12 @@ std::string dtype_name(torch::ScalarType dtype) {
       return "fp16";
     case torch::kDouble:
       return "fp64";
+    case torch::kFloat8_e4m3fn:
+      return "fp8";
     default:
       return c10::toString(dtype);
   }
 }
-
-}  // namespace
 
 std::vector<std::string> engine_setup_lines(const VaeModel& model) {
   const bool autotune = model.choices().autotune.value_or(false);

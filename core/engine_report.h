@@ -12,6 +12,9 @@ namespace vaecodec::core {
 
 class VaeModel;
 
+// A dtype as the command line and the JSON name it: "fp32", "bf16", "fp16", "fp64", "fp8"; LibTorch's name
+// for any other.
+std::string dtype_name(torch::ScalarType dtype);
 // The set-up lines of Note [What the engine applied] for `model` (on its device, with its run choices):
 // "device: ...", "model: ...", "convolutions: ...", "attention: ...", "allocator: ...".
 std::vector<std::string> engine_setup_lines(const VaeModel& model);

@@ -7,6 +7,7 @@
 #include "core/atomic_file.h"
 #include "core/device/memory_faults.h"
 #include "core/error.h"
+#include "core/error_text.h"
 #include "core/host_memory.h"
 #include "core/models/registry.h"
 #include "core/presets.h"
@@ -447,10 +448,6 @@ void add_replans(FinishingRun& run, std::vector<RunSummary::Replan> replans) {
   run.add_replans(std::move(replans));
 }
 
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
-
 // Runs `run(options)`; when the device runs out of memory part way through, plans again for the memory free
 // now and runs the whole input again, at most kMaxReplans times (Note [Running out of memory] in
 // core/device/memory_faults.h). The failed attempt's output was never renamed into place: its temporary file
@@ -479,14 +476,14 @@ auto with_replans(core::VaeModel& model, const fs::path& input, const PipelineOp
                    core::format_size(core::smallest_budget(*last_plan_request, *attempt.memory));
         throw Error(input.string() + ": ran out of memory on " + where + " " +
                     std::to_string(replans.size() + 1) + " time" + (replans.empty() ? "" : "s") + " (" +
-                    first_line(e.what()) + "); " + core::format_size(free_now) + " is free there now" +
+                    core::first_line(e.what()) + "); " + core::format_size(free_now) + " is free there now" +
                     needed + ": close what else uses the GPU, or run on another one");
       }
-      replans.push_back({first_line(e.what()), *available});
+      replans.push_back({core::first_line(e.what()), *available});
       attempt.memory->budget_bytes = *available;
       attempt.memory->budget_note = "free on " + where + " after running out of memory";
       attempt.memory->budget_forced = true;
-      warn(input.string() + ": out of memory (" + first_line(e.what()) + "); planning again for the " +
+      warn(input.string() + ": out of memory (" + core::first_line(e.what()) + "); planning again for the " +
            core::format_size(*available) + " free on " + where + " and starting over");
     }
   }

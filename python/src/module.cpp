@@ -9,6 +9,7 @@
 #include <c10/util/Exception.h>
 
 #include "core/error.h"
+#include "core/error_text.h"
 #include "core/models/registry.h"
 #include "model.h"
 
@@ -17,23 +18,10 @@ namespace py = pybind11;
 namespace vaecodec::python {
 namespace {
 
-std::string trimmed(const std::string& text) {
-  const auto begin = text.find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) return "";
-  const auto end = text.find_last_not_of(" \t\r\n");
-  return text.substr(begin, end - begin + 1);
-}
-
-// The first non-empty line of `text`: LibTorch's messages carry a C++ stack after it.
+// The one line of an error (core/error_text.h); LibTorch's messages carry a C++ stack after it.
 std::string first_line(const std::string& text) {
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t end = std::min(text.find('\n', start), text.size());
-    const std::string line = trimmed(text.substr(start, end - start));
-    if (!line.empty()) return line;
-    start = end + 1;
-  }
-  return "unknown error";
+  const std::string line = core::first_line(text);
+  return line.empty() ? "unknown error" : line;
 }
 
 // Note [Errors in Python]
