@@ -111,8 +111,9 @@ BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, to
   clip.resident = resident;
   clip.planner = o.memory.planner;
   clip.planner.reserved_bytes = resident;
-  clip.plan = core::plan_run(core::PlanRequest::of(info, core::find_model_family(info.family).calibration,
-                                                   model.parameter_count(), op, width, height, dtype),
+  const int64_t latent_frames = op == core::Op::kDecode ? clip.latents.size(2) : 1 + (o.frames - 1) / tf;
+  clip.plan = core::plan_run(core::PlanRequest::of(model, core::find_model_family(info.family).calibration, op,
+                                                   width, height, latent_frames),
                              clip.planner);
   return clip;
 }

@@ -28,6 +28,7 @@
 #include "core/device/device.h"
 #include "core/engine.h"
 #include "core/engine_report.h"
+#include "core/host_memory.h"
 #include "core/error.h"
 #include "core/flops.h"
 #include "core/json_text.h"
@@ -142,6 +143,7 @@ void bench(const BenchOptions& o) {
     j["peak_reserved_gib"] = reserved / double(1ull << 30);
     j["peak_allocated_bytes"] = allocated;
     j["peak_reserved_bytes"] = reserved;
+    j["peak_host_rss_bytes"] = core::host_peak_bytes();
     if (planner.budget_bytes > 0) j["within_budget"] = reserved <= planner.budget_bytes;
     j["gpu"] = gpu.name();
   }

@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 
@@ -14,6 +15,7 @@
 #include "core/band_set.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/json_text.h"
 #include "core/models/registry.h"
 
@@ -28,6 +30,7 @@ struct PlanOptions {
   std::string device = "cuda";
   std::string dtype = "bf16";
   int64_t chunk = 1;
+  int64_t frames = 81;  // the clip's length (exact tiles plan their windows by it)
   bool json = false;
   std::string devices;              // --devices: how a batch would be split over them
   std::vector<std::string> inputs;  // with --devices: the batch's inputs (files or folders)
@@ -64,18 +67,15 @@ nlohmann::json split_json(const PlanOptions& o, const std::vector<torch::Device>
   return split;
 }
 
-// The model's description and parameter count, without weights in memory.
-std::pair<core::ModelInfo, int64_t> describe_model(const PlanOptions& o) {
+// The model, uninitialised (only its shapes and structure are used), without the weights in memory.
+std::shared_ptr<core::VaeModel> describe_model(const PlanOptions& o) {
   if (!o.weights.empty()) {
-    const core::Checkpoint checkpoint = core::load_checkpoint(o.weights);
-    int64_t params = 0;
-    for (const auto& [name, t] : checkpoint.tensors) params += t.numel();
-    return {core::recognise_model(checkpoint), params};
+    const core::ModelInfo info = core::recognise_model(core::load_checkpoint(o.weights));
+    return core::find_model_family(info.family).build(info.config);
   }
   const core::ModelFamily& family =
       o.model.empty() ? core::default_model_family() : core::find_model_family(o.model);
-  const auto model = family.build(family.released_config);  // uninitialised: only the shapes are used
-  return {family.describe(family.released_config), model->parameter_count()};
+  return family.build(family.released_config);
 }
 
 void plan(const PlanOptions& o) {
@@ -88,16 +88,24 @@ void plan(const PlanOptions& o) {
     throw UsageError("plan: inputs are for showing how --devices would split a batch; give --devices too");
   }
   const auto [width, height] = parse_frame_size(o.size);
-  const auto [info, params] = describe_model(o);
+  const std::shared_ptr<core::VaeModel> model = describe_model(o);
+  const core::ModelInfo& info = model->info();
+  const int64_t params = model->parameter_count();
   const int64_t f = info.spatial_factor;
   const int64_t padded_w = (width + f - 1) / f * f, padded_h = (height + f - 1) / f * f;
   const torch::Device device =
       o.device == "cpu" ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, 0);
   const torch::ScalarType dtype = resolve_dtype(o.dtype, device);
-  const core::PlanRequest request =
-      core::PlanRequest::of(info, core::find_model_family(info.family).calibration, params,
-                            core::parse_op(o.op), padded_w, padded_h, dtype);
-  const core::Plan p = core::plan_run(request, o.memory.planner);
+  if (dtype != model->dtype()) model->to(dtype);
+  const int64_t latent_frames = 1 + (o.frames - 1 + info.temporal_factor - 1) / info.temporal_factor;
+  const core::PlanRequest request = core::PlanRequest::of(*model, core::find_model_family(info.family).calibration,
+                                                          core::parse_op(o.op), padded_w, padded_h, latent_frames);
+  core::PlannerOptions planner = o.memory.planner;
+  if (planner.host_budget_bytes == 0 && device.is_cuda()) {  // Note [Host memory budget]
+    planner.host_budget_bytes = core::host_budget_bytes();
+    if (planner.host_budget_bytes > 0) planner.host_budget_note = "available on this host, less a margin";
+  }
+  const core::Plan p = core::plan_run(request, planner);
   // One input across the devices (Note [Bands across devices]): each device planned for its band (in columns
   // where it does not fit whole).
   std::optional<core::Plan> band_plan;
@@ -134,9 +142,15 @@ void plan(const PlanOptions& o) {
   const core::MemoryEstimate& e = p.estimate;
   std::cout << p.summary() << "\n"
             << "  weights " << core::format_size(e.weights) << ", caches " << core::format_size(e.cache)
-            << (p.offload ? " (+ " + core::format_size(e.host_cache) + " in host memory)" : "")
-            << ", activations " << core::format_size(e.activations) << ", chunk in/out "
+            << (e.host_cache > 0 ? " (+ " + core::format_size(e.host_cache) + " in host memory)" : "")
+            << ", activations " << core::format_size(e.activations) << ", in/out and windows "
             << core::format_size(e.io) << "\n"
+            << "  host memory " << core::format_size(e.host)
+            << (p.host_budget_bytes > 0 ? " of " + core::format_size(p.host_budget_bytes) + " (" +
+                                              p.host_budget_note + ")"
+                                        : std::string())
+            << "; estimated time " << std::fixed << std::setprecision(2) << p.seconds << " s for " << o.frames
+            << " frames (H100 rates)\n"
             << "  coefficients: " << p.calibration << "\n";
   if (devices.empty()) return;
   std::cout << "devices: a batch runs on " << device_list(devices)
@@ -175,6 +189,9 @@ void add_plan_command(CLI::App& app) {
                       " (default: " + core::default_model_family().name + ")");
   cmd->add_option("--size", o->size, "WIDTHxHEIGHT of the video")->capture_default_str();
   cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();
+  cmd->add_option("--frames", o->frames, "Frames of the clip (exact tiles plan their windows by it)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, core::kMaxChunk * 4));
   cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "fp32, bf16 or fp16")->capture_default_str();
   cmd->add_option("--chunk", o->chunk, "Fixed latent frames per chunk (default: the planner's)")

@@ -8,6 +8,8 @@
 #include <torch/cuda.h>
 
 #include "core/error.h"
+#include "core/host_memory.h"
+#include "core/sizes.h"
 #include "core/json_text.h"
 
 namespace vaecodec::app {
@@ -25,6 +27,9 @@ void add_memory_options(CLI::App& sub, MemoryOptions& memory, std::string& devic
   sub.add_option(
       "--vram-margin", memory.margin,
       "share of the budget kept free for the allocator's fragmentation (default 0.15, or the preset's)");
+  sub.add_option("--host-memory", memory.host_memory,
+                 "host memory a GPU run may keep (window frames, parked caches), e.g. 16G (default: what the "
+                 "host has available when the run starts, less a margin)");
   sub.add_option(
       "--tile", memory.tile,
       "fixed spatial tiles in latent pixels, 64 or WIDTHxHEIGHT (default: the planner's, only when "
@@ -72,6 +77,21 @@ void resolve_memory_options(MemoryOptions& memory, std::string& device, std::str
     } catch (const Error& e) {
       throw UsageError(std::string("--vram: ") + e.what());
     }
+  }
+  if (!memory.host_memory.empty()) {
+    if (memory.host_memory.find_first_not_of("0123456789. ") == std::string::npos)
+      throw UsageError("--host-memory " + memory.host_memory + " has no unit: write " + memory.host_memory +
+                       "G for GiB or " + memory.host_memory + "GB for 10^9 bytes");
+    try {
+      planner.host_budget_bytes = core::parse_size(memory.host_memory);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--host-memory: ") + e.what());
+    }
+    const int64_t host = core::host_memory_bytes();
+    if (host > 0 && planner.host_budget_bytes > host)
+      throw UsageError("--host-memory " + memory.host_memory + " is more than the " + core::format_size(host) +
+                       " of memory this host has");
+    planner.host_budget_note = "--host-memory";
   }
   if (!memory.tile.empty()) planner.tile = core::parse_tile(memory.tile);
   if (memory.margin != -1) {

@@ -19,6 +19,7 @@ struct MemoryOptions {
   std::string preset_file;  // --preset-file F: a tier in a JSON file of the same format
   std::string vram;         // --vram 8G: the budget, over the preset's
   std::string tile;         // --tile 64 or 80x48: fixed tiles in latent pixels
+  std::string host_memory;  // --host-memory 16G: what a GPU run may keep in host memory
   double margin = -1;  // --vram-margin 0.1: the share of the budget kept for fragmentation; -1: not given
   bool force = false;  // --vram-force: plan for the budget even where the device has less free
   // Resolved after parsing.

@@ -4,6 +4,7 @@
 
 #include "core/device/memory_faults.h"
 #include "core/error.h"
+#include "core/exact_tiles.h"
 #include "core/tiling.h"
 
 namespace vaecodec::core {
@@ -38,6 +39,17 @@ std::unique_ptr<BandSet> make_band_set(const ChunkOptions& chunks, Device& devic
   return std::make_unique<BandSet>(chunks.bands, device, direction, grid);
 }
 
+// Exact tiles where the plan asks for them: a grid of exact parts that cuts the frame, on a model whose trunks
+// are local, not split across devices.
+std::unique_ptr<ExactTiles> make_exact_tiles(const ChunkOptions& chunks, VaeModel& model, Device& device,
+                                             ExactTiles::Direction direction, int64_t latent_height,
+                                             int64_t latent_width) {
+  if (!chunks.tiles.exact || chunks.bands.size() >= 2) return nullptr;
+  const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
+  if (!grid.tiled() && chunks.window == 0) return nullptr;
+  return std::make_unique<ExactTiles>(model, device, grid, direction, chunks.latent_frames, chunks.host_window);
+}
+
 }  // namespace
 
 // Note [Chunks]
@@ -70,15 +82,20 @@ torch::Tensor EncodeRun::push(const torch::Tensor& frames) {
   if (frames.size(3) % f || frames.size(4) % f)
     throw Error("frame size " + std::to_string(frames.size(4)) + "x" + std::to_string(frames.size(3)) +
                 " is not a multiple of " + std::to_string(f));
-  if (frames_in_ == 0)
-    bands_ =
-        make_band_set(chunks_, device_, BandSet::Direction::kEncode, frames.size(3) / f, frames.size(4) / f);
-  if (frames_in_ == 0 && !bands_)
-    tiles_ = make_tile_set(model_, device_, chunks_.tiles, TileSet::Direction::kEncode, chunks_.offload,
-                           frames.size(3) / f, frames.size(4) / f);
+  if (frames_in_ == 0) {
+    exact_ = make_exact_tiles(chunks_, model_, device_, ExactTiles::Direction::kEncode, frames.size(3) / f,
+                              frames.size(4) / f);
+    if (!exact_)
+      bands_ = make_band_set(chunks_, device_, BandSet::Direction::kEncode, frames.size(3) / f,
+                             frames.size(4) / f);
+    if (!exact_ && !bands_)
+      tiles_ = make_tile_set(model_, device_, chunks_.tiles, TileSet::Direction::kEncode, chunks_.offload,
+                             frames.size(3) / f, frames.size(4) / f);
+  }
+  const int64_t tf = model_.info().temporal_factor;
+  if (exact_) return push_window(frames);
   pending_ = append(pending_, frames);
   frames_in_ += frames.size(2);
-  const int64_t tf = model_.info().temporal_factor;
   std::vector<torch::Tensor> out;
   while (true) {
     const bool first = frames_in_ == pending_.size(2);  // nothing run yet
@@ -96,10 +113,31 @@ torch::Tensor EncodeRun::finish() {
   if (frames_in_ == 0) throw Error("nothing to encode: no frames");
   if ((frames_in_ - 1) % tf != 0)
     throw Error("encode needs 1 + " + std::to_string(tf) + "k frames, got " + std::to_string(frames_in_));
+  if (exact_) return window_->empty() ? torch::Tensor() : exact_->run_window(window_->take(window_->size()), false);
   if (!pending_.defined() || pending_.size(2) == 0) return {};
   auto out = run_chunk(pending_);
   pending_ = torch::Tensor();
   return out;
+}
+
+// Exact tiles (Note [Tiles through time] in core/exact_tiles.h): frames wait until a window is full.
+torch::Tensor EncodeRun::push_window(const torch::Tensor& frames) {
+  torch::InferenceMode guard;
+  if (!window_) window_ = std::make_unique<Pieces>();
+  window_->push(exact_->keep(frames));
+  frames_in_ += frames.size(2);
+  if (chunks_.window == 0) return {};
+  const int64_t tf = model_.info().temporal_factor;
+  std::vector<torch::Tensor> out;
+  while (true) {
+    const int64_t need = windows_ == 0 ? 1 + tf * (chunks_.window - 1) : tf * chunks_.window;
+    // A window runs once a frame past it has come: the last window is run by finish(), without `more`.
+    if (window_->size() <= need) break;
+    out.push_back(exact_->run_window(window_->take(need), /*more=*/true));
+    ++windows_;
+  }
+  if (out.empty()) return {};
+  return join(out);
 }
 
 DecodeRun::DecodeRun(VaeModel& model, Device& device, ChunkOptions chunks)
@@ -125,11 +163,16 @@ torch::Tensor DecodeRun::push(const torch::Tensor& latents) {
     throw Error("decode expects latents shaped [B, " + std::to_string(model_.info().latent_channels) +
                 ", T, h, w], got " + std::to_string(latents.dim()) + "-D with " +
                 std::to_string(latents.dim() > 1 ? latents.size(1) : 0) + " channels");
-  if (latents_in_ == 0)
-    bands_ = make_band_set(chunks_, device_, BandSet::Direction::kDecode, latents.size(3), latents.size(4));
-  if (latents_in_ == 0 && !bands_)
-    tiles_ = make_tile_set(model_, device_, chunks_.tiles, TileSet::Direction::kDecode, chunks_.offload,
-                           latents.size(3), latents.size(4));
+  if (latents_in_ == 0) {
+    exact_ = make_exact_tiles(chunks_, model_, device_, ExactTiles::Direction::kDecode, latents.size(3),
+                              latents.size(4));
+    if (!exact_)
+      bands_ = make_band_set(chunks_, device_, BandSet::Direction::kDecode, latents.size(3), latents.size(4));
+    if (!exact_ && !bands_)
+      tiles_ = make_tile_set(model_, device_, chunks_.tiles, TileSet::Direction::kDecode, chunks_.offload,
+                             latents.size(3), latents.size(4));
+  }
+  if (exact_) return push_window(latents);
   pending_ = append(pending_, latents);
   latents_in_ += latents.size(2);
   std::vector<torch::Tensor> out;
@@ -143,10 +186,23 @@ torch::Tensor DecodeRun::push(const torch::Tensor& latents) {
 
 torch::Tensor DecodeRun::finish() {
   if (latents_in_ == 0) throw Error("nothing to decode: no latent frames");
+  if (exact_) return window_->empty() ? torch::Tensor() : exact_->run_window(window_->take(window_->size()), false);
   if (!pending_.defined() || pending_.size(2) == 0) return {};
   auto out = run_chunk(pending_);
   pending_ = torch::Tensor();
   return out;
+}
+
+torch::Tensor DecodeRun::push_window(const torch::Tensor& latents) {
+  torch::InferenceMode guard;
+  if (!window_) window_ = std::make_unique<Pieces>();
+  window_->push(exact_->keep(latents));
+  latents_in_ += latents.size(2);
+  std::vector<torch::Tensor> out;
+  while (chunks_.window > 0 && window_->size() > chunks_.window)
+    out.push_back(exact_->run_window(window_->take(chunks_.window), /*more=*/true));
+  if (out.empty()) return {};
+  return join(out);
 }
 
 torch::Tensor encode_video(VaeModel& model, const torch::Tensor& video, ChunkOptions chunks) {

@@ -14,6 +14,8 @@
 namespace vaecodec::core {
 
 class TileSet;
+class ExactTiles;
+class Pieces;
 
 // How a run splits a sequence in time and space. Chunks in time and bands across devices do not change the
 // result; spatial tiles (Note [Tile blending] in core/tiling.h) change it slightly. Memory and speed depend
@@ -22,7 +24,11 @@ struct ChunkOptions {
   int64_t latent_frames =
       1;                 // latent frames per chunk; an encode chunk is temporal_factor * this many frames
   TileGrid tiles;        // the default, or a grid that does not cut the frame, runs whole frames
-  bool offload = false;  // tiles' caches wait in host memory while other tiles run
+  bool offload = false;  // tiles' caches wait in host memory while other tiles run (blended tiles)
+  // Exact tiles (tiles.exact: Note [Tiles through time] in core/exact_tiles.h): latent frames per window, 0
+  // for the whole clip in one window; and whether the window's frames wait in host memory.
+  int64_t window = 0;
+  bool host_window = false;
   // Two or more: the frame is split into these bands, top to bottom, each run by its place's model
   // (Note [Bands across devices] in core/band_exchange.h); the run's own model then only names the output's
   // device and the family. `tiles` may then cut the frame into columns (one row of tiles, no offload): each
@@ -31,7 +37,7 @@ struct ChunkOptions {
 
   // A plan's chunks and tiles, split across `bands` when there are two or more.
   static ChunkOptions of(const Plan& plan, std::vector<BandPlace> bands = {}) {
-    return {plan.chunk, plan.tiles, plan.offload, std::move(bands)};
+    return {plan.chunk, plan.tiles, plan.offload, plan.window, plan.host_window, std::move(bands)};
   }
 };
 
@@ -49,15 +55,19 @@ class EncodeRun {
 
  private:
   torch::Tensor run_chunk(const torch::Tensor& frames);
+  torch::Tensor push_window(const torch::Tensor& frames);
 
   VaeModel& model_;
   Device& device_;  // the model's
   ChunkOptions chunks_;
   CausalCache cache_;
   std::unique_ptr<TileSet> tiles_;  // made at the first push when chunks_.tiles cuts the frame
+  std::unique_ptr<ExactTiles> exact_;  // the same for exact tiles
+  std::unique_ptr<Pieces> window_;     // exact tiles: the frames of the window being filled
   std::unique_ptr<BandSet> bands_;  // made at the first push when chunks_.bands splits the frame
-  torch::Tensor pending_;           // frames waiting for a full chunk
+  torch::Tensor pending_;           // frames waiting for a full chunk (exact tiles: a full window)
   int64_t frames_in_ = 0;
+  int64_t windows_ = 0;  // exact tiles: windows run
 };
 
 // Streams latents through the decoder; returns video frames [B, 3, t, H, W] (unclamped, model dtype, model
@@ -71,12 +81,15 @@ class DecodeRun {
 
  private:
   torch::Tensor run_chunk(const torch::Tensor& latents);
+  torch::Tensor push_window(const torch::Tensor& latents);
 
   VaeModel& model_;
   Device& device_;  // the model's
   ChunkOptions chunks_;
   CausalCache cache_;
   std::unique_ptr<TileSet> tiles_;
+  std::unique_ptr<ExactTiles> exact_;
+  std::unique_ptr<Pieces> window_;
   std::unique_ptr<BandSet> bands_;
   torch::Tensor pending_;
   int64_t latents_in_ = 0;

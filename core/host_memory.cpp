@@ -1,6 +1,11 @@
 #include "core/host_memory.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <string>
 
 #include <algorithm>
 #include <fstream>
@@ -29,6 +34,38 @@ int64_t host_memory_bytes() {
     if (cap > 0 && (bytes == 0 || cap < bytes)) bytes = cap;
   }
   return bytes;
+}
+
+int64_t host_available_bytes() {
+  if (const char* test = std::getenv("VAECODEC_TEST_MEM_AVAILABLE")) return std::atoll(test);
+  int64_t available = 0;
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    long long kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") available = static_cast<int64_t>(kib) * 1024;
+  }
+  // Inside a cgroup with a limit: what is left of it.
+  const int64_t limit = cgroup_limit("/sys/fs/cgroup/memory.max");
+  const int64_t used = cgroup_limit("/sys/fs/cgroup/memory.current");
+  if (limit > 0 && used > 0 && limit > used && (available == 0 || limit - used < available))
+    available = limit - used;
+  return available;
+}
+
+int64_t host_budget_bytes() {
+  const int64_t available = host_available_bytes();
+  if (available <= 0) return 0;
+  const int64_t margin = std::max<int64_t>(available / 10, int64_t{1} << 30);
+  return std::max<int64_t>(available - margin, 1);
+}
+
+int64_t host_peak_bytes() {
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
 void check_host_memory(int64_t needed_bytes, const std::string& what) {

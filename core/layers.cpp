@@ -63,6 +63,25 @@ CausalConv3d::CausalConv3d(int64_t in, int64_t out, std::array<int64_t, 3> kerne
   halo_bottom_ = std::max<int64_t>(0, kernel[1] - stride[1] - padding[1]);
 }
 
+Reach CausalConv3d::reach() const {
+  // A same-size convolution: it reads `padding` pixels beyond each side of its output.
+  const bool same = stride_[1] == 1 && stride_[2] == 1 && weight_.size(3) == 2 * spatial_padding_[0] + 1 &&
+                    weight_.size(4) == 2 * spatial_padding_[1] + 1;
+  if (!same) return Reach::whole_frame();
+  return {std::max(spatial_padding_[0], spatial_padding_[1]), Resize::kSame, true};
+}
+
+Reach CausalSequence::reach() const {
+  Reach total;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const Reach r = blocks_[i]->reach();
+    if (!r.local || (r.resize != Resize::kSame && i + 1 < blocks_.size())) return Reach::whole_frame();
+    total.margin += r.margin;
+    total.resize = r.resize;
+  }
+  return total;
+}
+
 bool CausalConv3d::needs_halo() const {
   return (halo_top_ > 0 || halo_bottom_ > 0) && in_band();
 }

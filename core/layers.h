@@ -10,6 +10,7 @@
 
 #include "core/causal_cache.h"
 #include "core/kernels/conv3d.h"
+#include "core/reach.h"
 #include "core/stage_timer.h"
 
 namespace vaecodec::core {
@@ -19,6 +20,8 @@ class CausalModule : public torch::nn::Module {
  public:
   // x: [B, C, T, H, W]
   virtual torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) = 0;
+  // How far it looks around an output pixel (Note [Exact tiles] in core/trunk.h); by default the whole frame.
+  virtual Reach reach() const { return Reach::whole_frame(); }
 };
 
 // A list of children registered under their positions ("0", "1", ...), like the reference's nn.Sequential, so
@@ -58,6 +61,10 @@ class CausalSequence : public CausalModule {
     return h;
   }
   size_t size() const { return blocks_.size(); }
+  CausalModule* block(size_t i) const { return blocks_[i].get(); }
+  // The blocks' reaches added up at the input's resolution, where only the last block resamples; else
+  // whole_frame().
+  Reach reach() const override;
 
  private:
   std::vector<std::shared_ptr<CausalModule>> blocks_;
@@ -108,6 +115,8 @@ class CausalConv3d : public CausalModule {
 
   // Takes a cache slot only when it looks back in time (temporal kernel > 1).
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  // Stride 1 in space: its spatial padding.
+  Reach reach() const override;
   // The same with an explicit slot (layers that share one slot with their own state); copies x into the
   // causal buffer (Note [Causal buffer]).
   torch::Tensor forward_with(const torch::Tensor& x, CausalCache::Slot& slot);

@@ -9,7 +9,7 @@
 
 namespace vaecodec::core {
 
-// One measured peak of the family's released model (Note [Memory model] in core/planner.cpp): the planner
+// One measured peak of the family's released model (Note [Memory model] in core/plan_model.h): the planner
 // splits it into weights, caches, I/O and the rest, and scales the rest, the activations, to other sizes.
 struct MemoryCalibration {
   Op op = Op::kDecode;  // encode or decode
@@ -23,6 +23,8 @@ struct MemoryCalibration {
   double resident_gib = 0;
   double tflop = 0;
   std::string source;  // where the numbers come from, shown by `plan`
+  // The measured run's time (bench's median), for the planner's rate (Note [Plan cost]); 0: not measured.
+  double seconds = 0;
 };
 
 }  // namespace vaecodec::core

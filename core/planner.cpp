@@ -7,103 +7,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/plan_model.h"
 #include "core/sizes.h"
 
 namespace vaecodec::core {
-namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-// Note [Plan cost]
-// The planner ranks the plans that fit by a time model, in seconds per latent frame:
-//   compute  = the model's FLOPs for the tiles' pixels (overlaps count twice) at kComputeRate, plus
-//              kCallSeconds per model call (one per tile per chunk)
-//   transfer = offloaded only: every tile's cache goes up and comes back once per chunk, so
-//              (host cache) / chunk each way at kCopyRate; the two directions run on their own streams,
-//              beside the model (Note [Offloaded caches]), so the plan takes the longer of compute and
-//              transfer and kOverlapLoss of the shorter (copies and kernels share the memory bus and the
-//              host's cores)
-// The rates are the H100's (Wan2.1 decode runs at about 265 TFLOP/s; the offloaded plans' extra time measured
-// 37-40 GB/s of cache copies, docs/benchmarks.md). Only their ratio matters for the choice, and consumer
-// cards have a similar one (less compute, and PCIe 4.0 instead of 5.0). The model is coarse on purpose: it
-// only has to tell plans apart whose costs differ by tens of percent (tile overlap, cache copies), and where
-// two plans cost within kCostTolerance of each other the one with the smaller peak wins.
-constexpr double kComputeRate = 250e12;  // FLOP/s
-constexpr double kCopyRate = 35e9;       // bytes/s, host <-> device
-constexpr double kCallSeconds = 2e-3;    // fixed cost of one model call
-constexpr double kOverlapLoss = 0.3;
-constexpr double kCostTolerance = 0.03;
-
-// Note [Memory model]
-// The peak device memory of a run, in parts (MemoryEstimate):
-//   weights     = parameters x dtype size (the whole model: encoder and decoder are loaded together)
-//   cache       = cache_elements x dtype size x the pixels of every tile (each carries its own causal cache;
-//                 offloaded, three tiles': Note [Offloaded caches]), summed over encoder and decoder for a
-//                 round trip
-//   activations = a x (pixels of one tile) x (frames in flight: temporal_factor x chunk), the largest model
-//                 call's working set (the larger of encoder and decoder for a round trip)
-//   io          = the chunk's input and output in the model dtype, and a float32 accumulator when tiled
-//   reserved    = what the caller holds on the device besides the run (bench keeps the whole clip there)
-// cache_elements is structural: the channels x history frames of every causal layer, per output pixel. It
-// does not depend on the GPU and is checked against the model's real cache on the CPU
-// (tests/test_planner.cpp). `a` is calibrated from one measured peak per (family, op, dtype): the
-// measurement's other parts are subtracted and the rest divided by its pixels and frames in flight.
-// Everything scales linearly in pixels and chunk length; that is the assumption the GPU runs check
-// (docs/memory.md).
-int64_t element_size(torch::ScalarType dtype) {
-  return static_cast<int64_t>(c10::elementSize(dtype));
-}
-
-// The calibration row for a single op (encode or decode), with a note on how it applies.
-struct Coefficients {
-  double cache_elements = 0;    // per pixel
-  double activation_bytes = 0;  // per pixel and frame in flight, in the request's dtype
-  double flops = 0;             // per pixel and frame
-  std::string note;
-};
-
-Coefficients coefficients(const PlanRequest& request, Op op) {
-  // Every registered family has a row for each op (register_model_family checks it) and the request carries
-  // them: the request's dtype, else one scaled by element size from the family's own measurement.
-  const MemoryCalibration* row = nullptr;
-  std::string note;
-  for (const auto& c : request.calibration)
-    if (c.op == op && c.dtype == request.dtype) row = &c;
-  if (row) note = row->source;
-  if (!row) {
-    for (const auto& c : request.calibration)
-      if (c.op == op && (!row || c.dtype == torch::kBFloat16)) row = &c;
-    if (!row) throw Error("no memory calibration of " + op_name(op) + " for " + request.family);
-    note = std::string("derived from ") +
-           (row->dtype == torch::kBFloat16 ? "bf16" : c10::toString(row->dtype)) + " (" + row->source + ")";
-  }
-  Coefficients k;
-  k.cache_elements = row->cache_elements;
-  k.note = note;
-  // Split the measured peak of the calibration run into its parts and keep what is left for activations.
-  const double size = static_cast<double>(element_size(row->dtype));
-  const double pixels = static_cast<double>(row->width * row->height);
-  const double weights = static_cast<double>(row->parameters) * size;
-  const double cache = row->cache_elements * size * pixels;
-  const double frames = static_cast<double>(request.temporal_factor * row->chunk);
-  const double io = (3.0 + 3.0) * frames * pixels * size;  // the chunk in and out, one frame set each
-  const double rest = row->peak_gib * kGiB - row->resident_gib * kGiB - weights - cache - io;
-  k.activation_bytes =
-      std::max(rest, 0.0) / (pixels * frames) * (static_cast<double>(element_size(request.dtype)) / size);
-  k.flops = row->tflop * 1e12 / (pixels * static_cast<double>(row->frames));
-  return k;
-}
-
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-
-// Sum of the tiles' pixels (with overlaps), in latent pixels.
-int64_t tiled_area(const TileGrid& g) {
-  return g.count() * g.tile_height * g.tile_width;
-}
-
-}  // namespace
+using namespace plan_model;
 
 PlanRequest PlanRequest::of(const ModelInfo& info, std::vector<MemoryCalibration> calibration,
                             int64_t parameter_count, Op op, int64_t width, int64_t height,
@@ -119,6 +27,24 @@ PlanRequest PlanRequest::of(const ModelInfo& info, std::vector<MemoryCalibration
   r.width = width;
   r.height = height;
   r.dtype = dtype;
+  return r;
+}
+
+PlanRequest PlanRequest::of(const VaeModel& model, std::vector<MemoryCalibration> calibration, Op op,
+                            int64_t width, int64_t height, int64_t latent_frames) {
+  PlanRequest r = of(model.info(), std::move(calibration), model.parameter_count(), op, width, height,
+                     model.dtype());
+  r.latent_frames = latent_frames;
+  if (!model.exact_tiles()) return r;
+  r.exact_tiles = true;
+  r.encode_features = model.feature_channels(true);
+  r.decode_features = model.feature_channels(false);
+  const int64_t lh = height / r.spatial_factor, lw = width / r.spatial_factor;
+  // Copies of the trunks' reaches: the request may outlive the model.
+  r.tile_work = [encode_trunk = *model.trunk_for(true), decode_trunk = *model.trunk_for(false), lh,
+                 lw](bool encode, const Area& interior) {
+    return trunk_tile_work(encode ? encode_trunk : decode_trunk, encode, interior, lh, lw);
+  };
   return r;
 }
 
@@ -157,26 +83,6 @@ MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const 
   if (tiles.tiled()) io += 3.0 * frames * (frame_pixels * 4.0 + tile_pixels * size);
   e.io = static_cast<int64_t>(io);
   return e;
-}
-
-// The model's FLOPs per pixel and frame of the request (both networks for a round trip).
-double flops_per_pixel(const PlanRequest& request) {
-  double flops = 0;
-  for (Op op : {Op::kEncode, Op::kDecode})
-    if (request.op == op || request.op == Op::kRoundtrip) flops += coefficients(request, op).flops;
-  return flops;
-}
-
-// The plan's time per latent frame (Note [Plan cost]); `flops` from flops_per_pixel.
-double plan_cost(const PlanRequest& request, double flops, int64_t chunk, const TileGrid& tiles,
-                 const MemoryEstimate& estimate) {
-  const double f2 = static_cast<double>(request.spatial_factor * request.spatial_factor);
-  const double pixels = static_cast<double>(tiled_area(tiles)) * f2;
-  const double frames = static_cast<double>(request.temporal_factor);
-  const double compute = flops * pixels * frames / kComputeRate +
-                         kCallSeconds * static_cast<double>(tiles.count()) / static_cast<double>(chunk);
-  const double transfer = static_cast<double>(estimate.host_cache) / static_cast<double>(chunk) / kCopyRate;
-  return std::max(compute, transfer) + kOverlapLoss * std::min(compute, transfer);
 }
 
 // Note [Planner]
@@ -219,51 +125,64 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
                                                        : 1;
   const int64_t min_chunk = options.chunk > 0 ? options.chunk : 1;
 
+  const double per_pixel = seconds_per_pixel(request);
+  const double latent_frames =
+      static_cast<double>(request.latent_frames > 0 ? request.latent_frames : kAssumedLatentFrames);
+  const double untiled_cost = [&] {
+    const TileGrid whole = TileGrid::whole(lh, lw);
+    return plan_cost(request, per_pixel, 1, whole,
+                     estimate_memory(request, 1, whole, false, options.reserved_bytes));
+  }();
+  auto plan_of = [&](int64_t n, const TileGrid& g, bool offload) {
+    Plan p;
+    p.op = request.op;
+    p.chunk = n;
+    p.tiles = g;
+    p.offload = offload;
+    p.budget_bytes = options.budget_bytes;
+    p.budget_note = options.budget_note;
+    p.estimate = estimate_memory(request, n, g, offload, options.reserved_bytes);
+    p.estimate.host = kHostBase + p.estimate.host_cache;
+    const double seconds = plan_cost(request, per_pixel, n, g, p.estimate);
+    p.cost = seconds / untiled_cost;
+    p.seconds = seconds * latent_frames;
+    return p;
+  };
+  std::vector<Plan> plans;
+  // A given tile size asks for tiles, unless it covers the frame.
+  const bool whole = !options.tile || (options.tile->height >= lh && options.tile->width >= lw);
+  for (int64_t n = min_chunk; n <= max_chunk && whole; ++n)
+    plans.push_back(plan_of(n, TileGrid::whole(lh, lw), false));
+  if (!options.tiling && !options.tile) return plans;
+  if (request.exact_tiles) {
+    for (Plan& p : exact_plans(request, options, min_chunk, max_chunk, untiled_cost * latent_frames))
+      plans.push_back(std::move(p));
+    return plans;
+  }
+
+  // Blended tiles: every rows x cols split whose tiles are at least min_tile (or the frame) on each side.
   std::vector<TileGrid> grids;
   if (options.tile) {
     grids.push_back(TileGrid::cover(lh, lw, *options.tile, options.tile_overlap));
   } else {
-    grids.push_back(TileGrid::whole(lh, lw));
-    if (options.tiling) {
-      // Every rows x cols split whose tiles are at least min_tile (or the frame) on each side.
-      const int64_t o = options.tile_overlap;
-      for (int64_t rows = 1; rows <= lh; ++rows) {
-        const int64_t th = rows == 1 ? lh : ceil_div(lh + (rows - 1) * o, rows);
-        if (rows > 1 && (th < std::min(options.min_tile, lh) || th <= o)) break;
-        for (int64_t cols = 1; cols <= lw; ++cols) {
-          if (rows * cols == 1) continue;
-          const int64_t tw = cols == 1 ? lw : ceil_div(lw + (cols - 1) * o, cols);
-          if (cols > 1 && (tw < std::min(options.min_tile, lw) || tw <= o)) break;
-          TileGrid g = TileGrid::cover(lh, lw, {th, tw}, o);
-          if (g.rows == rows && g.cols == cols) grids.push_back(g);
-        }
+    const int64_t o = options.tile_overlap;
+    for (int64_t rows = 1; rows <= lh; ++rows) {
+      const int64_t th = rows == 1 ? lh : ceil_div(lh + (rows - 1) * o, rows);
+      if (rows > 1 && (th < std::min(options.min_tile, lh) || th <= o)) break;
+      for (int64_t cols = 1; cols <= lw; ++cols) {
+        if (rows * cols == 1) continue;
+        const int64_t tw = cols == 1 ? lw : ceil_div(lw + (cols - 1) * o, cols);
+        if (cols > 1 && (tw < std::min(options.min_tile, lw) || tw <= o)) break;
+        TileGrid g = TileGrid::cover(lh, lw, {th, tw}, o);
+        if (g.rows == rows && g.cols == cols) grids.push_back(g);
       }
     }
   }
-
-  const double flops = flops_per_pixel(request);
-  const double untiled_cost = [&] {
-    const TileGrid whole = TileGrid::whole(lh, lw);
-    return plan_cost(request, flops, 1, whole,
-                     estimate_memory(request, 1, whole, false, options.reserved_bytes));
-  }();
-  std::vector<Plan> plans;
   for (bool offload : {false, true}) {
     if (offload && !options.offload) break;
     for (const TileGrid& g : grids) {
-      if (offload && !g.tiled()) continue;  // one tile: its cache is always in use
-      for (int64_t n = min_chunk; n <= max_chunk; ++n) {
-        Plan p;
-        p.op = request.op;
-        p.chunk = n;
-        p.tiles = g;
-        p.offload = offload;
-        p.budget_bytes = options.budget_bytes;
-        p.budget_note = options.budget_note;
-        p.estimate = estimate_memory(request, n, g, offload, options.reserved_bytes);
-        p.cost = plan_cost(request, flops, n, g, p.estimate) / untiled_cost;
-        plans.push_back(p);
-      }
+      if (!g.tiled()) continue;
+      for (int64_t n = min_chunk; n <= max_chunk; ++n) plans.push_back(plan_of(n, g, offload));
     }
   }
   return plans;
@@ -276,23 +195,33 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
   // The allocator caps reserved memory, which exceeds the allocated peak the model estimates by the
   // fragmentation of its cached blocks: plan to the budget less the margin.
   const auto usable = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - options.margin));
+  const int64_t host_budget = options.host_budget_bytes;
+  auto fits_host = [&](const Plan& p) { return host_budget <= 0 || p.estimate.host <= host_budget; };
   if (options.budget_is_ceiling && budget > 0) {
     PlannerOptions unbudgeted = options;
     unbudgeted.budget_bytes = 0;
     unbudgeted.budget_is_ceiling = false;
+    unbudgeted.host_budget_bytes = 0;
     Plan as_without = plan_run(request, unbudgeted);
-    if (as_without.estimate.total() <= usable) {
+    if (as_without.estimate.total() <= usable && fits_host(as_without)) {
       as_without.budget_bytes = budget;
       as_without.budget_note = options.budget_note;
+      as_without.host_budget_bytes = host_budget;
+      as_without.host_budget_note = options.host_budget_note;
       return as_without;
     }
   }
   std::vector<Plan> fits;
-  std::optional<Plan> smallest;
+  std::optional<Plan> smallest, smallest_host;
   for (const Plan& p : candidate_plans(request, options)) {
-    if (budget <= 0 || p.estimate.total() <= usable) fits.push_back(p);
-    if (!smallest || p.estimate.total() < smallest->estimate.total()) smallest = p;
+    if ((budget <= 0 || p.estimate.total() <= usable) && fits_host(p)) fits.push_back(p);
+    if (fits_host(p) && (!smallest || p.estimate.total() < smallest->estimate.total())) smallest = p;
+    if (!smallest_host || p.estimate.host < smallest_host->estimate.host) smallest_host = p;
   }
+  // The whole frame wins whenever it fits: tiles only add work, whatever the estimate says (Note [Planner]).
+  if (std::any_of(fits.begin(), fits.end(), [](const Plan& p) { return !p.tiles.tiled(); }))
+    fits.erase(std::remove_if(fits.begin(), fits.end(), [](const Plan& p) { return p.tiles.tiled(); }),
+               fits.end());
   if (!fits.empty()) {
     double cheapest = fits.front().cost;
     for (const Plan& p : fits) cheapest = std::min(cheapest, p.cost);
@@ -301,17 +230,31 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
       if (p.cost <= cheapest * (1 + kCostTolerance) && (!best || p.estimate.total() < best->estimate.total()))
         best = &p;
     Plan plan = *best;
+    plan.host_budget_bytes = host_budget;
+    plan.host_budget_note = options.host_budget_note;
     plan.calibration = coefficients(request, request.op == Op::kRoundtrip ? Op::kDecode : request.op).note;
     return plan;
   }
   std::ostringstream s;
+  if (!smallest && smallest_host) {
+    s << op_name(request.op) << " of " << request.width << "x" << request.height << " needs "
+      << format_size(smallest_host->estimate.host) << " of host memory, more than the "
+      << format_size(host_budget) << (options.host_budget_note.empty() ? "" : " (" + options.host_budget_note + ")")
+      << " it may use; give --host-memory " << std::ceil(smallest_host->estimate.host / kGiB * 10) / 10
+      << "G or more";
+    throw Error(s.str());
+  }
   s << op_name(request.op) << " of " << request.width << "x" << request.height << " does not fit in "
     << format_size(budget) << (options.budget_note.empty() ? "" : " (" + options.budget_note + ")");
   if (smallest)
     s << ": the smallest plan (chunk " << smallest->chunk << ", "
-      << (smallest->tiles.tiled() ? std::to_string(smallest->tiles.count()) + " tiles" : "untiled")
+      << (smallest->tiles.tiled() ? std::to_string(smallest->tiles.count()) +
+                                         (smallest->tiles.exact ? " exact tiles" : " tiles")
+                                   : "untiled")
       << (smallest->offload ? ", caches offloaded" : "") << ") needs "
-      << format_size(smallest->estimate.total()) << "; give --vram "
+      << format_size(smallest->estimate.total())
+      << (host_budget > 0 ? " (within the host's " + format_size(host_budget) + ")" : std::string())
+      << "; give --vram "
       << std::ceil(smallest->estimate.total() / (1.0 - options.margin) / kGiB * 10) / 10 << "G or more";
   if (!options.tiling && !options.tile) s << ", or allow tiling";
   throw Error(s.str());
@@ -327,8 +270,13 @@ int64_t smallest_budget(const PlanRequest& request, const PlannerOptions& option
 std::string Plan::summary() const {
   std::ostringstream s;
   s << "plan: " << op_name(op) << " chunk " << chunk << " latent frame" << (chunk == 1 ? "" : "s") << ", ";
-  if (tiles.tiled())
-    s << tiles.rows << "x" << tiles.cols << " tiles of " << tiles.tile_width << "x" << tiles.tile_height
+  if (tiles.tiled() && tiles.exact)
+    s << tiles.rows << "x" << tiles.cols << " exact tiles of up to " << tiles.tile_width << "x"
+      << tiles.tile_height << " latent px, "
+      << (window > 0 ? "windows of " + std::to_string(window) + " latent frames" : std::string("one window"))
+      << (host_window ? " kept in host memory" : "");
+  else if (tiles.tiled())
+    s << tiles.rows << "x" << tiles.cols << " blended tiles of " << tiles.tile_width << "x" << tiles.tile_height
       << " latent px (overlap " << tiles.overlap << ")" << (offload ? ", caches offloaded to host" : "");
   else
     s << "untiled " << tiles.latent_width << "x" << tiles.latent_height << " latent px";
@@ -336,7 +284,9 @@ std::string Plan::summary() const {
   if (budget_bytes > 0)
     s << " of " << format_size(budget_bytes) << " budget"
       << (budget_note.empty() ? "" : " (" + budget_note + ")");
-  if (cost > 1.005) s << ", about " << std::fixed << std::setprecision(1) << cost << "x the untiled time";
+  s << ", host " << format_size(estimate.host);
+  if (host_budget_bytes > 0) s << " of " << format_size(host_budget_bytes);
+  if (cost > 1.005) s << ", about " << std::fixed << std::setprecision(2) << cost << "x the untiled time";
   return s.str();
 }
 
@@ -357,13 +307,21 @@ nlohmann::json Plan::to_json() const {
           {"budget_note", budget_note},
           {"estimate_bytes", estimate.total()},
           {"relative_time", cost},
+          {"estimated_seconds", seconds},
+          {"exact_tiles", tiles.tiled() && tiles.exact},
+          {"window", window},
+          {"host_window", host_window},
+          {"host_estimate_bytes", estimate.host},
+          {"host_budget_bytes", host_budget_bytes},
+          {"host_budget_note", host_budget_note},
           {"estimate",
            {{"weights", estimate.weights},
             {"cache", estimate.cache},
             {"activations", estimate.activations},
             {"io", estimate.io},
             {"reserved", estimate.reserved},
-            {"host_cache", estimate.host_cache}}},
+            {"host_cache", estimate.host_cache},
+            {"host", estimate.host}}},
           {"calibration", calibration}};
 }
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/device/device.h"
+#include "core/host_memory.h"
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/models/registry.h"
@@ -38,6 +39,12 @@ PlannerOptions settle_budget(const VaeModel& model, PlannerOptions planner) {
   const Device& device = Device::of(model.device());
   const std::optional<int64_t> available = device.available_bytes();
   if (!available) return planner;
+  // A GPU run's host memory (Note [Host memory budget] in core/host_memory.h).
+  if (planner.host_budget_bytes == 0) {
+    planner.host_budget_bytes = host_budget_bytes();
+    if (planner.host_budget_bytes > 0)
+      planner.host_budget_note = "available on this host, less a margin";
+  }
   const std::string where = device.torch_device().str();
   if (planner.budget_bytes == 0) {
     const int64_t total = device.memory_info().total;
@@ -91,9 +98,11 @@ Plan plan_tensor_run(const VaeModel& model, Op op, const torch::Tensor& input, P
     planner.reserved_bytes += (input.size(0) + 1) * result_bytes(model, op, input);
   planner = settle_budget(model, planner);
   const ModelInfo& info = model.info();
-  return plan_run(PlanRequest::of(info, find_model_family(info.family).calibration, model.parameter_count(),
-                                  op, width, height, model.dtype()),
-                  planner);
+  const int64_t tf = info.temporal_factor;
+  const int64_t latent_frames = op == Op::kEncode ? 1 + (input.size(2) - 1) / tf : input.size(2);
+  return plan_run(
+      PlanRequest::of(model, find_model_family(info.family).calibration, op, width, height, latent_frames),
+      planner);
 }
 
 torch::Tensor run_tensor(VaeModel& model, Op op, const torch::Tensor& input, const Plan& plan) {

@@ -50,6 +50,27 @@ int64_t TileGrid::col_origin(int64_t c) const {
   return origin(c, cols, latent_width, tile_width);
 }
 
+std::pair<int64_t, int64_t> TileGrid::part_rows(int64_t r) const {
+  return {r * latent_height / rows, (r + 1) * latent_height / rows};
+}
+
+std::pair<int64_t, int64_t> TileGrid::part_cols(int64_t c) const {
+  return {c * latent_width / cols, (c + 1) * latent_width / cols};
+}
+
+TileGrid TileGrid::parts(int64_t latent_height, int64_t latent_width, int64_t rows, int64_t cols) {
+  if (rows < 1 || cols < 1 || rows > latent_height || cols > latent_width)
+    throw Error("cannot cut " + std::to_string(latent_width) + "x" + std::to_string(latent_height) +
+                " latent pixels into " + std::to_string(rows) + "x" + std::to_string(cols) + " tiles");
+  TileGrid g = whole(latent_height, latent_width);
+  g.rows = rows;
+  g.cols = cols;
+  g.tile_height = ceil_div(latent_height, rows);
+  g.tile_width = ceil_div(latent_width, cols);
+  g.exact = true;
+  return g;
+}
+
 TileGrid TileGrid::whole(int64_t latent_height, int64_t latent_width) {
   TileGrid g;
   g.latent_height = g.tile_height = latent_height;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace vaecodec::core {
 
@@ -18,11 +19,18 @@ struct TileGrid {
   int64_t tile_height = 0, tile_width = 0;
   int64_t overlap = 0;
   int64_t rows = 1, cols = 1;
+  // Exact tiles (Note [Exact tiles] in core/trunk.h): the tiles partition the frame, no overlap, no blend;
+  // tile_height/width are the largest part's.
+  bool exact = false;
   bool tiled() const { return rows * cols > 1; }
   int64_t count() const { return rows * cols; }
   // Origin of row r / column c.
   int64_t row_origin(int64_t r) const;
   int64_t col_origin(int64_t c) const;
+  // Exact tiles: the latent rows [first, end) of part r of `rows` near-equal parts, and columns alike.
+  std::pair<int64_t, int64_t> part_rows(int64_t r) const;
+  std::pair<int64_t, int64_t> part_cols(int64_t c) const;
+  static TileGrid parts(int64_t latent_height, int64_t latent_width, int64_t rows, int64_t cols);
   // The whole frame as one tile.
   static TileGrid whole(int64_t latent_height, int64_t latent_width);
   // Tiles of (at most) `tile` with `overlap`; a side at least as large as the frame is not cut.

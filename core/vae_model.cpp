@@ -51,6 +51,97 @@ torch::Tensor VaeModel::decode(const torch::Tensor& z, CausalCache& cache) {
   return decode_chunk(z, cache);
 }
 
+bool VaeModel::exact_tiles() const {
+  const Trunk* e = trunk(true);
+  const Trunk* d = trunk(false);
+  return e && d && e->local() && d->local();
+}
+
+namespace {
+
+// Scales an area by `k` (k > 0: times k; k < 0: divided by -k).
+Area scaled(Area a, int64_t k) {
+  auto s = [k](Span x) { return k > 0 ? Span{x.begin * k, x.end * k} : Span{x.begin / -k, x.end / -k}; };
+  return {s(a.rows), s(a.cols)};
+}
+
+const Trunk& local_trunk(const VaeModel& model, const Trunk* trunk) {
+  if (!trunk || !trunk->local())
+    throw Error(model.info().family + ": this model cannot run exact tiles (its trunk looks at the whole frame)");
+  return *trunk;
+}
+
+}  // namespace
+
+// The trunk's ends against pixels and latent pixels: a decoder trunk multiplies by scale() > 0 (its input is
+// at latent resolution), an encoder trunk divides by -scale() (its output is); the rest of the spatial factor
+// is the family's folding of pixels into channels (to_trunk_input / from_trunk_output).
+Area VaeModel::tile_input(bool encode, Area interior, int64_t latent_height, int64_t latent_width) const {
+  const Trunk& t = local_trunk(*this, trunk(encode));
+  const int64_t f = info().spatial_factor;
+  if (!encode) return t.input_area(scaled(interior, t.scale()), latent_height, latent_width);
+  const int64_t down = -t.scale(), fold = f / down;
+  const Area in = t.input_area(interior, latent_height * down, latent_width * down);
+  return scaled(in, fold);
+}
+
+double trunk_tile_work(const Trunk& t, bool encode, Area interior, int64_t latent_height,
+                       int64_t latent_width) {
+  const int64_t s = t.scale();
+  const Area out = encode ? interior : scaled(interior, s);
+  const int64_t h = encode ? latent_height * -s : latent_height, w = encode ? latent_width * -s : latent_width;
+  const auto areas = t.areas(out, h, w);
+  const auto extents = t.extents(h, w);
+  double work = 0, base = 0;
+  const double interior_area = static_cast<double>(interior.rows.size() * interior.cols.size());
+  for (size_t i = 0; i + 1 < areas.size(); ++i) {
+    // Pixels of block i's input per latent pixel, squared.
+    const double density = static_cast<double>(extents[i].first) / static_cast<double>(latent_height);
+    work += static_cast<double>(areas[i].rows.size() * areas[i].cols.size());
+    base += interior_area * density * density;
+  }
+  return base > 0 ? work / base : 1.0;
+}
+
+double VaeModel::tile_work(bool encode, Area interior, int64_t latent_height, int64_t latent_width) const {
+  return trunk_tile_work(local_trunk(*this, trunk(encode)), encode, interior, latent_height, latent_width);
+}
+
+torch::Tensor VaeModel::decode_features(const torch::Tensor& z, CausalCache& cache) {
+  ModelCall call(*this);
+  return decode_features_chunk(z, cache);
+}
+
+torch::Tensor VaeModel::encode_features(const torch::Tensor& features, CausalCache& cache) {
+  ModelCall call(*this);
+  return encode_features_chunk(features, cache);
+}
+
+torch::Tensor VaeModel::decode_tile(const torch::Tensor& features, CausalCache& cache, Area interior,
+                                    int64_t latent_height, int64_t latent_width) {
+  ModelCall call(*this);
+  const Trunk& t = local_trunk(*this, trunk(false));
+  cache.rewind();
+  return from_trunk_output(t.run(features, scaled(interior, t.scale()), latent_height, latent_width, cache));
+}
+
+torch::Tensor VaeModel::encode_tile(const torch::Tensor& x, CausalCache& cache, Area interior,
+                                    int64_t latent_height, int64_t latent_width) {
+  ModelCall call(*this);
+  const Trunk& t = local_trunk(*this, trunk(true));
+  const int64_t down = -t.scale();
+  cache.rewind();
+  return t.run(to_trunk_input(x), interior, latent_height * down, latent_width * down, cache);
+}
+
+torch::Tensor VaeModel::decode_features_chunk(const torch::Tensor&, CausalCache&) {
+  throw Error(info().family + ": this model has no whole-frame part for exact tiles");
+}
+
+torch::Tensor VaeModel::encode_features_chunk(const torch::Tensor&, CausalCache&) {
+  throw Error(info().family + ": this model has no whole-frame part for exact tiles");
+}
+
 int64_t VaeModel::parameter_count() const {
   int64_t n = 0;
   for (const auto& p : parameters()) n += p.numel();

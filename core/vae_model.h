@@ -12,6 +12,7 @@
 #include "core/causal_cache.h"
 #include "core/checkpoint.h"
 #include "core/run_choices.h"
+#include "core/trunk.h"
 
 namespace vaecodec::core {
 
@@ -65,6 +66,35 @@ class VaeModel : public torch::nn::Module {
   torch::Tensor encode(const torch::Tensor& x, CausalCache& cache);
   torch::Tensor decode(const torch::Tensor& z, CausalCache& cache);
 
+  // --- exact tiles (Note [Exact tiles] in core/trunk.h): where the family's trunks are local, each op splits
+  // into a trunk that tiles run and a whole-frame part at latent resolution. Areas are in latent pixels
+  // (`interior`) of a frame latent_height x latent_width.
+  bool exact_tiles() const;
+  // What a tile's trunk reads: decode, an area of the features (latent pixels); encode, of the frames
+  // (pixels).
+  Area tile_input(bool encode, Area interior, int64_t latent_height, int64_t latent_width) const;
+  // Decode: latents [B, z, n, h, w] -> the trunk's input features for the whole frame, [B, C, n, h, w].
+  torch::Tensor decode_features(const torch::Tensor& z, CausalCache& cache);
+  // Decode: features cropped to tile_input(false, interior, ...) -> the interior's pixels [B, 3, t, ., .].
+  torch::Tensor decode_tile(const torch::Tensor& features, CausalCache& cache, Area interior,
+                            int64_t latent_height, int64_t latent_width);
+  // Encode: frames cropped to tile_input(true, interior, ...) -> the interior's features [B, C, n, ., .].
+  torch::Tensor encode_tile(const torch::Tensor& x, CausalCache& cache, Area interior, int64_t latent_height,
+                            int64_t latent_width);
+  // Encode: the whole frame's features -> latents, as encode() returns them.
+  torch::Tensor encode_features(const torch::Tensor& features, CausalCache& cache);
+  // The trunk's extra work for a tile against its interior alone: the sum over blocks of the area each
+  // reads, relative to the interior's, weighted by the block's pixels per latent pixel squared (a proxy of
+  // its FLOPs per pixel being alike across resolutions).
+  double tile_work(bool encode, Area interior, int64_t latent_height, int64_t latent_width) const;
+  // The trunk of encode or decode (nullptr without one).
+  const Trunk* trunk_for(bool encode) const { return trunk(encode); }
+  // The channels of the features between the trunk and the whole-frame part (0 without exact tiles).
+  virtual int64_t feature_channels(bool encode) const {
+    (void)encode;
+    return 0;
+  }
+
   const RunChoices& choices() const { return choices_; }
   // Set where the model is placed (place_model, which checks them); later only to compare choices (bench).
   void set_choices(const RunChoices& choices) { choices_ = choices; }
@@ -94,11 +124,27 @@ class VaeModel : public torch::nn::Module {
  protected:
   virtual torch::Tensor encode_chunk(const torch::Tensor& x, CausalCache& cache) = 0;
   virtual torch::Tensor decode_chunk(const torch::Tensor& z, CausalCache& cache) = 0;
+  // Exact tiles: the trunk of encode or decode, or nullptr (the default) where the family has none.
+  virtual const Trunk* trunk(bool encode) const {
+    (void)encode;
+    return nullptr;
+  }
+  // The whole-frame parts; called only where trunk() is local. Each rewinds the cache first.
+  virtual torch::Tensor decode_features_chunk(const torch::Tensor& z, CausalCache& cache);
+  virtual torch::Tensor encode_features_chunk(const torch::Tensor& features, CausalCache& cache);
+  // Between pixels and the trunk's ends (Wan2.2 folds 2x2 pixels into channels); identity by default.
+  virtual torch::Tensor to_trunk_input(const torch::Tensor& x) const { return x; }
+  virtual torch::Tensor from_trunk_output(const torch::Tensor& y) const { return y; }
 
  private:
   bool channels_last_ = false;
   RunChoices choices_;
 };
+
+// VaeModel::tile_work for the trunk `t`, which holds the reaches of the model's blocks (a copy outlives
+// nothing: it reads no block).
+double trunk_tile_work(const Trunk& t, bool encode, Area interior, int64_t latent_height,
+                       int64_t latent_width);
 
 // Fills the parameters with deterministic random values of a sensible scale (unit-variance activations): for
 // benchmarks and tests of models whose released weights are not at hand.

@@ -86,8 +86,14 @@ void check_latent_extension(const fs::path& path) {
     throw UsageError("latent file " + path.string() + " must end in .safetensors or .latent");
 }
 
-RunPlanOptions run_plan_options(const PipelineOptions& o) {
-  return {o.memory, o.bands, o.chunk, o.quiet};
+// latent_frames: the clip's length where known (0 where not).
+RunPlanOptions run_plan_options(const PipelineOptions& o, int64_t latent_frames = 0) {
+  return {o.memory, o.bands, o.chunk, o.quiet, latent_frames};
+}
+
+// The latent frames of a clip of `frames` frames (0: not known).
+int64_t latent_frames_of(int64_t frames, int64_t temporal_factor) {
+  return frames > 0 ? 1 + (padded_frame_count(frames, temporal_factor) - 1) / temporal_factor : 0;
 }
 
 // Puts the plan into the summary and reports the measured peak against it (io/run_plan.h).
@@ -232,7 +238,8 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan =
-      plan_memory(model, core::Op::kRoundtrip, geometry, run_plan_options(options));
+      plan_memory(model, core::Op::kRoundtrip, geometry,
+                  run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor)));
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
@@ -292,7 +299,9 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   const VideoFormat format = reader.format();
   if (musubi) check_musubi_size(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);
-  const core::Plan memory_plan = plan_memory(model, core::Op::kEncode, geometry, run_plan_options(options));
+  const core::Plan memory_plan =
+      plan_memory(model, core::Op::kEncode, geometry,
+                  run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor)));
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   Progress progress("encode", reader.frame_count_hint(), progress_options(options));
@@ -400,7 +409,8 @@ static FinishingRun start_decode_once(core::VaeModel& model, const fs::path& inp
                 info.family + " model takes " + std::to_string(info.latent_channels));
   const DecodePlan plan = plan_decode(file, info, input, options.fps);
   const Geometry geometry = Geometry::of(info, plan.format.width, plan.format.height);
-  const core::Plan memory_plan = plan_memory(model, core::Op::kDecode, geometry, run_plan_options(options));
+  const core::Plan memory_plan =
+      plan_memory(model, core::Op::kDecode, geometry, run_plan_options(options, file.latents.size(2)));
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   core::Device& device = core::Device::of(model.device());

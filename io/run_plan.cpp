@@ -82,9 +82,9 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
   }
   if (!options.bands.empty()) return plan_bands(model, op, geometry, options);
   const core::PlannerOptions planner = core::settle_budget(model, *options.memory);
-  last_plan_request = core::PlanRequest::of(
-      model.info(), core::find_model_family(model.info().family).calibration, model.parameter_count(), op,
-      geometry.padded_width, geometry.padded_height, model.dtype());
+  last_plan_request =
+      core::PlanRequest::of(model, core::find_model_family(model.info().family).calibration, op,
+                            geometry.padded_width, geometry.padded_height, options.latent_frames);
   const core::Plan plan = core::plan_run(*last_plan_request, planner);
   if (model.device().is_cpu())
     core::check_host_memory(plan.estimate.total(), core::op_name(op) + " of " +
@@ -113,7 +113,9 @@ void report_memory(core::VaeModel& model, const core::Plan& plan, const RunPlanO
   }
   std::cerr << "vaecodec: peak VRAM "
             << core::format_size(core::Device::of(model.device()).peak_allocated_bytes()) << " (estimated "
-            << core::format_size(plan.estimate.total()) << ")" << std::endl;
+            << core::format_size(plan.estimate.total()) << "), peak host RSS "
+            << core::format_size(core::host_peak_bytes()) << " (estimated " << core::format_size(plan.estimate.host)
+            << ")" << std::endl;
 }
 
 }  // namespace vaecodec::io

@@ -20,6 +20,7 @@ struct RunPlanOptions {
   std::vector<core::BandPlace> bands;          // two or more: one clip split across their devices
   int64_t chunk = 1;
   bool quiet = false;  // no plan line
+  int64_t latent_frames = 0;  // the clip's length where known (exact tiles' windows), else 0
 };
 
 // The chunk and tiles of a run: planned when options.memory asks (options.bands: one plan for every band),

@@ -29,7 +29,7 @@ std::string describe_missing(const ModelFamily& f) {
       found = found || (row.op == op && row.peak_gib > 0 && row.width > 0);
     if (!found)
       return "it has no memory calibration for " + op_name(op) +
-             " (the planner could not budget its runs; Note [Memory model] in core/planner.cpp)";
+             " (the planner could not budget its runs; Note [Memory model] in core/plan_model.h)";
   }
   for (const auto& layout : f.layouts)
     if (layout.name.empty() || !layout.matches || !layout.to_original)

@@ -174,6 +174,11 @@ torch::Tensor WanResample::upsample(const torch::Tensor& x) {
   return out;
 }
 
+Reach WanResample::reach() const {
+  const bool up = mode_ == ResampleMode::kUpsample2d || mode_ == ResampleMode::kUpsample3d;
+  return {0, up ? Resize::kUp2 : Resize::kDown2};  // the 3x3 convolution's pixel is in the rule
+}
+
 torch::Tensor WanResample::spatial(const torch::Tensor& x) {
   if (mode_ == ResampleMode::kDownsample2d || mode_ == ResampleMode::kDownsample3d) {
     // Zero-pad right and bottom by one, then a stride-2 3x3 conv; in a band the row below is the next band's.

@@ -22,6 +22,7 @@ class WanResidualBlock : public CausalModule {
  public:
   WanResidualBlock(int64_t in, int64_t out);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  Reach reach() const override { return {2}; }  // two 3x3 convolutions
 
  private:
   std::shared_ptr<RMSNorm> norm1_, norm2_;
@@ -49,6 +50,7 @@ class WanHead : public CausalModule {
  public:
   WanHead(int64_t in, int64_t out);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  Reach reach() const override { return {1}; }
 
  private:
   std::shared_ptr<RMSNorm> norm_;
@@ -78,6 +80,7 @@ class WanResample : public CausalModule {
   // spatial_out: channels after the spatial conv (Wan2.1 halves them on the way up: C/2; Wan2.2 keeps C).
   WanResample(int64_t channels, ResampleMode mode, int64_t spatial_out);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  Reach reach() const override;
 
  private:
   torch::Tensor spatial(const torch::Tensor& x);

@@ -35,6 +35,14 @@ Wan21Encoder::Wan21Encoder(const Wan21Config& config, int64_t out_channels) {
   }
   middle_ = register_module("middle", wan_middle(dims.back()));
   head_ = register_module("head", std::make_shared<WanHead>(dims.back(), out_channels));
+  trunk_.add(conv1_.get(), conv1_->reach());
+  for (size_t i = 0; i < downsamples_->size(); ++i)
+    trunk_.add(downsamples_->block(i), downsamples_->block(i)->reach());
+}
+
+torch::Tensor Wan21Encoder::whole_frame(const torch::Tensor& features, CausalCache& cache) {
+  auto h = timed_stage("encoder.middle", [&] { return middle_->forward(features, cache); });
+  return timed_stage("encoder.head", [&] { return head_->forward(h, cache); });
 }
 
 torch::Tensor Wan21Encoder::forward(const torch::Tensor& x, CausalCache& cache) {
@@ -71,6 +79,14 @@ Wan21Decoder::Wan21Decoder(const Wan21Config& config) {
     }
   }
   head_ = register_module("head", std::make_shared<WanHead>(out, 3));
+  for (size_t i = 0; i < upsamples_->size(); ++i)
+    trunk_.add(upsamples_->block(i), upsamples_->block(i)->reach());
+  trunk_.add(head_.get(), head_->reach());
+}
+
+torch::Tensor Wan21Decoder::whole_frame(const torch::Tensor& x, CausalCache& cache) {
+  auto h = timed_stage("decoder.conv1", [&] { return conv1_->forward(x, cache); });
+  return timed_stage("decoder.middle", [&] { return middle_->forward(h, cache); });
 }
 
 torch::Tensor Wan21Decoder::forward(const torch::Tensor& x, CausalCache& cache) {
@@ -136,6 +152,27 @@ torch::Tensor Wan21Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache)
   }
   auto raw = (z.to(torch::promote_types(dtype(), torch::kFloat)) * std_ + mean_).to(dtype());
   return decoder_->forward(conv2_->forward(raw, cache), cache);
+}
+
+torch::Tensor Wan21Vae::decode_features_chunk(const torch::Tensor& z, CausalCache& cache) {
+  cache.rewind();
+  if (mean_.device() != z.device()) {
+    mean_ = mean_.to(z.device());
+    std_ = std_.to(z.device());
+  }
+  auto raw = (z.to(torch::promote_types(dtype(), torch::kFloat)) * std_ + mean_).to(dtype());
+  return decoder_->whole_frame(conv2_->forward(raw, cache), cache);
+}
+
+torch::Tensor Wan21Vae::encode_features_chunk(const torch::Tensor& features, CausalCache& cache) {
+  cache.rewind();
+  if (mean_.device() != features.device()) {
+    mean_ = mean_.to(features.device());
+    std_ = std_.to(features.device());
+  }
+  auto h = conv1_->forward(encoder_->whole_frame(features, cache), cache);
+  auto mu = h.narrow(1, 0, config_.z_dim).to(torch::promote_types(h.scalar_type(), torch::kFloat));
+  return (mu - mean_) / std_;
 }
 
 std::optional<Wan21Config> Wan21Vae::detect(const StateDict& tensors) {

@@ -138,6 +138,14 @@ Wan22Encoder::Wan22Encoder(const Wan22Config& config) {
   }
   middle_ = register_module("middle", wan_middle(dims.back()));
   head_ = register_module("head", std::make_shared<WanHead>(dims.back(), 2 * config.z_dim));
+  trunk_.add(conv1_.get(), conv1_->reach());
+  for (size_t i = 0; i < downsamples_->size(); ++i)
+    trunk_.add(downsamples_->block(i), downsamples_->block(i)->reach());
+}
+
+torch::Tensor Wan22Encoder::whole_frame(const torch::Tensor& features, CausalCache& cache) {
+  auto h = timed_stage("encoder.middle", [&] { return middle_->forward(features, cache); });
+  return timed_stage("encoder.head", [&] { return head_->forward(h, cache); });
 }
 
 torch::Tensor Wan22Encoder::forward(const torch::Tensor& x, CausalCache& cache) {
@@ -165,6 +173,14 @@ Wan22Decoder::Wan22Decoder(const Wan22Config& config) {
                                                       !last && temporal_upsample[i], !last));
   }
   head_ = register_module("head", std::make_shared<WanHead>(dims.back(), 3 * p * p));
+  for (size_t i = 0; i < upsamples_->size(); ++i)
+    trunk_.add(upsamples_->block(i), upsamples_->block(i)->reach());
+  trunk_.add(head_.get(), head_->reach());
+}
+
+torch::Tensor Wan22Decoder::whole_frame(const torch::Tensor& x, CausalCache& cache) {
+  auto h = timed_stage("decoder.conv1", [&] { return conv1_->forward(x, cache); });
+  return timed_stage("decoder.middle", [&] { return middle_->forward(h, cache); });
 }
 
 torch::Tensor Wan22Decoder::forward(const torch::Tensor& x, CausalCache& cache) {
@@ -219,6 +235,28 @@ torch::Tensor Wan22Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache)
   auto zf = z.to(torch::promote_types(dtype(), torch::kFloat));
   auto raw = (zf * std_.to(zf.device()) + mean_.to(zf.device())).to(dtype());
   return unpatchify(decoder_->forward(conv2_->forward(raw, cache), cache), config_.patch_size);
+}
+
+torch::Tensor Wan22Vae::decode_features_chunk(const torch::Tensor& z, CausalCache& cache) {
+  cache.rewind();
+  auto zf = z.to(torch::promote_types(dtype(), torch::kFloat));
+  auto raw = (zf * std_.to(zf.device()) + mean_.to(zf.device())).to(dtype());
+  return decoder_->whole_frame(conv2_->forward(raw, cache), cache);
+}
+
+torch::Tensor Wan22Vae::encode_features_chunk(const torch::Tensor& features, CausalCache& cache) {
+  cache.rewind();
+  auto h = conv1_->forward(encoder_->whole_frame(features, cache), cache);
+  auto mu = h.narrow(1, 0, config_.z_dim).to(torch::promote_types(h.scalar_type(), torch::kFloat));
+  return (mu - mean_.to(mu.device())) / std_.to(mu.device());
+}
+
+torch::Tensor Wan22Vae::to_trunk_input(const torch::Tensor& x) const {
+  return patchify(x, config_.patch_size);
+}
+
+torch::Tensor Wan22Vae::from_trunk_output(const torch::Tensor& y) const {
+  return unpatchify(y, config_.patch_size);
 }
 
 std::optional<Wan22Config> Wan22Vae::detect(const StateDict& tensors) {

@@ -70,6 +70,8 @@ class Wan22DownStage : public CausalModule {
  public:
   Wan22DownStage(int64_t in, int64_t out, int64_t res_blocks, bool down_time, bool down_space);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  // The blocks' (the averaging shortcut reads only the 2x2 blocks its output covers).
+  Reach reach() const override { return downsamples_->reach(); }
 
  private:
   std::shared_ptr<CausalSequence> downsamples_;
@@ -81,6 +83,8 @@ class Wan22UpStage : public CausalModule {
  public:
   Wan22UpStage(int64_t in, int64_t out, int64_t res_blocks, bool up_time, bool up_space);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  // The blocks' (the duplicating shortcut is per pixel).
+  Reach reach() const override { return upsamples_->reach(); }
 
  private:
   std::shared_ptr<CausalSequence> upsamples_;
@@ -93,11 +97,16 @@ class Wan22Encoder : public CausalModule {
   explicit Wan22Encoder(const Wan22Config& config);
   // x: [B, 3 * p * p, T, H / p, W / p] -> [B, 2z, T', H / 16, W / 16] (released p = 2)
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  // Exact tiles (Note [Exact tiles] in core/trunk.h): conv1 and the stages are the trunk; the middle and the
+  // head run on the whole frame.
+  const Trunk& trunk() const { return trunk_; }
+  torch::Tensor whole_frame(const torch::Tensor& features, CausalCache& cache);
 
  private:
   std::shared_ptr<CausalConv3d> conv1_;
   std::shared_ptr<CausalSequence> downsamples_, middle_;
   std::shared_ptr<WanHead> head_;
+  Trunk trunk_;
 };
 
 // Decoder: conv1, middle, upsamples.N (stages), head (to the patchified 3 * p * p channels); unclamped.
@@ -105,11 +114,15 @@ class Wan22Decoder : public CausalModule {
  public:
   explicit Wan22Decoder(const Wan22Config& config);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  // Exact tiles: conv1 and the middle run on the whole frame; the stages and the head are the trunk.
+  torch::Tensor whole_frame(const torch::Tensor& x, CausalCache& cache);
+  const Trunk& trunk() const { return trunk_; }
 
  private:
   std::shared_ptr<CausalConv3d> conv1_;
   std::shared_ptr<CausalSequence> middle_, upsamples_;
   std::shared_ptr<WanHead> head_;
+  Trunk trunk_;
 };
 
 // The whole VAE: patchify, encoder, conv1 (2z -> 2z: mean and log-variance), conv2 (z -> z), decoder,
@@ -120,6 +133,16 @@ class Wan22Vae : public VaeModel {
   const ModelInfo& info() const override { return info_; }
   torch::Tensor encode_chunk(const torch::Tensor& x, CausalCache& cache) override;
   torch::Tensor decode_chunk(const torch::Tensor& z, CausalCache& cache) override;
+  const Trunk* trunk(bool encode) const override {
+    return encode ? &encoder_->trunk() : &decoder_->trunk();
+  }
+  torch::Tensor decode_features_chunk(const torch::Tensor& z, CausalCache& cache) override;
+  torch::Tensor encode_features_chunk(const torch::Tensor& features, CausalCache& cache) override;
+  torch::Tensor to_trunk_input(const torch::Tensor& x) const override;
+  int64_t feature_channels(bool encode) const override {
+    return (encode ? config_.dim : config_.dec_dim) * config_.dim_mult.back();
+  }
+  torch::Tensor from_trunk_output(const torch::Tensor& y) const override;
 
   // Recognises a Wan2.2 state dict (original layout) and reads its config from the tensor shapes.
   static std::optional<Wan22Config> detect(const StateDict& tensors);

@@ -1,0 +1,138 @@
+// The plans of exact tiles (Note [Exact plans]).
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/plan_model.h"
+
+namespace vaecodec::core::plan_model {
+namespace {
+
+// Note [Exact plans]
+// A plan of exact tiles (Note [Tiles through time] in core/exact_tiles.h) is a grid (rows x cols parts of
+// the frame), a chunk length n for the trunk's calls, a window of W latent frames (the whole clip, or fewer
+// with the tiles' caches parked in host memory between windows) and where the window's frames wait. Per op:
+//   device: weights; one tile's cache and activations, scaled from the calibration (Note [Memory model]) by
+//           the tile's pixels with its margins; the whole-frame part's working set at latent resolution
+//           (kWholeFactor x features x chunk); the window's features (channels x latent pixels x W) and, when
+//           not in host memory, the window's frames (3 x temporal_factor x W x pixels); a tile's input and
+//           output for one chunk
+//   host:   kHostBase, the window's frames where they wait there, every tile's cache where windows are
+//           shorter than the clip
+//   time:   the model's FLOPs times the grid's work (VaeModel::tile_work: the margins' extra pixels, block by
+//           block) at the family's calibrated rate, kCallSeconds per model call (every tile and the
+//           whole-frame part, once per chunk), and the copies of the window's frames and parked caches at
+//           kCopyRate (on the compute stream: they add up)
+constexpr double kWholeFactor = 8;
+constexpr int64_t kMinPart = 8;    // latent pixels: a smaller part is nearly all margin
+constexpr int64_t kMaxParts = 12;  // per side
+
+struct GridWork {
+  double work = 1;         // the grid's trunk work against the whole frame's
+  double largest = 0;      // the largest tile's latent pixels with its margins' share
+  double input_area = 0;   // the largest tile's input (latent pixels) for the chunk's crop
+};
+
+GridWork grid_work(const PlanRequest& request, const TileGrid& g, bool encode) {
+  GridWork w;
+  double total = 0;
+  for (int64_t r = 0; r < g.rows; ++r)
+    for (int64_t c = 0; c < g.cols; ++c) {
+      const auto [r0, r1] = g.part_rows(r);
+      const auto [c0, c1] = g.part_cols(c);
+      const Area interior{{r0, r1}, {c0, c1}};
+      const double area = static_cast<double>((r1 - r0) * (c1 - c0));
+      const double factor = request.tile_work ? request.tile_work(encode, interior) : 1.0;
+      total += factor * area;
+      w.largest = std::max(w.largest, factor * area);
+    }
+  w.work = total / static_cast<double>(g.latent_height * g.latent_width);
+  w.input_area = w.largest;
+  return w;
+}
+
+}  // namespace
+
+std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& options, int64_t min_chunk,
+                              int64_t max_chunk, double untiled_seconds) {
+  const int64_t f = request.spatial_factor, tf = request.temporal_factor;
+  const int64_t lh = request.height / f, lw = request.width / f;
+  const double size = static_cast<double>(element_size(request.dtype));
+  const double f2 = static_cast<double>(f * f);
+  const double latent_pixels = static_cast<double>(lh * lw), pixels = latent_pixels * f2;
+  const int64_t clip = request.latent_frames > 0 ? request.latent_frames : 0;
+  const double frames_of_clip = clip > 0 ? static_cast<double>(clip) : kAssumedLatentFrames;
+
+  std::vector<TileGrid> grids;
+  if (options.tile) {
+    grids.push_back(TileGrid::parts(lh, lw, std::min(lh, ceil_div(lh, std::max<int64_t>(options.tile->height, 1))),
+                                    std::min(lw, ceil_div(lw, std::max<int64_t>(options.tile->width, 1)))));
+  } else {
+    for (int64_t rows = 1; rows <= std::min(kMaxParts, std::max<int64_t>(lh / kMinPart, 1)); ++rows)
+      for (int64_t cols = 1; cols <= std::min(kMaxParts, std::max<int64_t>(lw / kMinPart, 1)); ++cols)
+        if (rows * cols > 1) grids.push_back(TileGrid::parts(lh, lw, rows, cols));
+  }
+  // Windows: the whole clip (when its length is known), and shorter ones that park the caches.
+  std::vector<int64_t> windows;
+  if (clip > 0) windows.push_back(0);
+  for (int64_t w : {16, 8, 4})
+    if (clip == 0 || w < clip) windows.push_back(w);
+
+  const std::vector<Op> ops = ops_of(request.op);
+  std::vector<Plan> plans;
+  for (const TileGrid& g : grids) {
+    std::vector<GridWork> work;
+    for (Op op : ops) work.push_back(grid_work(request, g, op == Op::kEncode));
+    for (int64_t n = min_chunk; n <= max_chunk; ++n)
+      for (int64_t window : windows)
+        for (bool host_window : {false, true}) {
+          const double w_frames = window > 0 ? static_cast<double>(window) : frames_of_clip;
+          const bool parks = window > 0 && (clip == 0 || window < clip);
+          const double window_count = std::ceil(frames_of_clip / w_frames);
+          MemoryEstimate e;
+          e.weights = request.parameter_count * element_size(request.dtype);
+          e.reserved = options.reserved_bytes;
+          double cache = 0, activations = 0, io = 0, host_frames = 0, parked = 0, compute = 0, calls = 0;
+          for (size_t i = 0; i < ops.size(); ++i) {
+            const Coefficients k = coefficients(request, ops[i]);
+            const bool encode = ops[i] == Op::kEncode;
+            const double channels =
+                static_cast<double>(encode ? request.encode_features : request.decode_features);
+            const double tile_pixels = work[i].largest * f2;
+            cache += k.cache_elements * size * tile_pixels;
+            activations = std::max({activations, k.activation_bytes * tile_pixels * static_cast<double>(tf * n),
+                                    kWholeFactor * channels * latent_pixels * static_cast<double>(n) * size});
+            const double frames = 3.0 * static_cast<double>(tf) * w_frames * pixels * size;
+            io += channels * latent_pixels * w_frames * size + (host_window ? 0.0 : frames) +
+                  2.0 * 3.0 * static_cast<double>(tf * n) * tile_pixels * size +
+                  channels * work[i].input_area * static_cast<double>(n) * size;
+            host_frames += host_window ? frames : 0.0;
+            if (parks) parked += k.cache_elements * size * pixels * work[i].work;
+            compute += k.flops / k.rate * pixels * static_cast<double>(tf) * frames_of_clip * work[i].work;
+            calls += static_cast<double>(g.count() + 1) * std::ceil(frames_of_clip / static_cast<double>(n));
+          }
+          e.cache = static_cast<int64_t>(cache);
+          e.activations = static_cast<int64_t>(activations);
+          e.io = static_cast<int64_t>(io);
+          e.host_cache = static_cast<int64_t>(parked);
+          e.host = kHostBase + static_cast<int64_t>(host_frames + parked);
+          const double copies =
+              (host_frames * window_count + 2.0 * parked * std::max(window_count - 1, 0.0)) / kCopyRate;
+          Plan p;
+          p.op = request.op;
+          p.chunk = n;
+          p.tiles = g;
+          p.window = window;
+          p.host_window = host_window;
+          p.budget_bytes = options.budget_bytes;
+          p.budget_note = options.budget_note;
+          p.estimate = e;
+          p.seconds = compute + calls * kCallSeconds + copies;
+          p.cost = p.seconds / untiled_seconds;
+          plans.push_back(p);
+        }
+  }
+  return plans;
+}
+
+}  // namespace vaecodec::core::plan_model

@@ -1,0 +1,87 @@
+// The planner's models of memory and time (Note [Memory model], Note [Plan cost]), shared by the plans of
+// whole frames, blended tiles (core/planner.cpp) and exact tiles (core/exact_plan.cpp).
+#include "core/plan_model.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace vaecodec::core::plan_model {
+
+
+int64_t element_size(torch::ScalarType dtype) {
+  return static_cast<int64_t>(c10::elementSize(dtype));
+}
+
+Coefficients coefficients(const PlanRequest& request, Op op) {
+  // Every registered family has a row for each op (register_model_family checks it) and the request carries
+  // them: the request's dtype, else one scaled by element size from the family's own measurement.
+  const MemoryCalibration* row = nullptr;
+  std::string note;
+  for (const auto& c : request.calibration)
+    if (c.op == op && c.dtype == request.dtype) row = &c;
+  if (row) note = row->source;
+  if (!row) {
+    for (const auto& c : request.calibration)
+      if (c.op == op && (!row || c.dtype == torch::kBFloat16)) row = &c;
+    if (!row) throw Error("no memory calibration of " + op_name(op) + " for " + request.family);
+    note = std::string("derived from ") +
+           (row->dtype == torch::kBFloat16 ? "bf16" : c10::toString(row->dtype)) + " (" + row->source + ")";
+  }
+  Coefficients k;
+  k.cache_elements = row->cache_elements;
+  k.note = note;
+  // Split the measured peak of the calibration run into its parts and keep what is left for activations.
+  const double size = static_cast<double>(element_size(row->dtype));
+  const double pixels = static_cast<double>(row->width * row->height);
+  const double weights = static_cast<double>(row->parameters) * size;
+  const double cache = row->cache_elements * size * pixels;
+  const double frames = static_cast<double>(request.temporal_factor * row->chunk);
+  const double io = (3.0 + 3.0) * frames * pixels * size;  // the chunk in and out, one frame set each
+  const double rest = row->peak_gib * kGiB - row->resident_gib * kGiB - weights - cache - io;
+  k.activation_bytes =
+      std::max(rest, 0.0) / (pixels * frames) * (static_cast<double>(element_size(request.dtype)) / size);
+  k.flops = row->tflop * 1e12 / (pixels * static_cast<double>(row->frames));
+  if (row->seconds > 0 && row->tflop > 0) k.rate = row->tflop * 1e12 / row->seconds;
+  return k;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Sum of the tiles' pixels (with overlaps), in latent pixels.
+int64_t tiled_area(const TileGrid& g) {
+  return g.count() * g.tile_height * g.tile_width;
+}
+
+std::vector<Op> ops_of(Op op) {
+  if (op == Op::kRoundtrip) return {Op::kEncode, Op::kDecode};
+  return {op};
+}
+
+// The model's compute time per pixel and frame of the request at the calibrated rates (both networks for a
+// round trip).
+double seconds_per_pixel(const PlanRequest& request) {
+  double seconds = 0;
+  for (Op op : ops_of(request.op)) {
+    const Coefficients k = coefficients(request, op);
+    seconds += k.flops / k.rate;
+  }
+  return seconds;
+}
+
+// The plan's time per latent frame (Note [Plan cost]); `per_pixel` from seconds_per_pixel.
+double plan_cost(const PlanRequest& request, double per_pixel, int64_t chunk, const TileGrid& tiles,
+                 const MemoryEstimate& estimate) {
+  const double f2 = static_cast<double>(request.spatial_factor * request.spatial_factor);
+  const double pixels = static_cast<double>(tiled_area(tiles)) * f2;
+  const double frames = static_cast<double>(request.temporal_factor);
+  const double compute = per_pixel * pixels * frames +
+                         kCallSeconds * static_cast<double>(tiles.count() * ops_of(request.op).size()) /
+                             static_cast<double>(chunk);
+  const double transfer = static_cast<double>(estimate.host_cache) / static_cast<double>(chunk) / kCopyRate;
+  return std::max(compute, transfer) + kOverlapLoss * std::min(compute, transfer);
+}
+
+}  // namespace vaecodec::core::plan_model

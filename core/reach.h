@@ -1,0 +1,19 @@
+#pragma once
+
+#include <cstdint>
+
+namespace vaecodec::core {
+
+// How a block of a trunk changes the resolution (Note [Exact tiles] in core/trunk.h).
+enum class Resize { kSame, kUp2, kDown2 };
+
+// How far a block of a trunk looks around each output pixel; `local` false: it looks at the whole frame
+// (attention), and a trunk holding it cannot be tiled exactly.
+struct Reach {
+  int64_t margin = 0;
+  Resize resize = Resize::kSame;
+  bool local = true;
+  static Reach whole_frame() { return {0, Resize::kSame, false}; }
+};
+
+}  // namespace vaecodec::core
