@@ -112,8 +112,8 @@ BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, to
   clip.planner = o.memory.planner;
   clip.planner.reserved_bytes = resident;
   const int64_t latent_frames = op == core::Op::kDecode ? clip.latents.size(2) : 1 + (o.frames - 1) / tf;
-  clip.plan = core::plan_run(core::PlanRequest::of(model, core::find_model_family(info.family).calibration, op,
-                                                   width, height, latent_frames),
+  clip.plan = core::plan_run(core::PlanRequest::of(model, core::find_model_family(info.family).calibration,
+                                                   op, width, height, latent_frames),
                              clip.planner);
   return clip;
 }

@@ -28,9 +28,9 @@
 #include "core/device/device.h"
 #include "core/engine.h"
 #include "core/engine_report.h"
-#include "core/host_memory.h"
 #include "core/error.h"
 #include "core/flops.h"
+#include "core/host_memory.h"
 #include "core/json_text.h"
 #include "core/kernel_log.h"
 #include "core/models/registry.h"
@@ -150,7 +150,7 @@ void bench(const BenchOptions& o) {
   if (o.accuracy && dtype != torch::kFloat) {
     auto reference_model = make_model(o, device, torch::kFloat);
     const auto reference = run_op(*reference_model, o.op, video, latents, plan).to(torch::kDouble);
-    const auto got = out.to(torch::kDouble);
+    const auto got = out.to(reference.device(), torch::kDouble);  // an exact run may keep it in host memory
     j["relative_l2_vs_fp32"] = ((got - reference).norm() / reference.norm()).item<double>();
     if (o.op != "encode") j["psnr_vs_fp32_db"] = psnr(got, reference);
     if (o.dtype == "fp8") {
@@ -167,7 +167,7 @@ void bench(const BenchOptions& o) {
     // After the measurements: the untiled run may need more than the budget, so the cap is lifted.
     core::Device::of(device).cap_memory(std::numeric_limits<int64_t>::max());
     const auto reference = run_op(*model, o.op, video, latents, untiled(plan)).to(torch::kDouble);
-    const auto got = out.to(torch::kDouble);
+    const auto got = out.to(reference.device(), torch::kDouble);  // an exact run may keep it in host memory
     j["tiled_vs_untiled_relative_l2"] = ((got - reference).norm() / reference.norm()).item<double>();
     if (op != core::Op::kEncode) j["tiled_vs_untiled_psnr_db"] = psnr(got, reference);
   }

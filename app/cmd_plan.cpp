@@ -98,8 +98,9 @@ void plan(const PlanOptions& o) {
   const torch::ScalarType dtype = resolve_dtype(o.dtype, device);
   if (dtype != model->dtype()) model->to(dtype);
   const int64_t latent_frames = 1 + (o.frames - 1 + info.temporal_factor - 1) / info.temporal_factor;
-  const core::PlanRequest request = core::PlanRequest::of(*model, core::find_model_family(info.family).calibration,
-                                                          core::parse_op(o.op), padded_w, padded_h, latent_frames);
+  const core::PlanRequest request =
+      core::PlanRequest::of(*model, core::find_model_family(info.family).calibration, core::parse_op(o.op),
+                            padded_w, padded_h, latent_frames);
   core::PlannerOptions planner = o.memory.planner;
   if (planner.host_budget_bytes == 0 && device.is_cuda()) {  // Note [Host memory budget]
     planner.host_budget_bytes = core::host_budget_bytes();
@@ -146,9 +147,9 @@ void plan(const PlanOptions& o) {
             << ", activations " << core::format_size(e.activations) << ", in/out and windows "
             << core::format_size(e.io) << "\n"
             << "  host memory " << core::format_size(e.host)
-            << (p.host_budget_bytes > 0 ? " of " + core::format_size(p.host_budget_bytes) + " (" +
-                                              p.host_budget_note + ")"
-                                        : std::string())
+            << (p.host_budget_bytes > 0
+                    ? " of " + core::format_size(p.host_budget_bytes) + " (" + p.host_budget_note + ")"
+                    : std::string())
             << "; estimated time " << std::fixed << std::setprecision(2) << p.seconds << " s for " << o.frames
             << " frames (H100 rates)\n"
             << "  coefficients: " << p.calibration << "\n";

@@ -9,8 +9,8 @@
 
 #include "core/error.h"
 #include "core/host_memory.h"
-#include "core/sizes.h"
 #include "core/json_text.h"
+#include "core/sizes.h"
 
 namespace vaecodec::app {
 
@@ -89,8 +89,8 @@ void resolve_memory_options(MemoryOptions& memory, std::string& device, std::str
     }
     const int64_t host = core::host_memory_bytes();
     if (host > 0 && planner.host_budget_bytes > host)
-      throw UsageError("--host-memory " + memory.host_memory + " is more than the " + core::format_size(host) +
-                       " of memory this host has");
+      throw UsageError("--host-memory " + memory.host_memory + " is more than the " +
+                       core::format_size(host) + " of memory this host has");
     planner.host_budget_note = "--host-memory";
   }
   if (!memory.tile.empty()) planner.tile = core::parse_tile(memory.tile);

@@ -39,15 +39,16 @@ std::unique_ptr<BandSet> make_band_set(const ChunkOptions& chunks, Device& devic
   return std::make_unique<BandSet>(chunks.bands, device, direction, grid);
 }
 
-// Exact tiles where the plan asks for them: a grid of exact parts that cuts the frame, on a model whose trunks
-// are local, not split across devices.
+// Exact tiles where the plan asks for them: a grid of exact parts that cuts the frame, on a model whose
+// trunks are local, not split across devices.
 std::unique_ptr<ExactTiles> make_exact_tiles(const ChunkOptions& chunks, VaeModel& model, Device& device,
                                              ExactTiles::Direction direction, int64_t latent_height,
                                              int64_t latent_width) {
   if (!chunks.tiles.exact || chunks.bands.size() >= 2) return nullptr;
   const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
   if (!grid.tiled() && chunks.window == 0) return nullptr;
-  return std::make_unique<ExactTiles>(model, device, grid, direction, chunks.latent_frames, chunks.host_window);
+  return std::make_unique<ExactTiles>(model, device, grid, direction, chunks.latent_frames,
+                                      chunks.host_window);
 }
 
 }  // namespace
@@ -113,7 +114,8 @@ torch::Tensor EncodeRun::finish() {
   if (frames_in_ == 0) throw Error("nothing to encode: no frames");
   if ((frames_in_ - 1) % tf != 0)
     throw Error("encode needs 1 + " + std::to_string(tf) + "k frames, got " + std::to_string(frames_in_));
-  if (exact_) return window_->empty() ? torch::Tensor() : exact_->run_window(window_->take(window_->size()), false);
+  if (exact_)
+    return window_->empty() ? torch::Tensor() : exact_->run_window(window_->take(window_->size()), false);
   if (!pending_.defined() || pending_.size(2) == 0) return {};
   auto out = run_chunk(pending_);
   pending_ = torch::Tensor();
@@ -186,7 +188,8 @@ torch::Tensor DecodeRun::push(const torch::Tensor& latents) {
 
 torch::Tensor DecodeRun::finish() {
   if (latents_in_ == 0) throw Error("nothing to decode: no latent frames");
-  if (exact_) return window_->empty() ? torch::Tensor() : exact_->run_window(window_->take(window_->size()), false);
+  if (exact_)
+    return window_->empty() ? torch::Tensor() : exact_->run_window(window_->take(window_->size()), false);
   if (!pending_.defined() || pending_.size(2) == 0) return {};
   auto out = run_chunk(pending_);
   pending_ = torch::Tensor();

@@ -61,11 +61,11 @@ class EncodeRun {
   Device& device_;  // the model's
   ChunkOptions chunks_;
   CausalCache cache_;
-  std::unique_ptr<TileSet> tiles_;  // made at the first push when chunks_.tiles cuts the frame
+  std::unique_ptr<TileSet> tiles_;     // made at the first push when chunks_.tiles cuts the frame
   std::unique_ptr<ExactTiles> exact_;  // the same for exact tiles
   std::unique_ptr<Pieces> window_;     // exact tiles: the frames of the window being filled
-  std::unique_ptr<BandSet> bands_;  // made at the first push when chunks_.bands splits the frame
-  torch::Tensor pending_;           // frames waiting for a full chunk (exact tiles: a full window)
+  std::unique_ptr<BandSet> bands_;     // made at the first push when chunks_.bands splits the frame
+  torch::Tensor pending_;              // frames waiting for a full chunk (exact tiles: a full window)
   int64_t frames_in_ = 0;
   int64_t windows_ = 0;  // exact tiles: windows run
 };

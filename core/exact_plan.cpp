@@ -28,9 +28,9 @@ constexpr int64_t kMinPart = 8;    // latent pixels: a smaller part is nearly al
 constexpr int64_t kMaxParts = 12;  // per side
 
 struct GridWork {
-  double work = 1;         // the grid's trunk work against the whole frame's
-  double largest = 0;      // the largest tile's latent pixels with its margins' share
-  double input_area = 0;   // the largest tile's input (latent pixels) for the chunk's crop
+  double work = 1;        // the grid's trunk work against the whole frame's
+  double largest = 0;     // the largest tile's latent pixels with its margins' share
+  double input_area = 0;  // the largest tile's input (latent pixels) for the chunk's crop
 };
 
 GridWork grid_work(const PlanRequest& request, const TileGrid& g, bool encode) {
@@ -65,7 +65,8 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
 
   std::vector<TileGrid> grids;
   if (options.tile) {
-    grids.push_back(TileGrid::parts(lh, lw, std::min(lh, ceil_div(lh, std::max<int64_t>(options.tile->height, 1))),
+    grids.push_back(TileGrid::parts(lh, lw,
+                                    std::min(lh, ceil_div(lh, std::max<int64_t>(options.tile->height, 1))),
                                     std::min(lw, ceil_div(lw, std::max<int64_t>(options.tile->width, 1)))));
   } else {
     for (int64_t rows = 1; rows <= std::min(kMaxParts, std::max<int64_t>(lh / kMinPart, 1)); ++rows)
@@ -100,8 +101,9 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
                 static_cast<double>(encode ? request.encode_features : request.decode_features);
             const double tile_pixels = work[i].largest * f2;
             cache += k.cache_elements * size * tile_pixels;
-            activations = std::max({activations, k.activation_bytes * tile_pixels * static_cast<double>(tf * n),
-                                    kWholeFactor * channels * latent_pixels * static_cast<double>(n) * size});
+            activations =
+                std::max({activations, k.activation_bytes * tile_pixels * static_cast<double>(tf * n),
+                          kWholeFactor * channels * latent_pixels * static_cast<double>(n) * size});
             const double frames = 3.0 * static_cast<double>(tf) * w_frames * pixels * size;
             io += channels * latent_pixels * w_frames * size + (host_window ? 0.0 : frames) +
                   2.0 * 3.0 * static_cast<double>(tf * n) * tile_pixels * size +

@@ -109,7 +109,8 @@ torch::Tensor ExactTiles::keep(const torch::Tensor& x) const {
 
 torch::Tensor ExactTiles::to_model(const torch::Tensor& x, bool convert_dtype) const {
   const bool pinned = x.device().is_cpu() && x.is_pinned();
-  auto y = convert_dtype ? x.to(device_.torch_device(), model_.dtype(), pinned) : x.to(device_.torch_device(), pinned);
+  auto y = convert_dtype ? x.to(device_.torch_device(), model_.dtype(), pinned)
+                         : x.to(device_.torch_device(), pinned);
   return y.contiguous(model_.memory_format());
 }
 
@@ -139,8 +140,7 @@ void ExactTiles::unpark(Tile& tile) {
 
 torch::Tensor ExactTiles::run_window(const Pieces& x, bool more) {
   torch::InferenceMode guard;
-  torch::Tensor out =
-      direction_ == Direction::kDecode ? decode_window(x, more) : encode_window(x, more);
+  torch::Tensor out = direction_ == Direction::kDecode ? decode_window(x, more) : encode_window(x, more);
   started_ = true;
   return out;
 }
@@ -168,7 +168,8 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
     unpark(tile);
     for (int64_t c = 0, at = 0, frame = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
       before_model_call();
-      const torch::Tensor input = crop(features, at, chunks[c], tile.input).contiguous(model_.memory_format());
+      const torch::Tensor input =
+          crop(features, at, chunks[c], tile.input).contiguous(model_.memory_format());
       torch::Tensor y =
           model_.decode_tile(input, tile.cache, tile.interior, grid_.latent_height, grid_.latent_width);
       if (!out.defined()) {

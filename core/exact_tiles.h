@@ -85,7 +85,7 @@ class ExactTiles {
   int64_t chunk_;
   bool host_window_;
   std::vector<Tile> tiles_;
-  CausalCache whole_;    // the whole-frame part's
+  CausalCache whole_;     // the whole-frame part's
   bool started_ = false;  // a window has run (encode: later chunks are multiples of the temporal factor)
 };
 

@@ -8,7 +8,6 @@
 
 namespace vaecodec::core::plan_model {
 
-
 int64_t element_size(torch::ScalarType dtype) {
   return static_cast<int64_t>(c10::elementSize(dtype));
 }

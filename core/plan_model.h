@@ -49,7 +49,7 @@ constexpr double kCostTolerance = 0.03;
 // measurement's other parts are subtracted and the rest divided by its pixels and frames in flight.
 // Everything scales linearly in pixels and chunk length; that is the assumption the GPU runs check
 // (docs/memory.md).
-constexpr double kAssumedLatentFrames = 21;  // a clip of unknown length is planned as 81 frames
+constexpr double kAssumedLatentFrames = 21;      // a clip of unknown length is planned as 81 frames
 constexpr int64_t kHostBase = int64_t{1} << 30;  // the process itself: weights read, reader and writer queues
 
 int64_t element_size(torch::ScalarType dtype);

@@ -32,8 +32,8 @@ PlanRequest PlanRequest::of(const ModelInfo& info, std::vector<MemoryCalibration
 
 PlanRequest PlanRequest::of(const VaeModel& model, std::vector<MemoryCalibration> calibration, Op op,
                             int64_t width, int64_t height, int64_t latent_frames) {
-  PlanRequest r = of(model.info(), std::move(calibration), model.parameter_count(), op, width, height,
-                     model.dtype());
+  PlanRequest r =
+      of(model.info(), std::move(calibration), model.parameter_count(), op, width, height, model.dtype());
   r.latent_frames = latent_frames;
   if (!model.exact_tiles()) return r;
   r.exact_tiles = true;
@@ -41,8 +41,8 @@ PlanRequest PlanRequest::of(const VaeModel& model, std::vector<MemoryCalibration
   r.decode_features = model.feature_channels(false);
   const int64_t lh = height / r.spatial_factor, lw = width / r.spatial_factor;
   // Copies of the trunks' reaches: the request may outlive the model.
-  r.tile_work = [encode_trunk = *model.trunk_for(true), decode_trunk = *model.trunk_for(false), lh,
-                 lw](bool encode, const Area& interior) {
+  r.tile_work = [encode_trunk = *model.trunk_for(true), decode_trunk = *model.trunk_for(false), lh, lw](
+                    bool encode, const Area& interior) {
     return trunk_tile_work(encode ? encode_trunk : decode_trunk, encode, interior, lh, lw);
   };
   return r;
@@ -239,7 +239,8 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
   if (!smallest && smallest_host) {
     s << op_name(request.op) << " of " << request.width << "x" << request.height << " needs "
       << format_size(smallest_host->estimate.host) << " of host memory, more than the "
-      << format_size(host_budget) << (options.host_budget_note.empty() ? "" : " (" + options.host_budget_note + ")")
+      << format_size(host_budget)
+      << (options.host_budget_note.empty() ? "" : " (" + options.host_budget_note + ")")
       << " it may use; give --host-memory " << std::ceil(smallest_host->estimate.host / kGiB * 10) / 10
       << "G or more";
     throw Error(s.str());
@@ -248,14 +249,14 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
     << format_size(budget) << (options.budget_note.empty() ? "" : " (" + options.budget_note + ")");
   if (smallest)
     s << ": the smallest plan (chunk " << smallest->chunk << ", "
-      << (smallest->tiles.tiled() ? std::to_string(smallest->tiles.count()) +
-                                         (smallest->tiles.exact ? " exact tiles" : " tiles")
-                                   : "untiled")
+      << (smallest->tiles.tiled()
+              ? std::to_string(smallest->tiles.count()) + (smallest->tiles.exact ? " exact tiles" : " tiles")
+              : "untiled")
       << (smallest->offload ? ", caches offloaded" : "") << ") needs "
       << format_size(smallest->estimate.total())
       << (host_budget > 0 ? " (within the host's " + format_size(host_budget) + ")" : std::string())
-      << "; give --vram "
-      << std::ceil(smallest->estimate.total() / (1.0 - options.margin) / kGiB * 10) / 10 << "G or more";
+      << "; give --vram " << std::ceil(smallest->estimate.total() / (1.0 - options.margin) / kGiB * 10) / 10
+      << "G or more";
   if (!options.tiling && !options.tile) s << ", or allow tiling";
   throw Error(s.str());
 }
@@ -276,8 +277,9 @@ std::string Plan::summary() const {
       << (window > 0 ? "windows of " + std::to_string(window) + " latent frames" : std::string("one window"))
       << (host_window ? " kept in host memory" : "");
   else if (tiles.tiled())
-    s << tiles.rows << "x" << tiles.cols << " blended tiles of " << tiles.tile_width << "x" << tiles.tile_height
-      << " latent px (overlap " << tiles.overlap << ")" << (offload ? ", caches offloaded to host" : "");
+    s << tiles.rows << "x" << tiles.cols << " blended tiles of " << tiles.tile_width << "x"
+      << tiles.tile_height << " latent px (overlap " << tiles.overlap << ")"
+      << (offload ? ", caches offloaded to host" : "");
   else
     s << "untiled " << tiles.latent_width << "x" << tiles.latent_height << " latent px";
   s << "; estimated peak " << format_size(estimate.total());

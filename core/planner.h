@@ -102,8 +102,8 @@ struct Plan {
   int64_t budget_bytes = 0;
   std::string budget_note;  // PlannerOptions::budget_note
   MemoryEstimate estimate;
-  double cost = 1;              // estimated time against the untiled plan's (Note [Plan cost])
-  double seconds = 0;           // estimated time of the clip (or of 21 latent frames when its length is unknown)
+  double cost = 1;     // estimated time against the untiled plan's (Note [Plan cost])
+  double seconds = 0;  // estimated time of the clip (or of 21 latent frames when its length is unknown)
   int64_t host_budget_bytes = 0;
   std::string host_budget_note;
   std::string calibration;      // where the coefficients come from

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "core/device/device.h"
-#include "core/host_memory.h"
 #include "core/engine.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/models/registry.h"
 #include "core/sizes.h"
 
@@ -42,8 +42,7 @@ PlannerOptions settle_budget(const VaeModel& model, PlannerOptions planner) {
   // A GPU run's host memory (Note [Host memory budget] in core/host_memory.h).
   if (planner.host_budget_bytes == 0) {
     planner.host_budget_bytes = host_budget_bytes();
-    if (planner.host_budget_bytes > 0)
-      planner.host_budget_note = "available on this host, less a margin";
+    if (planner.host_budget_bytes > 0) planner.host_budget_note = "available on this host, less a margin";
   }
   const std::string where = device.torch_device().str();
   if (planner.budget_bytes == 0) {

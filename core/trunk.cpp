@@ -90,7 +90,8 @@ int64_t Trunk::scale() const {
 
 std::vector<std::pair<int64_t, int64_t>> Trunk::extents(int64_t height, int64_t width) const {
   std::vector<std::pair<int64_t, int64_t>> e = {{height, width}};
-  for (const Reach& r : reaches_) e.emplace_back(resized_extent(r, e.back().first), resized_extent(r, e.back().second));
+  for (const Reach& r : reaches_)
+    e.emplace_back(resized_extent(r, e.back().first), resized_extent(r, e.back().second));
   return e;
 }
 

@@ -65,7 +65,8 @@ class Trunk {
   Area input_area(Area out, int64_t height, int64_t width) const;
   // Runs the blocks over x (covering input_area(out, height, width)), cropping before each block to what the
   // rest needs; returns exactly `out`. `cache` is the tile's own.
-  torch::Tensor run(const torch::Tensor& x, Area out, int64_t height, int64_t width, CausalCache& cache) const;
+  torch::Tensor run(const torch::Tensor& x, Area out, int64_t height, int64_t width,
+                    CausalCache& cache) const;
   // The areas each block reads (input_area of the blocks from there on), and `out` last: for tests and the
   // planner's work estimate.
   std::vector<Area> areas(Area out, int64_t height, int64_t width) const;

@@ -67,7 +67,8 @@ Area scaled(Area a, int64_t k) {
 
 const Trunk& local_trunk(const VaeModel& model, const Trunk* trunk) {
   if (!trunk || !trunk->local())
-    throw Error(model.info().family + ": this model cannot run exact tiles (its trunk looks at the whole frame)");
+    throw Error(model.info().family +
+                ": this model cannot run exact tiles (its trunk looks at the whole frame)");
   return *trunk;
 }
 
@@ -89,7 +90,8 @@ double trunk_tile_work(const Trunk& t, bool encode, Area interior, int64_t laten
                        int64_t latent_width) {
   const int64_t s = t.scale();
   const Area out = encode ? interior : scaled(interior, s);
-  const int64_t h = encode ? latent_height * -s : latent_height, w = encode ? latent_width * -s : latent_width;
+  const int64_t h = encode ? latent_height * -s : latent_height,
+                w = encode ? latent_width * -s : latent_width;
   const auto areas = t.areas(out, h, w);
   const auto extents = t.extents(h, w);
   double work = 0, base = 0;

@@ -237,9 +237,9 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/true, options.source});
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
-  const core::Plan memory_plan =
-      plan_memory(model, core::Op::kRoundtrip, geometry,
-                  run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor)));
+  const core::Plan memory_plan = plan_memory(
+      model, core::Op::kRoundtrip, geometry,
+      run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor)));
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
@@ -299,9 +299,9 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   const VideoFormat format = reader.format();
   if (musubi) check_musubi_size(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);
-  const core::Plan memory_plan =
-      plan_memory(model, core::Op::kEncode, geometry,
-                  run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor)));
+  const core::Plan memory_plan = plan_memory(
+      model, core::Op::kEncode, geometry,
+      run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor)));
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   Progress progress("encode", reader.frame_count_hint(), progress_options(options));

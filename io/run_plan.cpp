@@ -114,8 +114,8 @@ void report_memory(core::VaeModel& model, const core::Plan& plan, const RunPlanO
   std::cerr << "vaecodec: peak VRAM "
             << core::format_size(core::Device::of(model.device()).peak_allocated_bytes()) << " (estimated "
             << core::format_size(plan.estimate.total()) << "), peak host RSS "
-            << core::format_size(core::host_peak_bytes()) << " (estimated " << core::format_size(plan.estimate.host)
-            << ")" << std::endl;
+            << core::format_size(core::host_peak_bytes()) << " (estimated "
+            << core::format_size(plan.estimate.host) << ")" << std::endl;
 }
 
 }  // namespace vaecodec::io

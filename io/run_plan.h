@@ -19,7 +19,7 @@ struct RunPlanOptions {
   std::optional<core::PlannerOptions> memory;  // nullopt: no planning, `chunk` latent frames untiled
   std::vector<core::BandPlace> bands;          // two or more: one clip split across their devices
   int64_t chunk = 1;
-  bool quiet = false;  // no plan line
+  bool quiet = false;         // no plan line
   int64_t latent_frames = 0;  // the clip's length where known (exact tiles' windows), else 0
 };
 

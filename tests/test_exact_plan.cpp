@@ -48,8 +48,10 @@ core::PlannerOptions budget(int64_t bytes, int64_t host = 0) {
 
 TEST_CASE("the Wan VAEs plan exact tiles where the whole frame does not fit; SeedVR2 blended ones",
           "[planner][exact]") {
-  for (const auto& [name, op] : std::vector<std::pair<std::string, core::Op>>{
-           {"wan2.1-vae", core::Op::kDecode}, {"wan2.1-vae", core::Op::kEncode}, {"wan2.2-vae", core::Op::kDecode}}) {
+  for (const auto& [name, op] :
+       std::vector<std::pair<std::string, core::Op>>{{"wan2.1-vae", core::Op::kDecode},
+                                                     {"wan2.1-vae", core::Op::kEncode},
+                                                     {"wan2.2-vae", core::Op::kDecode}}) {
     INFO(name << " " << core::op_name(op));
     const core::PlanRequest r = request(name, op, 1920, 1088);
     CHECK(r.exact_tiles);
@@ -145,8 +147,8 @@ TEST_CASE("--host-memory and the host's available memory through the CLI", "[cli
   CHECK(plan.at("host_estimate_bytes").get<int64_t>() <= 4 * kGiB);
 
   // 1.5 GiB available: the margin of 1 GiB leaves 512 MiB, less than the process itself.
-  const CliResult tight =
-      run_cli("plan --size 1920x1080 --vram 8G", "VAECODEC_TEST_MEM_AVAILABLE=" + std::to_string(3 * kGiB / 2));
+  const CliResult tight = run_cli("plan --size 1920x1080 --vram 8G",
+                                  "VAECODEC_TEST_MEM_AVAILABLE=" + std::to_string(3 * kGiB / 2));
   CHECK(tight.status == 1);
   CHECK_THAT(tight.err, Catch::Contains("of host memory, more than the 512 MiB (available on this host") &&
                             Catch::Contains("--host-memory"));

@@ -1,6 +1,6 @@
-// Exact tiles (Note [Exact tiles] in core/trunk.h, Note [Tiles through time] in core/exact_tiles.h): a run cut
-// into tiles, chunks and windows equals the untiled run, for every grid, chunk length and window, on the tiny
-// models of the families whose trunks are local. Random inputs larger than the golden cases, so that the
+// Exact tiles (Note [Exact tiles] in core/trunk.h, Note [Tiles through time] in core/exact_tiles.h): a run
+// cut into tiles, chunks and windows equals the untiled run, for every grid, chunk length and window, on the
+// tiny models of the families whose trunks are local. Random inputs larger than the golden cases, so that the
 // margins are narrower than the frame at every resolution.
 #include <catch2/catch.hpp>
 
@@ -32,8 +32,8 @@ constexpr int64_t kRows = 24, kCols = 20;
 TEST_CASE("a trunk's reach: what each block reads shrinks towards the output", "[exact]") {
   const core::Reach same{2}, up{0, core::Resize::kUp2}, down{0, core::Resize::kDown2};
   CHECK(core::input_span(same, {10, 20}, 100) == core::Span{8, 22});
-  CHECK(core::input_span(same, {0, 20}, 21) == core::Span{0, 21});  // clipped at the frame
-  CHECK(core::input_span(up, {10, 21}, 100) == core::Span{4, 12});  // rows 9..11 and one more each side
+  CHECK(core::input_span(same, {0, 20}, 21) == core::Span{0, 21});   // clipped at the frame
+  CHECK(core::input_span(up, {10, 21}, 100) == core::Span{4, 12});   // rows 9..11 and one more each side
   CHECK(core::input_span(down, {5, 9}, 100) == core::Span{10, 20});  // 2a, 2b + 2, even
   CHECK(core::input_span({1, core::Resize::kDown2}, {5, 9}, 100) == core::Span{8, 22});
   CHECK(core::output_span(up, {4, 12}) == core::Span{8, 24});

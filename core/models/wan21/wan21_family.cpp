@@ -15,8 +15,8 @@ ModelFamily wan21_family() {
   // cache_elements: CausalCache::bytes() of the released architecture on the CPU per pixel (the test "the
   // cache coefficients match the released models' caches" recomputes them). Peaks: `scripts/gpu_check.sh` on
   // an H100, bf16, bench --chunk 1, channels-last engine with the fused norms (docs/benchmarks.md); bench
-  // holds its input and output clip besides the run (resident); the time is bench's median there. Other dtypes
-  // scale these by element size.
+  // holds its input and output clip besides the run (resident); the time is bench's median there. Other
+  // dtypes scale these by element size.
   f.calibration = {
       {Op::kDecode, torch::kBFloat16, 2364.5, 126892531, 1280, 720, 81, 1, 8.984, 0.852, 639.22,
        "H100 bench decode 1280x720x81 chunk 1: 8.98 GiB peak allocated", 1.405},

@@ -64,9 +64,7 @@ class Wan21Vae : public VaeModel {
   const ModelInfo& info() const override { return info_; }
   torch::Tensor encode_chunk(const torch::Tensor& x, CausalCache& cache) override;
   torch::Tensor decode_chunk(const torch::Tensor& z, CausalCache& cache) override;
-  const Trunk* trunk(bool encode) const override {
-    return encode ? &encoder_->trunk() : &decoder_->trunk();
-  }
+  const Trunk* trunk(bool encode) const override { return encode ? &encoder_->trunk() : &decoder_->trunk(); }
   torch::Tensor decode_features_chunk(const torch::Tensor& z, CausalCache& cache) override;
   torch::Tensor encode_features_chunk(const torch::Tensor& features, CausalCache& cache) override;
   int64_t feature_channels(bool) const override { return config_.dim * config_.dim_mult.back(); }

@@ -15,8 +15,8 @@ ModelFamily wan22_family() {
   // cache_elements: CausalCache::bytes() of the released architecture on the CPU per pixel (the test "the
   // cache coefficients match the released models' caches" recomputes them). Peaks: `scripts/gpu_check.sh` on
   // an H100, bf16, bench --chunk 1, channels-last engine with the fused norms (docs/benchmarks.md); bench
-  // holds its input and output clip besides the run (resident); the time is bench's median there. Other dtypes
-  // scale these by element size.
+  // holds its input and output clip besides the run (resident); the time is bench's median there. Other
+  // dtypes scale these by element size.
   f.calibration = {
       {Op::kDecode, torch::kBFloat16, 1784.375, 704688668, 1280, 704, 81, 1, 8.78, 0.829, 1347.62,
        "H100 bench decode 1280x704x81 chunk 1: 8.78 GiB peak allocated", 2.35},

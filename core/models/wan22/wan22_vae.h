@@ -133,9 +133,7 @@ class Wan22Vae : public VaeModel {
   const ModelInfo& info() const override { return info_; }
   torch::Tensor encode_chunk(const torch::Tensor& x, CausalCache& cache) override;
   torch::Tensor decode_chunk(const torch::Tensor& z, CausalCache& cache) override;
-  const Trunk* trunk(bool encode) const override {
-    return encode ? &encoder_->trunk() : &decoder_->trunk();
-  }
+  const Trunk* trunk(bool encode) const override { return encode ? &encoder_->trunk() : &decoder_->trunk(); }
   torch::Tensor decode_features_chunk(const torch::Tensor& z, CausalCache& cache) override;
   torch::Tensor encode_features_chunk(const torch::Tensor& features, CausalCache& cache) override;
   torch::Tensor to_trunk_input(const torch::Tensor& x) const override;
