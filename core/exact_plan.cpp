@@ -17,12 +17,14 @@ namespace {
 //           (kWholeFactor x features x chunk); the window's features (channels x latent pixels x W) and, when
 //           not in host memory, the window's frames (3 x temporal_factor x W x pixels); a tile's input and
 //           output for one chunk
-//   host:   kHostBase, the window's frames where they wait there, every tile's cache where windows are
-//           shorter than the clip
+//   host:   kHostBase, the window's frames where they wait there (then the device holds a decode tile's
+//   frames
+//           of the window, or an encode chunk of whole frames), every tile's cache where windows are shorter
+//           than the clip
 //   time:   the model's FLOPs times the grid's work (VaeModel::tile_work: the margins' extra pixels, block by
 //           block) at the family's calibrated rate, kCallSeconds per model call (every tile and the
-//           whole-frame part, once per chunk), and the copies of the window's frames and parked caches at
-//           kCopyRate (on the compute stream: they add up)
+//           whole-frame part, once per chunk), and the copies of the window's frames (an encode window once
+//           per tile) and parked caches at kCopyRate (on the compute stream: they add up)
 constexpr double kWholeFactor = 8;
 constexpr int64_t kMinPart = 8;    // latent pixels: a smaller part is nearly all margin
 constexpr int64_t kMaxParts = 12;  // per side
@@ -93,7 +95,8 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
           MemoryEstimate e;
           e.weights = request.parameter_count * element_size(request.dtype);
           e.reserved = options.reserved_bytes;
-          double cache = 0, activations = 0, io = 0, host_frames = 0, parked = 0, compute = 0, calls = 0;
+          double cache = 0, activations = 0, io = 0, host_frames = 0, parked = 0, compute = 0, calls = 0,
+                 uploads = 0;
           for (size_t i = 0; i < ops.size(); ++i) {
             const Coefficients k = coefficients(request, ops[i]);
             const bool encode = ops[i] == Op::kEncode;
@@ -105,10 +108,16 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
                 std::max({activations, k.activation_bytes * tile_pixels * static_cast<double>(tf * n),
                           kWholeFactor * channels * latent_pixels * static_cast<double>(n) * size});
             const double frames = 3.0 * static_cast<double>(tf) * w_frames * pixels * size;
-            io += channels * latent_pixels * w_frames * size + (host_window ? 0.0 : frames) +
+            // A host window (Note [Windows in host memory] in core/exact_tiles.cpp): decode keeps one tile's
+            // frames of the window on the device; encode uploads a chunk of whole frames for every tile.
+            const double staging = !host_window ? 0.0
+                                   : encode     ? 3.0 * static_cast<double>(tf * n) * pixels * size
+                                            : 3.0 * static_cast<double>(tf) * w_frames * tile_pixels * size;
+            io += channels * latent_pixels * w_frames * size + (host_window ? staging : frames) +
                   2.0 * 3.0 * static_cast<double>(tf * n) * tile_pixels * size +
                   channels * work[i].input_area * static_cast<double>(n) * size;
             host_frames += host_window ? frames : 0.0;
+            uploads += host_window && encode ? frames * static_cast<double>(g.count() - 1) : 0.0;
             if (parks) parked += k.cache_elements * size * pixels * work[i].work;
             compute += k.flops / k.rate * pixels * static_cast<double>(tf) * frames_of_clip * work[i].work;
             calls += static_cast<double>(g.count() + 1) * std::ceil(frames_of_clip / static_cast<double>(n));
@@ -118,8 +127,9 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
           e.io = static_cast<int64_t>(io);
           e.host_cache = static_cast<int64_t>(parked);
           e.host = kHostBase + static_cast<int64_t>(host_frames + parked);
-          const double copies =
-              (host_frames * window_count + 2.0 * parked * std::max(window_count - 1, 0.0)) / kCopyRate;
+          const double copies = (host_frames * window_count + uploads * window_count +
+                                 2.0 * parked * std::max(window_count - 1, 0.0)) /
+                                kCopyRate;
           Plan p;
           p.op = request.op;
           p.chunk = n;

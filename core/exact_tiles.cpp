@@ -1,5 +1,6 @@
 #include "core/exact_tiles.h"
 
+#include <future>
 #include <string>
 
 #include "core/device/memory_faults.h"
@@ -96,13 +97,23 @@ int64_t ExactTiles::parked_bytes() const {
   return n;
 }
 
+// Note [Windows in host memory]
+// A window kept in host memory is stored time-major, [B, T, C, H, W] (returned as a [B, C, T, H, W] view), so
+// that a chunk of it is one dense block: an encode chunk goes up in one copy from pinned memory and each tile
+// crops it on the device (a crop of host memory would be gathered by the CPU, with the GPU waiting, once per
+// tile and chunk). A decode tile writes its frames for the whole window into one tensor on the device, which
+// comes down in one copy when the tile is done and is placed into the window's frames by a worker thread
+// while the next tile runs.
 torch::Tensor ExactTiles::keep(const torch::Tensor& x) const {
   const torch::ScalarType dtype =
       direction_ == Direction::kEncode ? model_.dtype() : x.scalar_type();  // latents stay as they are
-  if (host_window_ && device_.torch_device().is_cuda()) {
-    torch::Tensor host = device_.host_like(x.to(dtype));
-    host.copy_(x);
-    return host;
+  if (host_window_ && direction_ == Direction::kEncode) {
+    const torch::Tensor time_major = x.to(dtype).permute({0, 2, 1, 3, 4});
+    torch::Tensor host = device_.torch_device().is_cuda()
+                             ? device_.host_like(time_major.contiguous())
+                             : torch::empty(time_major.sizes(), time_major.options().device(torch::kCPU));
+    host.copy_(time_major);
+    return host.permute({0, 2, 1, 3, 4});
   }
   return x.to(device_.torch_device(), dtype);
 }
@@ -162,10 +173,14 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   }
   // The window's frames: 1 + tf (n - 1) on the first window, tf n after.
   const int64_t frames = started_ ? tf * n : 1 + tf * (n - 1);
-  const bool host = host_window_ && device_.torch_device().is_cuda();
+  // On the CPU a host window changes nothing but takes the same path (so that tests run it).
+  const bool host = host_window_;
+  const bool cuda = device_.torch_device().is_cuda();
   torch::Tensor out;
+  std::vector<std::future<void>> placing;  // tiles' frames going into `out` (Note [Windows in host memory])
   for (Tile& tile : tiles_) {
     unpark(tile);
+    torch::Tensor tile_frames;  // host window: the tile's frames of the whole window, on the device
     for (int64_t c = 0, at = 0, frame = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
       before_model_call();
       const torch::Tensor input =
@@ -173,21 +188,37 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
       torch::Tensor y =
           model_.decode_tile(input, tile.cache, tile.interior, grid_.latent_height, grid_.latent_width);
       if (!out.defined()) {
-        const auto options = host ? y.options().device(torch::kCPU).pinned_memory(true) : y.options();
+        const auto options = host ? y.options().device(torch::kCPU).pinned_memory(cuda) : y.options();
         out = torch::empty({y.size(0), y.size(1), frames, grid_.latent_height * f, grid_.latent_width * f},
                            options.memory_format(torch::MemoryFormat::Contiguous));
       }
+      if (host && !tile_frames.defined())
+        tile_frames = torch::empty({y.size(0), y.size(1), frames, y.size(3), y.size(4)}, y.options());
       const Area pixels{{tile.interior.rows.begin * f, tile.interior.rows.end * f},
                         {tile.interior.cols.begin * f, tile.interior.cols.end * f}};
-      crop(out, frame, y.size(2), pixels).copy_(y, /*non_blocking=*/host);
+      if (host)
+        tile_frames.narrow(2, frame, y.size(2)).copy_(y);
+      else
+        crop(out, frame, y.size(2), pixels).copy_(y);
       frame += y.size(2);
+    }
+    if (host) {
+      torch::Tensor down = cuda ? device_.host_like(tile_frames) : torch::empty_like(tile_frames);
+      down.copy_(tile_frames, /*non_blocking=*/cuda);
+      if (cuda) device_.compute_stream().synchronize();
+      const Area pixels{{tile.interior.rows.begin * f, tile.interior.rows.end * f},
+                        {tile.interior.cols.begin * f, tile.interior.cols.end * f}};
+      placing.push_back(std::async(std::launch::async, [&out, down, pixels, frames] {
+        torch::InferenceMode guard;  // `out` was made under it
+        crop(out, 0, frames, pixels).copy_(down);
+      }));
     }
     if (more)
       park(tile);
     else
       tile.cache.clear();
   }
-  if (host) device_.compute_stream().synchronize();  // the frames' copies into host memory
+  for (auto& p : placing) p.get();
   return out;
 }
 
@@ -202,7 +233,13 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
     unpark(tile);
     for (int64_t c = 0, at = 0, done = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
       before_model_call();
-      const torch::Tensor input = to_model(crop(x.slice(at, chunks[c]), 0, chunks[c], tile.input), true);
+      torch::Tensor frames = x.slice(at, chunks[c]);
+      if (frames.device() != device_.torch_device()) {  // Note [Windows in host memory]
+        const torch::Tensor time_major = frames.permute({0, 2, 1, 3, 4}).contiguous();
+        frames = time_major.to(device_.torch_device(), /*non_blocking=*/time_major.is_pinned())
+                     .permute({0, 2, 1, 3, 4});
+      }
+      const torch::Tensor input = to_model(crop(frames, 0, chunks[c], tile.input), true);
       torch::Tensor y =
           model_.encode_tile(input, tile.cache, tile.interior, grid_.latent_height, grid_.latent_width);
       if (!features.defined())

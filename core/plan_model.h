@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/planner.h"
+#include "core/plan_types.h"
 
 namespace vaecodec::core::plan_model {
 

@@ -8,7 +8,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "core/memory_calibration.h"
+#include "core/plan_types.h"
 #include "core/op.h"
 #include "core/tile_grid.h"
 #include "core/trunk.h"
@@ -24,92 +24,6 @@ namespace vaecodec::core {
 // video frames, far past where longer chunks stop paying).
 constexpr int64_t kMaxFrameSide = 16384;
 constexpr int64_t kMaxChunk = 1024;
-
-// What the planner may choose from. Presets and the command line fill it; the defaults plan for no budget.
-struct PlannerOptions {
-  int64_t budget_bytes = 0;      // peak device memory the run must stay under; 0: no budget
-  int64_t max_chunk = 8;         // the largest number of latent frames per model call the planner may pick
-  int64_t chunk = 0;             // a fixed chunk length (--chunk); 0: the planner picks
-  bool tiling = true;            // spatial tiles are allowed when nothing untiled fits
-  int64_t tile_overlap = 8;      // latent pixels shared by neighbouring tiles (Note [Tile blending])
-  int64_t min_tile = 32;         // the smallest tile side the planner tries, latent pixels
-  bool offload = true;           // tile caches may wait in host memory between visits when they do not fit
-  std::optional<TileSize> tile;  // a fixed tile size (--tile), overriding the planner's
-  int64_t reserved_bytes = 0;    // device memory held outside the run, e.g. bench's resident clip
-  // The share of the budget kept free for the allocator's fragmentation: plans are made for the rest.
-  double margin = 0.15;
-  // Where the budget comes from when it was not given (e.g. "free of 79.2 GiB"), for the plan line.
-  std::string budget_note;
-  // Host memory the run may keep (Note [Host memory budget]): the window's frames, parked caches; 0: none
-  // set (every plan fits). host_budget_note says where it comes from.
-  int64_t host_budget_bytes = 0;
-  std::string host_budget_note;
-  // A budget larger than the device's free memory is planned for anyway (--vram-force), not refused.
-  bool budget_forced = false;
-  // The budget is only what happens to be free (none was given): where the plan of a run without a budget
-  // fits in it, that plan is taken, so a GPU with room runs as it always has; only less room makes the
-  // planner trade speed for memory.
-  bool budget_is_ceiling = false;
-};
-
-// The run a plan is for.
-struct PlanRequest {
-  std::string family;  // ModelInfo::family
-  int64_t spatial_factor = 8;
-  int64_t temporal_factor = 4;
-  int64_t latent_channels = 16;
-  int64_t parameter_count = 0;  // weights on the device
-  Op op = Op::kDecode;
-  int64_t width = 0, height = 0;  // the frame the model sees (padded), pixels
-  torch::ScalarType dtype = torch::kBFloat16;
-  // The family's measured peaks (ModelFamily::calibration): at least one row for each of encode and decode.
-  std::vector<MemoryCalibration> calibration;
-  int64_t latent_frames = 0;  // the clip's length, 0 when not known
-  // Exact tiles (Note [Exact tiles] in core/trunk.h): whether the model runs them, the channels of its
-  // features per op, and a tile's work with its margins against its interior's (VaeModel::tile_work).
-  bool exact_tiles = false;
-  int64_t encode_features = 0, decode_features = 0;
-  std::function<double(bool encode, const Area& interior)> tile_work;
-  static PlanRequest of(const ModelInfo& info, std::vector<MemoryCalibration> calibration,
-                        int64_t parameter_count, Op op, int64_t width, int64_t height,
-                        torch::ScalarType dtype);
-  // The same for `model` (its info, parameters and dtype), with its exact tiles where it runs them.
-  static PlanRequest of(const VaeModel& model, std::vector<MemoryCalibration> calibration, Op op,
-                        int64_t width, int64_t height, int64_t latent_frames = 0);
-};
-
-// Estimated peak device memory of a run, by part (Note [Memory model]).
-struct MemoryEstimate {
-  int64_t weights = 0;      // parameters
-  int64_t cache = 0;        // causal caches on the device (every tile's, or three tiles' when offloaded)
-  int64_t activations = 0;  // the largest model call's working set
-  int64_t io = 0;           // the chunk's input and output, and the blend accumulator when tiled
-  int64_t reserved = 0;     // PlannerOptions::reserved_bytes
-  int64_t host_cache = 0;   // caches waiting in host memory (offloaded or parked), not part of total()
-  int64_t host = 0;         // everything the run keeps in host memory: caches, the window's frames, a base
-  int64_t total() const { return weights + cache + activations + io + reserved; }
-};
-
-// What the planner chose.
-struct Plan {
-  Op op = Op::kDecode;
-  int64_t chunk = 1;  // latent frames per model call
-  TileGrid tiles;
-  bool offload = false;  // tile caches live in host memory between visits
-  // Exact tiles (tiles.exact): latent frames per window (0: the whole clip) and where its frames wait.
-  int64_t window = 0;
-  bool host_window = false;
-  int64_t budget_bytes = 0;
-  std::string budget_note;  // PlannerOptions::budget_note
-  MemoryEstimate estimate;
-  double cost = 1;     // estimated time against the untiled plan's (Note [Plan cost])
-  double seconds = 0;  // estimated time of the clip (or of 21 latent frames when its length is unknown)
-  int64_t host_budget_bytes = 0;
-  std::string host_budget_note;
-  std::string calibration;      // where the coefficients come from
-  std::string summary() const;  // one line for stderr
-  nlohmann::json to_json() const;
-};
 
 // The estimate for one candidate plan.
 MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const TileGrid& tiles, bool offload,

@@ -72,6 +72,9 @@ TEST_CASE("exact tiles decode as the whole frame does, for every grid, chunk and
       const auto tiled = core::decode_latents(*model, latents, exact(c, rows, cols));
       REQUIRE(tiled.sizes() == whole.sizes());
       CHECK(relative_error(tiled, whole) <= 1e-12);
+      // The window's frames kept in host memory (Note [Windows in host memory]): the same frames.
+      CHECK(relative_error(core::decode_latents(*model, latents, exact(c, rows, cols, true)), whole) <=
+            1e-12);
     }
   }
 }
@@ -90,6 +93,7 @@ TEST_CASE("exact tiles encode as the whole frame does, for every grid, chunk and
       const auto tiled = core::encode_video(*model, video, exact(c, rows, cols));
       REQUIRE(tiled.sizes() == whole.sizes());
       CHECK(relative_error(tiled, whole) <= 1e-12);
+      CHECK(relative_error(core::encode_video(*model, video, exact(c, rows, cols, true)), whole) <= 1e-12);
     }
   }
 }

@@ -245,8 +245,8 @@ TEST_CASE("cli: plan shows the chunk, the tiles and the estimate for a budget", 
   CHECK(wide.at("plan").at("estimate_bytes").get<double>() <= 0.5 * 9.5 * kGiB);
   check_one_line(run_cli("plan --size 1280x720 --vram-margin 1.5"), 2, "--vram-margin");
 
-  check_one_line(run_cli("plan --size 1280x720 --vram 1G"), 1, "does not fit in 1 GiB");
-  check_one_line(run_cli("plan --size 1280x720 --vram 1G"), 1, "give --vram ");
+  check_one_line(run_cli("plan --size 1280x720 --vram 256M"), 1, "does not fit in 256 MiB");
+  check_one_line(run_cli("plan --size 1280x720 --vram 256M"), 1, "give --vram ");
 }
 
 }  // namespace vaecodec::test
