@@ -8,8 +8,8 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "core/plan_types.h"
 #include "core/op.h"
+#include "core/plan_types.h"
 #include "core/tile_grid.h"
 #include "core/trunk.h"
 #include "core/vae_model.h"
