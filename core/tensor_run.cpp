@@ -111,8 +111,12 @@ torch::Tensor run_tensor(VaeModel& model, Op op, const torch::Tensor& input, con
   std::vector<torch::Tensor> clips;
   for (int64_t b = 0; b < input.size(0); ++b) {
     const torch::Tensor clip = input.narrow(0, b, 1);
-    clips.push_back(op == Op::kEncode ? encode_video(model, clip, chunks)
-                                      : decode_latents(model, clip, chunks));
+    torch::Tensor out =
+        op == Op::kEncode ? encode_video(model, clip, chunks) : decode_latents(model, clip, chunks);
+    // A window kept in host memory (Note [Tiles through time] in core/exact_tiles.h) comes back to the
+    // model's device, where the caller's results are (their room is reserved in the plan).
+    if (out.device() != model.device()) out = out.to(model.device());
+    clips.push_back(out);
   }
   return clips.size() == 1 ? clips.front() : torch::cat(clips, 0);
 }

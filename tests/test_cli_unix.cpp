@@ -166,7 +166,7 @@ TEST_CASE("cli: SIGTERM stops a run with 143 and writes nothing", "[cli][unix]")
   ::unlink(err.c_str());
 }
 
-TEST_CASE("cli: an existing output is kept unless -y; -n never replaces; a terminal is asked",
+TEST_CASE("cli: an existing output is kept unless -y, -n never replaces, a terminal is asked",
           "[cli][unix]") {
   ScratchDir dir;
   const fs::path in = small_clip(dir / "in.mp4");
@@ -312,7 +312,7 @@ TEST_CASE("cli batch: one progress line names the input and k/N, each outcome na
   CHECK_THAT(tty.out, Contains("roundtrip [2/2] b.mp4: done, 14 frames in "));
 }
 
-TEST_CASE("cli: inspect and bench name dtypes as --dtype does; bench falls back to the CPU", "[cli][unix]") {
+TEST_CASE("cli: inspect and bench name dtypes as --dtype does, bench falls back to the CPU", "[cli][unix]") {
   const CliResult inspect = run_cli("inspect " + quote(tiny_weights()) + " --json");
   REQUIRE(inspect.status == 0);
   CHECK(nlohmann::json::parse(inspect.out).at("dtypes").contains("fp32"));

@@ -46,7 +46,7 @@ core::PlannerOptions budget(int64_t bytes, int64_t host = 0) {
 
 }  // namespace
 
-TEST_CASE("the Wan VAEs plan exact tiles where the whole frame does not fit; SeedVR2 blended ones",
+TEST_CASE("the Wan VAEs plan exact tiles where the whole frame does not fit, SeedVR2 blended ones",
           "[planner][exact]") {
   for (const auto& [name, op] :
        std::vector<std::pair<std::string, core::Op>>{{"wan2.1-vae", core::Op::kDecode},
@@ -130,7 +130,7 @@ TEST_CASE("a host budget below what any plan keeps there is refused in one line"
   }
 }
 
-TEST_CASE("--host-memory and the host's available memory through the CLI", "[cli][exact]") {
+TEST_CASE("the CLI takes a host memory budget, or what the host has available", "[cli][exact]") {
   const CliResult unit = run_cli("plan --size 1920x1080 --vram 8G --host-memory 8");
   CHECK(unit.status == 2);
   CHECK_THAT(unit.err, Catch::Contains("--host-memory 8 has no unit"));

