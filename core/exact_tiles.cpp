@@ -3,6 +3,8 @@
 #include <future>
 #include <string>
 
+#include <c10/cuda/CUDAStream.h>
+
 #include "core/device/memory_faults.h"
 #include "core/error.h"
 
@@ -205,7 +207,8 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
     if (host) {
       torch::Tensor down = cuda ? device_.host_like(tile_frames) : torch::empty_like(tile_frames);
       down.copy_(tile_frames, /*non_blocking=*/cuda);
-      if (cuda) device_.compute_stream().synchronize();
+      if (cuda)
+        c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();  // the copy above
       const Area pixels{{tile.interior.rows.begin * f, tile.interior.rows.end * f},
                         {tile.interior.cols.begin * f, tile.interior.cols.end * f}};
       placing.push_back(std::async(std::launch::async, [&out, down, pixels, frames] {
