@@ -30,9 +30,8 @@ constexpr int64_t kMinPart = 8;    // latent pixels: a smaller part is nearly al
 constexpr int64_t kMaxParts = 12;  // per side
 
 struct GridWork {
-  double work = 1;        // the grid's trunk work against the whole frame's
-  double largest = 0;     // the largest tile's latent pixels with its margins' share
-  double input_area = 0;  // the largest tile's input (latent pixels) for the chunk's crop
+  double work = 1;     // the grid's trunk work against the whole frame's
+  double largest = 0;  // the largest tile's latent pixels with its margins' share (also its crop's input)
 };
 
 GridWork grid_work(const PlanRequest& request, const TileGrid& g, bool encode) {
@@ -49,7 +48,6 @@ GridWork grid_work(const PlanRequest& request, const TileGrid& g, bool encode) {
       w.largest = std::max(w.largest, factor * area);
     }
   w.work = total / static_cast<double>(g.latent_height * g.latent_width);
-  w.input_area = w.largest;
   return w;
 }
 
@@ -115,7 +113,7 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
                                             : 3.0 * static_cast<double>(tf) * w_frames * tile_pixels * size;
             io += channels * latent_pixels * w_frames * size + (host_window ? staging : frames) +
                   2.0 * 3.0 * static_cast<double>(tf * n) * tile_pixels * size +
-                  channels * work[i].input_area * static_cast<double>(n) * size;
+                  channels * work[i].largest * static_cast<double>(n) * size;
             host_frames += host_window ? frames : 0.0;
             uploads += host_window && encode ? frames * static_cast<double>(g.count() - 1) : 0.0;
             if (parks) parked += k.cache_elements * size * pixels * work[i].work;

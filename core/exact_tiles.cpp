@@ -92,13 +92,6 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Di
 
 ExactTiles::~ExactTiles() = default;
 
-int64_t ExactTiles::parked_bytes() const {
-  int64_t n = 0;
-  for (const Tile& t : tiles_)
-    if (t.parked) n += t.cache.bytes();
-  return n;
-}
-
 // Note [Windows in host memory]
 // A window kept in host memory is stored time-major, [B, T, C, H, W] (returned as a [B, C, T, H, W] view), so
 // that a chunk of it is one dense block: an encode chunk goes up in one copy from pinned memory and each tile
@@ -182,6 +175,8 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   std::vector<std::future<void>> placing;  // tiles' frames going into `out` (Note [Windows in host memory])
   for (Tile& tile : tiles_) {
     unpark(tile);
+    const Area pixels{{tile.interior.rows.begin * f, tile.interior.rows.end * f},
+                      {tile.interior.cols.begin * f, tile.interior.cols.end * f}};
     torch::Tensor tile_frames;  // host window: the tile's frames of the whole window, on the device
     for (int64_t c = 0, at = 0, frame = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
       before_model_call();
@@ -196,8 +191,6 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
       }
       if (host && !tile_frames.defined())
         tile_frames = torch::empty({y.size(0), y.size(1), frames, y.size(3), y.size(4)}, y.options());
-      const Area pixels{{tile.interior.rows.begin * f, tile.interior.rows.end * f},
-                        {tile.interior.cols.begin * f, tile.interior.cols.end * f}};
       if (host)
         tile_frames.narrow(2, frame, y.size(2)).copy_(y);
       else
@@ -209,8 +202,6 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
       down.copy_(tile_frames, /*non_blocking=*/cuda);
       if (cuda)
         c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();  // the copy above
-      const Area pixels{{tile.interior.rows.begin * f, tile.interior.rows.end * f},
-                        {tile.interior.cols.begin * f, tile.interior.cols.end * f}};
       placing.push_back(std::async(std::launch::async, [&out, down, pixels, frames] {
         torch::InferenceMode guard;  // `out` was made under it
         crop(out, 0, frames, pixels).copy_(down);

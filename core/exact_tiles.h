@@ -62,8 +62,6 @@ class ExactTiles {
   torch::Tensor run_window(const Pieces& x, bool more);
   // Where a window's input should wait while it fills: the model's device, or pinned host memory.
   torch::Tensor keep(const torch::Tensor& x) const;
-  const TileGrid& grid() const { return grid_; }
-  int64_t parked_bytes() const;  // caches waiting in host memory
 
  private:
   struct Tile {

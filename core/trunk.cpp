@@ -70,9 +70,13 @@ Span output_span(const Reach& reach, Span in) {
   return in;
 }
 
-void Trunk::add(CausalModule* block, Reach reach) {
+void Trunk::add(CausalModule* block) {
   blocks_.push_back(block);
-  reaches_.push_back(reach);
+  reaches_.push_back(block->reach());
+}
+
+void Trunk::add_each(const CausalSequence& sequence) {
+  for (size_t i = 0; i < sequence.size(); ++i) add(sequence.block(i));
 }
 
 bool Trunk::local() const {

@@ -55,7 +55,9 @@ Span output_span(const Reach& reach, Span in);
 // model's.
 class Trunk {
  public:
-  void add(CausalModule* block, Reach reach);
+  // Adds `block` with its own reach; add_each adds every block of `sequence`, in order.
+  void add(CausalModule* block);
+  void add_each(const CausalSequence& sequence);
   // Whether every block is local (else tiles cannot be exact).
   bool local() const;
   // Output pixels per input pixel, as a power of two (decoder trunks: 8; encoder trunks: -8 means 1/8).

@@ -35,9 +35,8 @@ Wan21Encoder::Wan21Encoder(const Wan21Config& config, int64_t out_channels) {
   }
   middle_ = register_module("middle", wan_middle(dims.back()));
   head_ = register_module("head", std::make_shared<WanHead>(dims.back(), out_channels));
-  trunk_.add(conv1_.get(), conv1_->reach());
-  for (size_t i = 0; i < downsamples_->size(); ++i)
-    trunk_.add(downsamples_->block(i), downsamples_->block(i)->reach());
+  trunk_.add(conv1_.get());
+  trunk_.add_each(*downsamples_);
 }
 
 torch::Tensor Wan21Encoder::whole_frame(const torch::Tensor& features, CausalCache& cache) {
@@ -79,9 +78,8 @@ Wan21Decoder::Wan21Decoder(const Wan21Config& config) {
     }
   }
   head_ = register_module("head", std::make_shared<WanHead>(out, 3));
-  for (size_t i = 0; i < upsamples_->size(); ++i)
-    trunk_.add(upsamples_->block(i), upsamples_->block(i)->reach());
-  trunk_.add(head_.get(), head_->reach());
+  trunk_.add_each(*upsamples_);
+  trunk_.add(head_.get());
 }
 
 torch::Tensor Wan21Decoder::whole_frame(const torch::Tensor& x, CausalCache& cache) {
@@ -132,47 +130,42 @@ Wan21Vae::Wan21Vae(const Wan21Config& config) : config_(config) {
 // Wan latents leave encode() normalized, (mu - mean) / std per channel, and decode() undoes it first, with
 // the published statistics; this is the form diffusion pipelines exchange. The arithmetic is in float32
 // whatever the model's dtype, and the encoder's latents are returned in float32.
-torch::Tensor Wan21Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
-  cache.rewind();
-  if (mean_.device() != x.device()) {
-    mean_ = mean_.to(x.device());
-    std_ = std_.to(x.device());
+torch::Tensor Wan21Vae::normalized(const torch::Tensor& h) {
+  if (mean_.device() != h.device()) {
+    mean_ = mean_.to(h.device());
+    std_ = std_.to(h.device());
   }
-  auto h = conv1_->forward(encoder_->forward(x, cache), cache);
   // float32 latents, or float64 when the model runs in float64.
   auto mu = h.narrow(1, 0, config_.z_dim).to(torch::promote_types(h.scalar_type(), torch::kFloat));
   return (mu - mean_) / std_;
 }
 
-torch::Tensor Wan21Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache) {
-  cache.rewind();
+torch::Tensor Wan21Vae::raw(const torch::Tensor& z) {
   if (mean_.device() != z.device()) {
     mean_ = mean_.to(z.device());
     std_ = std_.to(z.device());
   }
-  auto raw = (z.to(torch::promote_types(dtype(), torch::kFloat)) * std_ + mean_).to(dtype());
-  return decoder_->forward(conv2_->forward(raw, cache), cache);
+  return (z.to(torch::promote_types(dtype(), torch::kFloat)) * std_ + mean_).to(dtype());
+}
+
+torch::Tensor Wan21Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
+  cache.rewind();
+  return normalized(conv1_->forward(encoder_->forward(x, cache), cache));
+}
+
+torch::Tensor Wan21Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache) {
+  cache.rewind();
+  return decoder_->forward(conv2_->forward(raw(z), cache), cache);
 }
 
 torch::Tensor Wan21Vae::decode_features_chunk(const torch::Tensor& z, CausalCache& cache) {
   cache.rewind();
-  if (mean_.device() != z.device()) {
-    mean_ = mean_.to(z.device());
-    std_ = std_.to(z.device());
-  }
-  auto raw = (z.to(torch::promote_types(dtype(), torch::kFloat)) * std_ + mean_).to(dtype());
-  return decoder_->whole_frame(conv2_->forward(raw, cache), cache);
+  return decoder_->whole_frame(conv2_->forward(raw(z), cache), cache);
 }
 
 torch::Tensor Wan21Vae::encode_features_chunk(const torch::Tensor& features, CausalCache& cache) {
   cache.rewind();
-  if (mean_.device() != features.device()) {
-    mean_ = mean_.to(features.device());
-    std_ = std_.to(features.device());
-  }
-  auto h = conv1_->forward(encoder_->whole_frame(features, cache), cache);
-  auto mu = h.narrow(1, 0, config_.z_dim).to(torch::promote_types(h.scalar_type(), torch::kFloat));
-  return (mu - mean_) / std_;
+  return normalized(conv1_->forward(encoder_->whole_frame(features, cache), cache));
 }
 
 std::optional<Wan21Config> Wan21Vae::detect(const StateDict& tensors) {

@@ -76,6 +76,11 @@ class Wan21Vae : public VaeModel {
 
  private:
   Wan21Config config_;
+  // conv1's output -> normalized latents; normalized latents -> raw ones in the model dtype
+  // (Note [Latent normalization]).
+  torch::Tensor normalized(const torch::Tensor& h);
+  torch::Tensor raw(const torch::Tensor& z);
+
   ModelInfo info_;
   std::shared_ptr<Wan21Encoder> encoder_;
   std::shared_ptr<Wan21Decoder> decoder_;

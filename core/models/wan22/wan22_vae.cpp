@@ -138,9 +138,8 @@ Wan22Encoder::Wan22Encoder(const Wan22Config& config) {
   }
   middle_ = register_module("middle", wan_middle(dims.back()));
   head_ = register_module("head", std::make_shared<WanHead>(dims.back(), 2 * config.z_dim));
-  trunk_.add(conv1_.get(), conv1_->reach());
-  for (size_t i = 0; i < downsamples_->size(); ++i)
-    trunk_.add(downsamples_->block(i), downsamples_->block(i)->reach());
+  trunk_.add(conv1_.get());
+  trunk_.add_each(*downsamples_);
 }
 
 torch::Tensor Wan22Encoder::whole_frame(const torch::Tensor& features, CausalCache& cache) {
@@ -173,9 +172,8 @@ Wan22Decoder::Wan22Decoder(const Wan22Config& config) {
                                                       !last && temporal_upsample[i], !last));
   }
   head_ = register_module("head", std::make_shared<WanHead>(dims.back(), 3 * p * p));
-  for (size_t i = 0; i < upsamples_->size(); ++i)
-    trunk_.add(upsamples_->block(i), upsamples_->block(i)->reach());
-  trunk_.add(head_.get(), head_->reach());
+  trunk_.add_each(*upsamples_);
+  trunk_.add(head_.get());
 }
 
 torch::Tensor Wan22Decoder::whole_frame(const torch::Tensor& x, CausalCache& cache) {
@@ -222,33 +220,36 @@ Wan22Vae::Wan22Vae(const Wan22Config& config) : config_(config) {
   std_ = torch::tensor(info_.latent_std).reshape({1, config.z_dim, 1, 1, 1});
 }
 
-torch::Tensor Wan22Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
-  cache.rewind();
-  auto h = conv1_->forward(encoder_->forward(patchify(x, config_.patch_size), cache), cache);
+// Note [Latent normalization] (wan21_vae.cpp)
+torch::Tensor Wan22Vae::normalized(const torch::Tensor& h) const {
   // float32 latents, or float64 when the model runs in float64 (chunk-invariance tests).
   auto mu = h.narrow(1, 0, config_.z_dim).to(torch::promote_types(h.scalar_type(), torch::kFloat));
-  return (mu - mean_.to(mu.device())) / std_.to(mu.device());  // Note [Latent normalization] (wan21_vae.cpp)
+  return (mu - mean_.to(mu.device())) / std_.to(mu.device());
+}
+
+torch::Tensor Wan22Vae::raw(const torch::Tensor& z) const {
+  auto zf = z.to(torch::promote_types(dtype(), torch::kFloat));
+  return (zf * std_.to(zf.device()) + mean_.to(zf.device())).to(dtype());
+}
+
+torch::Tensor Wan22Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
+  cache.rewind();
+  return normalized(conv1_->forward(encoder_->forward(patchify(x, config_.patch_size), cache), cache));
 }
 
 torch::Tensor Wan22Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache) {
   cache.rewind();
-  auto zf = z.to(torch::promote_types(dtype(), torch::kFloat));
-  auto raw = (zf * std_.to(zf.device()) + mean_.to(zf.device())).to(dtype());
-  return unpatchify(decoder_->forward(conv2_->forward(raw, cache), cache), config_.patch_size);
+  return unpatchify(decoder_->forward(conv2_->forward(raw(z), cache), cache), config_.patch_size);
 }
 
 torch::Tensor Wan22Vae::decode_features_chunk(const torch::Tensor& z, CausalCache& cache) {
   cache.rewind();
-  auto zf = z.to(torch::promote_types(dtype(), torch::kFloat));
-  auto raw = (zf * std_.to(zf.device()) + mean_.to(zf.device())).to(dtype());
-  return decoder_->whole_frame(conv2_->forward(raw, cache), cache);
+  return decoder_->whole_frame(conv2_->forward(raw(z), cache), cache);
 }
 
 torch::Tensor Wan22Vae::encode_features_chunk(const torch::Tensor& features, CausalCache& cache) {
   cache.rewind();
-  auto h = conv1_->forward(encoder_->whole_frame(features, cache), cache);
-  auto mu = h.narrow(1, 0, config_.z_dim).to(torch::promote_types(h.scalar_type(), torch::kFloat));
-  return (mu - mean_.to(mu.device())) / std_.to(mu.device());
+  return normalized(conv1_->forward(encoder_->whole_frame(features, cache), cache));
 }
 
 torch::Tensor Wan22Vae::to_trunk_input(const torch::Tensor& x) const {

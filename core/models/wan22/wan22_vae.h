@@ -149,6 +149,10 @@ class Wan22Vae : public VaeModel {
 
  private:
   Wan22Config config_;
+  // conv1's output -> normalized latents; normalized latents -> raw ones in the model dtype.
+  torch::Tensor normalized(const torch::Tensor& h) const;
+  torch::Tensor raw(const torch::Tensor& z) const;
+
   ModelInfo info_;
   std::shared_ptr<Wan22Encoder> encoder_;
   std::shared_ptr<Wan22Decoder> decoder_;
