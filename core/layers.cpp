@@ -33,6 +33,73 @@ torch::Tensor frame_attention(const torch::Tensor& q, torch::Tensor k, torch::Te
   return attended;
 }
 
+namespace {
+
+int64_t conv_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t padding) {
+  return (in + 2 * padding - kernel) / stride + 1;
+}
+
+int64_t conv_output_elements(const torch::Tensor& x, const torch::Tensor& weight,
+                             std::array<int64_t, 3> stride, std::array<int64_t, 3> padding) {
+  int64_t n = x.size(0) * weight.size(0);
+  for (int d = 0; d < 3; ++d) n *= conv_output_size(x.size(2 + d), weight.size(2 + d), stride[d], padding[d]);
+  return n;
+}
+
+// The input of output positions [first, last) along dim (2: frames, 3: rows): the positions they read, with
+// the zeros of the padding that fall outside the input added, so that it is convolved without padding there.
+torch::Tensor conv_input_piece(const torch::Tensor& x, int dim, int64_t first, int64_t last, int64_t kernel,
+                               int64_t stride, int64_t padding) {
+  const int64_t from = first * stride - padding, to = (last - 1) * stride - padding + kernel;
+  const int64_t size = x.size(dim), begin = std::max<int64_t>(from, 0), end = std::min(to, size);
+  auto piece = x.narrow(dim, begin, end - begin);
+  if (begin == from && end == to) return piece;
+  // constant_pad_nd's pairs run from the last dimension: (W, H, T).
+  std::vector<int64_t> pad(6, 0);
+  const int pair = 2 * (4 - dim);
+  pad[pair] = begin - from;
+  pad[pair + 1] = to - end;
+  return at::constant_pad_nd(piece, pad, 0);
+}
+
+}  // namespace
+
+torch::Tensor conv3d_in_pieces(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                               std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
+                               int64_t max_elements) {
+  std::array<int64_t, 3> out_size{};
+  for (int d = 0; d < 3; ++d)
+    out_size[d] = conv_output_size(x.size(2 + d), weight.size(2 + d), stride[d], padding[d]);
+  const int64_t frame_in = x.numel() / std::max<int64_t>(x.size(2), 1);
+  const int64_t frame_out = x.size(0) * weight.size(0) * out_size[1] * out_size[2];
+  // Output frames per piece: as many as keep the piece's input and output under the limit; where one frame
+  // does not fit, one frame and bands of rows (dim 3).
+  const int64_t frames = std::max<int64_t>(
+      1, std::min((max_elements / std::max<int64_t>(frame_out, 1)),
+                  ((max_elements / std::max<int64_t>(frame_in, 1)) - weight.size(2)) / stride[0] + 1));
+  const int64_t row_in = frame_in / std::max<int64_t>(x.size(3), 1) * weight.size(2);
+  const int64_t row_out = frame_out / std::max<int64_t>(out_size[1], 1);
+  const bool bands = frame_in * weight.size(2) > max_elements || frame_out > max_elements;
+  const int64_t rows =
+      bands ? std::max<int64_t>(
+                  1, std::min(max_elements / std::max<int64_t>(row_out, 1),
+                              (max_elements / std::max<int64_t>(row_in, 1) - weight.size(3)) / stride[1] + 1))
+            : out_size[1];
+  auto out = torch::empty({x.size(0), weight.size(0), out_size[0], out_size[1], out_size[2]},
+                          x.options().memory_format(x.suggest_memory_format()));
+  const std::vector<int64_t> s(stride.begin(), stride.end()), p{0, 0, padding[2]};
+  for (int64_t t = 0; t < out_size[0]; t += frames) {
+    const int64_t t_end = std::min(out_size[0], t + frames);
+    const auto in_t = conv_input_piece(x, 2, t, t_end, weight.size(2), stride[0], padding[0]);
+    for (int64_t r = 0; r < out_size[1]; r += rows) {
+      const int64_t r_end = std::min(out_size[1], r + rows);
+      const auto in = conv_input_piece(in_t, 3, r, r_end, weight.size(3), stride[1], padding[1]);
+      out.narrow(2, t, t_end - t).narrow(3, r, r_end - r).copy_(at::conv3d(in, weight, bias, s, p));
+    }
+  }
+  return out;
+}
+
 torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      FloatCopy& bias_f32, std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
                      const torch::Tensor& residual, kernels::PaddedWeights* padded) {
@@ -43,9 +110,16 @@ torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const 
   }
   // Arrays, not braced lists: an IntArrayRef of a braced list would outlive the list.
   const std::vector<int64_t> s(stride.begin(), stride.end()), p(padding.begin(), padding.end());
-  if (!residual.defined()) return at::conv3d(x, weight, bias, s, p);
+  const auto whole = [&](const torch::Tensor& b) {
+    // Note [Convolutions past 2^31 elements]
+    if (x.is_cuda() &&
+        (x.numel() > INT32_MAX || conv_output_elements(x, weight, stride, padding) > INT32_MAX))
+      return conv3d_in_pieces(x, weight, b, stride, padding, INT32_MAX);
+    return at::conv3d(x, weight, b, s, p);
+  };
+  if (!residual.defined()) return whole(bias);
   // Note [Deferred bias]: the bias goes with the residual, in one pass.
-  auto out = at::conv3d(x, weight, {}, s, p);
+  auto out = whole({});
   if (bias.defined())
     add_residual(out, residual, bias, bias_f32);
   else

@@ -95,6 +95,17 @@ torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const 
                      FloatCopy& bias_f32, std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
                      const torch::Tensor& residual = {}, kernels::PaddedWeights* padded = nullptr);
 
+// Note [Convolutions past 2^31 elements]
+// cuDNN indexes a convolution's tensors with 32 bits. LibTorch splits a larger one along the batch only, and
+// where one sample is already too large (SeedVR2's 256-channel full-resolution convolutions of a 1080p chunk:
+// 3.2e9 elements) it leaves cuDNN for a general kernel that is far slower. Such a convolution is computed
+// here in pieces of output frames, and where one frame is still too large, in bands of output rows: each
+// piece reads exactly the input frames and rows its outputs need (the padding a piece lacks is zeros added to
+// it), so together they are the whole convolution, each piece under max_elements.
+torch::Tensor conv3d_in_pieces(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                               std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
+                               int64_t max_elements);
+
 // What the frames before frame 0 are taken to be.
 enum class CausalPad {
   kZeros,      // Wan: zero frames

@@ -1,5 +1,7 @@
 // The Wan2.1 model: chunk invariance, the released architecture's tensors, loading from every layout, and the
 // errors of a checkpoint that does not fit.
+#include <tuple>
+
 #include <torch/cuda.h>
 #include <catch2/catch.hpp>
 
@@ -357,6 +359,52 @@ TEST_CASE("a checkpoint that does not fit the model names the tensor and the fil
     checkpoint.tensors = {{"model.layer.weight", torch::zeros({4, 4})}};
     REQUIRE_THROWS_WITH(core::build_model(checkpoint), Catch::Contains("not a known VAE"));
   }
+}
+
+TEST_CASE("a convolution computed in pieces of frames and rows is the whole convolution", "[model][layers]") {
+  // Note [Convolutions past 2^31 elements]: limits that force pieces of several frames, of one frame, and
+  // bands of rows, with and without padding and stride.
+  torch::manual_seed(7);
+  const auto x =
+      torch::randn({1, 6, 7, 11, 9}, torch::kFloat64).contiguous(torch::MemoryFormat::ChannelsLast3d);
+  const auto bias = torch::randn({5}, torch::kFloat64);
+  for (auto [kernel, stride, padding] :
+       {std::tuple{std::array<int64_t, 3>{3, 3, 3}, std::array<int64_t, 3>{1, 1, 1},
+                   std::array<int64_t, 3>{0, 1, 1}},
+        std::tuple{std::array<int64_t, 3>{3, 3, 3}, std::array<int64_t, 3>{1, 1, 1},
+                   std::array<int64_t, 3>{1, 1, 1}},
+        std::tuple{std::array<int64_t, 3>{3, 3, 3}, std::array<int64_t, 3>{2, 2, 2},
+                   std::array<int64_t, 3>{1, 1, 0}},
+        std::tuple{std::array<int64_t, 3>{1, 1, 1}, std::array<int64_t, 3>{1, 1, 1},
+                   std::array<int64_t, 3>{0, 0, 0}}}) {
+    const auto weight = torch::randn({5, 6, kernel[0], kernel[1], kernel[2]}, torch::kFloat64);
+    const auto want =
+        at::conv3d(x, weight, bias, {stride[0], stride[1], stride[2]}, {padding[0], padding[1], padding[2]});
+    for (int64_t limit : {int64_t{1} << 40, int64_t{2000}, int64_t{600}, int64_t{150}, int64_t{1}}) {
+      CAPTURE(kernel, stride, padding, limit);
+      const auto got = core::conv3d_in_pieces(x, weight, bias, stride, padding, limit);
+      REQUIRE(got.sizes() == want.sizes());
+      REQUIRE(torch::allclose(got, want, 0, 1e-12));
+    }
+  }
+}
+
+TEST_CASE("on CUDA a convolution past 2^31 elements runs in pieces", "[model][layers][gpu]") {
+  if (!torch::cuda::is_available()) return;
+  // SeedVR2's 256 -> 128 convolution at 1920x1080, 6 frames (a chunk of 4 and its cache of 2): 3.2e9 inputs.
+  const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const auto x = torch::randn({1, 256, 6, 1080, 1920}, opts).contiguous(torch::MemoryFormat::ChannelsLast3d);
+  const auto weight =
+      (torch::randn({128, 256, 3, 3, 3}, opts) * 0.02).contiguous(torch::MemoryFormat::ChannelsLast3d);
+  const auto bias = torch::randn({128}, opts);
+  core::FloatCopy bias_f32;
+  // What it costs is measured by the SeedVR2 1080p rows of scripts/gpu_budgets.sh.
+  const auto got = core::conv3d(x, weight, bias, bias_f32, {1, 1, 1}, {0, 1, 1});
+  // Frame 2 of the output from its three input frames alone, a convolution under the limit.
+  const auto one = at::conv3d(x.narrow(2, 2, 3), weight, bias, {1, 1, 1}, {0, 1, 1});
+  REQUIRE(got.size(2) == 4);
+  const auto diff = (got.narrow(2, 2, 1).to(torch::kFloat) - one.to(torch::kFloat)).abs().max().item<float>();
+  CHECK(diff <= 1e-2f);
 }
 
 }  // namespace vaecodec::test

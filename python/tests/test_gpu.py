@@ -69,7 +69,7 @@ def test_the_caller_s_switches_come_back(models):
 
 def test_out_of_budget_is_a_value_error_and_the_model_stays_usable(models):
     m = vaecodec.load(TINY["wan2.1-vae"], device="cuda", dtype="bf16", vram="1M")
-    with pytest.raises(ValueError, match="budget"):
+    with pytest.raises(ValueError, match="does not fit in 1 MiB"):
         m.decode(torch.zeros(1, 16, 3, 90, 160, device="cuda"))
     ok = vaecodec.load(TINY["wan2.1-vae"], device="cuda", dtype="bf16")
     assert ok.decode(torch.zeros(1, 16, 1, 8, 8, device="cuda")).shape == (1, 3, 1, 64, 64)
@@ -81,4 +81,5 @@ def test_a_budget_given_is_planned_for():
     assert plan["budget_bytes"] == 2 << 30 and plan["op"] == "decode"
     z = torch.randn(1, 16, 3, 8, 12, generator=torch.Generator().manual_seed(3))
     unbudgeted = vaecodec.load(TINY["wan2.1-vae"], device="cuda", dtype="fp32")
-    assert relative_error(m.decode(z.cuda()), unbudgeted.decode(z.cuda())) <= 1e-6
+    # The budget may choose other chunks (other convolution shapes and algorithms): float32's bound.
+    assert relative_error(m.decode(z.cuda()), unbudgeted.decode(z.cuda())) <= 1e-5
