@@ -98,16 +98,16 @@ BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, to
                                                      .align_corners(false))
           .add_(torch::randn({1, 3, o.frames, height, width}) * 0.05)
           .clamp_(-1, 1)
-          .to(device);
+          .to(device, dtype);  // the model's dtype, as frames are once converted on the device
   clip.latents =
       torch::randn({1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f, width / f}).to(device);
-  // Bench holds the whole clip on the device, and the whole result twice (the last run's is still in `out`
-  // while the next one is made): the plan leaves room for them.
+  // Bench holds the whole clip and the whole result on the device (a file run holds neither: frames come from
+  // the reader and go to the writer): the plan leaves room for them.
   const core::Op op = core::parse_op(o.op);
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
   int64_t resident = op == core::Op::kDecode ? bytes_of(clip.latents) : bytes_of(clip.video);
-  if (op != core::Op::kEncode) resident += 2 * 3 * o.frames * width * height * element;
-  if (op != core::Op::kDecode) resident += 2 * bytes_of(clip.latents) / 4 * element;  // the latents it makes
+  if (op != core::Op::kEncode) resident += 3 * o.frames * width * height * element;
+  if (op != core::Op::kDecode) resident += bytes_of(clip.latents) / 4 * element;  // the latents it makes
   clip.resident = resident;
   clip.planner = o.memory.planner;
   clip.planner.reserved_bytes = resident;

@@ -90,6 +90,7 @@ void bench(const BenchOptions& o) {
   for (int i = 0; i < o.runs; ++i) {
     core::FlopCounter::enable(i == 0);
     if (i == 0 && o.profile) core::StageTimer::start(device.is_cuda());
+    out = torch::Tensor();  // the last run's result goes before the next one is made
     const auto start = std::chrono::steady_clock::now();
     try {
       out = run_op(*model, o.op, video, latents, plan);

@@ -48,7 +48,7 @@ std::unique_ptr<ExactTiles> make_exact_tiles(const ChunkOptions& chunks, VaeMode
   const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
   if (!grid.tiled() && chunks.window == 0) return nullptr;
   return std::make_unique<ExactTiles>(model, device, grid, direction, chunks.latent_frames,
-                                      chunks.host_window);
+                                      chunks.host_window, chunks.progress);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include <torch/torch.h>
@@ -34,10 +35,14 @@ struct ChunkOptions {
   // device and the family. `tiles` may then cut the frame into columns (one row of tiles, no offload): each
   // band runs the same columns.
   std::vector<BandPlace> bands;
+  // Exact tiles: told, each time a tile finishes a chunk, the frames of the run done so far (a decode's
+  // output frames, an encode's input frames), a window's share counted in its tiles' chunks. A window's
+  // frames reach the caller only when it is done; this keeps a progress line moving meanwhile.
+  std::function<void(int64_t frames)> progress;
 
   // A plan's chunks and tiles, split across `bands` when there are two or more.
   static ChunkOptions of(const Plan& plan, std::vector<BandPlace> bands = {}) {
-    return {plan.chunk, plan.tiles, plan.offload, plan.window, plan.host_window, std::move(bands)};
+    return {plan.chunk, plan.tiles, plan.offload, plan.window, plan.host_window, std::move(bands), {}};
   }
 };
 

@@ -1,5 +1,6 @@
 #include "core/exact_tiles.h"
 
+#include <algorithm>
 #include <future>
 #include <string>
 
@@ -69,13 +70,14 @@ Pieces Pieces::take(int64_t n) {
 }
 
 ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Direction direction,
-                       int64_t chunk, bool host_window)
+                       int64_t chunk, bool host_window, std::function<void(int64_t)> progress)
     : model_(model),
       device_(device),
       grid_(grid),
       direction_(direction),
       chunk_(chunk),
-      host_window_(host_window) {
+      host_window_(host_window),
+      progress_(std::move(progress)) {
   if (!model.exact_tiles()) throw Error(model.info().family + " cannot run exact tiles");
   if (chunk_ < 1) throw Error("chunk length must be at least 1 latent frame");
   const bool encode = direction == Direction::kEncode;
@@ -147,8 +149,13 @@ void ExactTiles::unpark(Tile& tile) {
 torch::Tensor ExactTiles::run_window(const Pieces& x, bool more) {
   torch::InferenceMode guard;
   torch::Tensor out = direction_ == Direction::kDecode ? decode_window(x, more) : encode_window(x, more);
+  frames_done_ += direction_ == Direction::kDecode ? out.size(2) : x.size();
   started_ = true;
   return out;
+}
+
+void ExactTiles::report(int64_t step, int64_t steps, int64_t frames) const {
+  if (progress_) progress_(frames_done_ + frames * step / std::max<int64_t>(steps, 1));
 }
 
 torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
@@ -173,6 +180,8 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   const bool cuda = device_.torch_device().is_cuda();
   torch::Tensor out;
   std::vector<std::future<void>> placing;  // tiles' frames going into `out` (Note [Windows in host memory])
+  const int64_t steps = static_cast<int64_t>(tiles_.size() * chunks.size());
+  int64_t step = 0;
   for (Tile& tile : tiles_) {
     unpark(tile);
     const Area pixels{{tile.interior.rows.begin * f, tile.interior.rows.end * f},
@@ -196,6 +205,7 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
       else
         crop(out, frame, y.size(2), pixels).copy_(y);
       frame += y.size(2);
+      report(++step, steps, frames);
     }
     if (host) {
       torch::Tensor down = cuda ? device_.host_like(tile_frames) : torch::empty_like(tile_frames);
@@ -223,6 +233,8 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
       chunk_lengths(t, started_ ? tf * chunk_ : 1 + tf * (chunk_ - 1), tf * chunk_);
   const int64_t latent = started_ ? t / tf : 1 + (t - 1) / tf;
   torch::Tensor features;
+  const int64_t steps = static_cast<int64_t>(tiles_.size() * chunks.size());
+  int64_t step = 0;
   for (Tile& tile : tiles_) {
     unpark(tile);
     for (int64_t c = 0, at = 0, done = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
@@ -241,6 +253,7 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
                                 CausalConv3d::layout_of(y));
       crop(features, done, y.size(2), tile.interior).copy_(y);
       done += y.size(2);
+      report(++step, steps, t);
     }
     if (more)
       park(tile);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <torch/torch.h>
@@ -49,9 +50,9 @@ class ExactTiles {
  public:
   enum class Direction { kEncode, kDecode };
   // grid: its rows and cols are the partition; chunk: latent frames per trunk call; host_window: the
-  // window's frames (decode output, encode input) are kept in host memory.
+  // window's frames (decode output, encode input) are kept in host memory; progress: ChunkOptions::progress.
   ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Direction direction, int64_t chunk,
-             bool host_window);
+             bool host_window, std::function<void(int64_t)> progress = {});
   ~ExactTiles();
   ExactTiles(const ExactTiles&) = delete;
   ExactTiles& operator=(const ExactTiles&) = delete;
@@ -75,6 +76,8 @@ class ExactTiles {
   void park(Tile& tile);
   void unpark(Tile& tile);
   torch::Tensor to_model(const torch::Tensor& x, bool convert_dtype) const;
+  // Tells progress_ that `step` of `steps` tile chunks of a window of `frames` frames are done.
+  void report(int64_t step, int64_t steps, int64_t frames) const;
 
   VaeModel& model_;
   Device& device_;
@@ -85,6 +88,8 @@ class ExactTiles {
   std::vector<Tile> tiles_;
   CausalCache whole_;     // the whole-frame part's
   bool started_ = false;  // a window has run (encode: later chunks are multiples of the temporal factor)
+  std::function<void(int64_t)> progress_;
+  int64_t frames_done_ = 0;  // the frames of the windows done
 };
 
 }  // namespace vaecodec::core

@@ -40,6 +40,12 @@ size_t frame_queue_capacity(const core::ModelInfo& info, const core::ChunkOption
   return static_cast<size_t>(1 + info.temporal_factor * std::max<int64_t>(chunks.latent_frames, 1));
 }
 
+// chunks with exact tiles' progress going to `progress` (ChunkOptions::progress).
+core::ChunkOptions reporting(core::ChunkOptions chunks, Progress& progress) {
+  chunks.progress = [&progress](int64_t frames) { progress.update(frames); };
+  return chunks;
+}
+
 ProgressOptions progress_options(const PipelineOptions& options) {
   ProgressOptions progress;
   progress.quiet = options.quiet;
@@ -249,7 +255,7 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
          /*with_references=*/true);
   DecodedFrameSink sink(geometry, device, *w.writing, w.converter());
   EncodeFeeder feeder(model, chunking, geometry, device);
-  core::DecodeRun decoder(model, device, chunking);
+  core::DecodeRun decoder(model, device, reporting(chunking, *w.progress));
   int64_t latent_frames = 0;
   auto decode = [&](const torch::Tensor& latents) {
     if (!has_frames(latents)) return;
@@ -302,9 +308,11 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   const core::Plan memory_plan = plan_memory(
       model, core::Op::kEncode, geometry,
       run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor)));
-  const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
-
   Progress progress("encode", reader.frame_count_hint(), progress_options(options));
+  const core::ChunkOptions chunking = reporting(core::ChunkOptions::of(memory_plan, options.bands), progress);
+  // Exact tiles encode a window once it is read: the engine counts the frames, not the reader.
+  const bool count_read = !(chunking.tiles.exact && chunking.bands.size() < 2 &&
+                            (chunking.tiles.tiled() || chunking.window != 0));
   EncodeFeeder feeder(model, chunking, geometry, device);
   std::vector<core::HostTensor> chunks;
   std::vector<int64_t> pts;
@@ -316,7 +324,7 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
     throw_if_interrupted();
     pts.push_back(frame->pts);
     keep(feeder.push(frame->rgb));
-    progress.update(feeder.frames());
+    if (count_read) progress.update(feeder.frames());
   }
   keep(feeder.finish());
   std::vector<torch::Tensor> parts;
@@ -420,7 +428,7 @@ static FinishingRun start_decode_once(core::VaeModel& model, const fs::path& inp
          /*measure=*/false);
   DecodedFrameSink sink(geometry, device, *w.writing, w.converter());
   for (int64_t i = 0; i < plan.frames; ++i) sink.add_timing(plan.pts[i], plan.durations[i]);
-  core::DecodeRun decoder(model, device, chunking);
+  core::DecodeRun decoder(model, device, reporting(chunking, *w.progress));
   const int64_t step = std::max<int64_t>(chunking.latent_frames, 1);
   for (int64_t t = 0; t < file.latents.size(2); t += step) {
     throw_if_interrupted();

@@ -96,6 +96,7 @@ void Progress::emit(const std::string& line, bool final) {
 void Progress::update(int64_t done) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (finished_) return;
+  done = std::max(done, done_);  // two reporters (the engine, the writer): the count never goes back
   done_ = done;
   if (options_.listener) options_.listener(done);
   if (options_.quiet) return;

@@ -39,7 +39,8 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  // `done` frames are finished in all (not since the last call). Prints if the interval has passed.
+  // `done` frames are finished in all (not since the last call); fewer than before counts as no change.
+  // Prints if the interval has passed.
   void update(int64_t done);
   // Prints the final line; later calls (and update()) do nothing.
   void finish();

@@ -2,6 +2,8 @@
 // cut into tiles, chunks and windows equals the untiled run, for every grid, chunk length and window, on the
 // tiny models of the families whose trunks are local. Random inputs larger than the golden cases, so that the
 // margins are narrower than the frame at every resolution.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "core/engine.h"
@@ -109,6 +111,33 @@ TEST_CASE("exact tiles in float32 stay within float32's rounding of the whole fr
   const auto video = torch::rand({1, 3, 9, kRows * 8, kCols * 8}) * 2 - 1;
   const auto mu = core::encode_video(*model, video, {1});
   CHECK(relative_error(core::encode_video(*model, video, exact({3, 2, 2, 0}, kRows, kCols)), mu) <= 1e-5);
+}
+
+TEST_CASE("exact tiles report their frames as each tile finishes a chunk", "[exact]") {
+  // Small tiles: the reports, not the values, are tested (the tests above test the values).
+  auto model = load_tiny(tiny_model("wan2.1-vae"));
+  torch::manual_seed(4);
+  for (const bool decode : {true, false}) {
+    INFO((decode ? "decode" : "encode"));
+    std::vector<int64_t> seen;
+    // 2x2 tiles, chunks of 1 latent frame, windows of 2: 3 windows of 2, 2, 1 latent frames.
+    core::ChunkOptions o = exact({2, 2, 1, 2}, kRows, kCols);
+    o.progress = [&seen](int64_t frames) { seen.push_back(frames); };
+    int64_t frames = 0;
+    if (decode) {
+      frames = core::decode_latents(*model, torch::randn({1, 16, 5, kRows, kCols}), o).size(2);
+    } else {
+      frames = 17;
+      core::encode_video(*model, torch::rand({1, 3, frames, kRows * 8, kCols * 8}) * 2 - 1, o);
+    }
+    REQUIRE(frames == 17);
+    CHECK(seen.size() == 4 * 5);  // every tile's every chunk
+    CHECK(std::is_sorted(seen.begin(), seen.end()));
+    CHECK(seen[1] > 0);
+    CHECK(seen.back() == frames);
+    // Inside the first window (5 frames, 8 tile chunks): the count moves before the window is done.
+    CHECK(seen[3] < 5);
+  }
 }
 
 TEST_CASE("a window's pieces are sliced and taken along time as one tensor", "[exact]") {

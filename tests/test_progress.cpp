@@ -195,3 +195,18 @@ TEST_CASE("progress messages: wiped terminal line, redrawn at the next update, t
     CHECK(heard == std::vector<int64_t>{4});
   }
 }
+
+TEST_CASE("progress told fewer frames than before keeps its count", "[progress]") {
+  // The engine (exact tiles' windows) and the writer both report: the writer's count may lag the engine's.
+  std::ostringstream out;
+  double now = 100.0;
+  std::vector<int64_t> heard;
+  ProgressOptions options = fake_options(out, now, /*terminal=*/false);
+  options.listener = [&heard](int64_t done) { heard.push_back(done); };
+  Progress progress("decode", 100, options);
+  progress.update(60);
+  now = 110.0;
+  progress.update(20);
+  CHECK(out.str() == "decode: 60/100 frames (60%), 6.0 fps, ETA 0:07\n");
+  CHECK(heard == std::vector<int64_t>{60, 60});
+}
