@@ -22,7 +22,8 @@ namespace {
 //           of the window, or an encode chunk of whole frames), every tile's cache where windows are shorter
 //           than the clip
 //   time:   the model's FLOPs times the grid's work (VaeModel::tile_work: the margins' extra pixels, block by
-//           block) at the family's calibrated rate, kCallSeconds per model call (every tile and the
+//           block) at the family's calibrated rate, the whole frame's attention (Note [Plan cost]: the
+//           whole-frame part runs it untiled), kCallSeconds per model call (every tile and the
 //           whole-frame part, once per chunk), and the copies of the window's frames (an encode window once
 //           per tile) and parked caches at kCopyRate (on the compute stream: they add up)
 constexpr double kWholeFactor = 8;
@@ -120,6 +121,7 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             compute += k.flops / k.rate * pixels * static_cast<double>(tf) * frames_of_clip * work[i].work;
             calls += static_cast<double>(g.count() + 1) * std::ceil(frames_of_clip / static_cast<double>(n));
           }
+          compute += attention_seconds(request, latent_pixels) * frames_of_clip;  // on the whole frame
           e.cache = static_cast<int64_t>(cache);
           e.activations = static_cast<int64_t>(activations);
           e.io = static_cast<int64_t>(io);

@@ -40,9 +40,27 @@ Coefficients coefficients(const PlanRequest& request, Op op) {
   const double rest = row->peak_gib * kGiB - row->resident_gib * kGiB - weights - cache - io;
   k.activation_bytes =
       std::max(rest, 0.0) / (pixels * frames) * (static_cast<double>(element_size(request.dtype)) / size);
-  k.flops = row->tflop * 1e12 / (pixels * static_cast<double>(row->frames));
-  if (row->seconds > 0 && row->tflop > 0) k.rate = row->tflop * 1e12 / row->seconds;
+  // The calibration's attention over whole latent frames (Note [Plan cost]) is left out of its FLOPs and
+  // time.
+  k.attention = static_cast<double>(op == Op::kEncode ? request.encode_attention : request.decode_attention);
+  const double f2 = static_cast<double>(request.spatial_factor * request.spatial_factor);
+  const double latent_frames = static_cast<double>(1 + (row->frames - 1) / request.temporal_factor);
+  const double attention_flops = 4.0 * (pixels / f2) * (pixels / f2) * k.attention * latent_frames;
+  const double flops = std::max(row->tflop * 1e12 - attention_flops, 0.0);
+  k.flops = flops / (pixels * static_cast<double>(row->frames));
+  const double seconds = row->seconds - attention_flops / kAttentionRate;
+  if (row->seconds > 0 && row->tflop > 0 && seconds > 0) k.rate = flops / seconds;
   return k;
+}
+
+double attention_seconds(const PlanRequest& request, double latent_pixels) {
+  double seconds = 0;
+  for (Op op : ops_of(request.op)) {
+    const double channels =
+        static_cast<double>(op == Op::kEncode ? request.encode_attention : request.decode_attention);
+    seconds += 4.0 * latent_pixels * latent_pixels * channels / kAttentionRate;
+  }
+  return seconds;
 }
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -76,9 +94,12 @@ double plan_cost(const PlanRequest& request, double per_pixel, int64_t chunk, co
   const double f2 = static_cast<double>(request.spatial_factor * request.spatial_factor);
   const double pixels = static_cast<double>(tiled_area(tiles)) * f2;
   const double frames = static_cast<double>(request.temporal_factor);
-  const double compute = per_pixel * pixels * frames +
-                         kCallSeconds * static_cast<double>(tiles.count() * ops_of(request.op).size()) /
-                             static_cast<double>(chunk);
+  const double compute =
+      per_pixel * pixels * frames +
+      static_cast<double>(tiles.count()) *
+          attention_seconds(request, static_cast<double>(tiles.tile_height * tiles.tile_width)) +
+      kCallSeconds * static_cast<double>(tiles.count() * ops_of(request.op).size()) /
+          static_cast<double>(chunk);
   const double transfer = static_cast<double>(estimate.host_cache) / static_cast<double>(chunk) / kCopyRate;
   return std::max(compute, transfer) + kOverlapLoss * std::min(compute, transfer);
 }

@@ -16,7 +16,12 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // Note [Plan cost]
 // The planner ranks the plans that fit by a time model, in seconds per latent frame:
 //   compute  = the model's FLOPs for the tiles' pixels (overlaps count twice) at kComputeRate, plus
-//              kCallSeconds per model call (one per tile per chunk)
+//              kCallSeconds per model call (one per tile per chunk), plus the attention over whole latent
+//              frames (ModelInfo::encode_attention): 4 x tokens^2 x channels per latent frame, where tokens
+//              are a frame's (or a blended tile's) latent pixels, at kAttentionRate
+//              - the rest of the FLOPs grow with the pixels, these with their square: at 720p they are 1%
+//              of Wan2.1's decode, at 4K 9%, and they run at a quarter of the convolutions' rate (one head
+//              wider than 256 channels takes LibTorch's memory-efficient kernel)
 //   transfer = offloaded only: every tile's cache goes up and comes back once per chunk, so
 //              (host cache) / chunk each way at kCopyRate; the two directions run on their own streams,
 //              beside the model (Note [Offloaded caches]), so the plan takes the longer of compute and
@@ -30,6 +35,9 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kComputeRate = 400e12;  // FLOP/s where the calibration row has no measured time
 constexpr double kCopyRate = 35e9;       // bytes/s, host <-> device
 constexpr double kCallSeconds = 2e-3;    // fixed cost of one model call
+// FLOP/s of the attention over a whole latent frame (SeedVR2's 512-channel head at 720p: 121 TFLOP/s,
+// docs/benchmarks.md); the calibration's measured rate is the rest's.
+constexpr double kAttentionRate = 120e12;
 constexpr double kOverlapLoss = 0.3;
 constexpr double kCostTolerance = 0.03;
 
@@ -58,7 +66,8 @@ struct Coefficients {
   double cache_elements = 0;    // per pixel
   double activation_bytes = 0;  // per pixel and frame in flight, in the request's dtype
   double flops = 0;             // per pixel and frame
-  double rate = kComputeRate;   // FLOP/s of the calibration run
+  double rate = kComputeRate;   // FLOP/s of the calibration run, its whole-frame attention left out
+  double attention = 0;         // channels of the attention over whole latent frames
   std::string note;
 };
 
@@ -70,6 +79,9 @@ int64_t tiled_area(const TileGrid& g);
 std::vector<Op> ops_of(Op op);
 // The model's compute time per pixel and frame of the request at the calibrated rates.
 double seconds_per_pixel(const PlanRequest& request);
+// The time of the attention over whole latent frames for one latent frame of `latent_pixels`, all ops of the
+// request (Note [Plan cost]).
+double attention_seconds(const PlanRequest& request, double latent_pixels);
 // A plan's time per latent frame (Note [Plan cost]); `per_pixel` from seconds_per_pixel.
 double plan_cost(const PlanRequest& request, double per_pixel, int64_t chunk, const TileGrid& tiles,
                  const MemoryEstimate& estimate);

@@ -51,7 +51,8 @@ struct PlanRequest {
   int64_t spatial_factor = 8;
   int64_t temporal_factor = 4;
   int64_t latent_channels = 16;
-  int64_t parameter_count = 0;  // weights on the device
+  int64_t parameter_count = 0;                         // weights on the device
+  int64_t encode_attention = 0, decode_attention = 0;  // ModelInfo's
   Op op = Op::kDecode;
   int64_t width = 0, height = 0;  // the frame the model sees (padded), pixels
   torch::ScalarType dtype = torch::kBFloat16;

@@ -23,6 +23,8 @@ PlanRequest PlanRequest::of(const ModelInfo& info, std::vector<MemoryCalibration
   r.temporal_factor = info.temporal_factor;
   r.latent_channels = info.latent_channels;
   r.parameter_count = parameter_count;
+  r.encode_attention = info.encode_attention;
+  r.decode_attention = info.decode_attention;
   r.op = op;
   r.width = width;
   r.height = height;

@@ -28,6 +28,9 @@ struct ModelInfo {
   double latent_scale = 1.0;
   // encode() returns (raw - mean) / std per channel (Wan); empty when it returns the raw latent (SeedVR2).
   std::vector<float> latent_mean, latent_std;
+  // Channels of the attention over whole latent frames (the middles' blocks), 0 where there is none: its
+  // work grows with the square of the frame (Note [Plan cost]).
+  int64_t encode_attention = 0, decode_attention = 0;
 };
 
 // Note [Latent statistics in the config]

@@ -21,7 +21,7 @@ row() {  # row MODEL OP SIZE BUDGET(none, 8G, or a preset name)
     *G) args=(--vram "$budget" --compare-untiled) ;;
     *) args=(--preset "$budget" --compare-untiled) ;;
   esac
-  if timeout "${BENCH_TIMEOUT:-200}" "$BUILD/vaecodec" bench -y --random --model "$model" --op "$op" --size "$size" \
+  if timeout -k 10 "${BENCH_TIMEOUT:-200}" "$BUILD/vaecodec" bench -y --random --model "$model" --op "$op" --size "$size" \
     --frames 81 --runs 1 --warmup 1 --json "${args[@]}" >"$OUT/budget_last.json" 2>>"$OUT/budgets.err"; then
     python3 - "$OUT/budget_last.json" "$budget" >>"$OUT/budgets.jsonl" <<'PY'
 import json, sys

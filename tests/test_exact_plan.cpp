@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/models/registry.h"
+#include "core/plan_model.h"
 #include "core/planner.h"
 #include "tests/test_support.h"
 #include "tests/video_test_support.h"
@@ -45,6 +46,32 @@ core::PlannerOptions budget(int64_t bytes, int64_t host = 0) {
 }
 
 }  // namespace
+
+TEST_CASE("the planner's time: the calibration run's own, and attention that grows with the frame's square",
+          "[planner][exact]") {
+  // Note [Plan cost]: at each family's calibration size the whole-frame plan's time is the measured one; the
+  // attention over whole latent frames is 4 x tokens^2 x channels per latent frame at kAttentionRate.
+  for (const core::ModelFamily& family : core::model_families()) {
+    for (const core::MemoryCalibration& row : family.calibration) {
+      if (row.seconds <= 0 || row.dtype != torch::kBFloat16) continue;
+      INFO(family.name << " " << core::op_name(row.op) << " " << row.width << "x" << row.height);
+      const int64_t tf = released(family.name).info().temporal_factor;
+      const core::Plan p = core::plan_run(
+          request(family.name, row.op, row.width, row.height, 1 + (row.frames - 1) / tf), budget(80 * kGiB));
+      CHECK_FALSE(p.tiles.tiled());
+      CHECK(p.seconds == Approx(row.seconds).epsilon(0.05));  // and the model calls' fixed cost
+    }
+  }
+  const core::PlanRequest hd = request("wan2.1-vae", core::Op::kDecode, 1280, 720);
+  CHECK(hd.decode_attention == 384);
+  CHECK(core::plan_model::attention_seconds(hd, 14400) ==
+        Approx(4.0 * 14400 * 14400 * 384 / core::plan_model::kAttentionRate));
+  const core::Plan at_hd = core::plan_run(hd, budget(80 * kGiB));
+  const core::Plan at_4k =
+      core::plan_run(request("wan2.1-vae", core::Op::kDecode, 3840, 2160), budget(400 * kGiB));
+  // 9x the pixels; the attention's share makes it more than 9x the time.
+  CHECK(at_4k.seconds > 9.5 * at_hd.seconds);
+}
 
 TEST_CASE("the Wan VAEs plan exact tiles where the whole frame does not fit, SeedVR2 blended ones",
           "[planner][exact]") {

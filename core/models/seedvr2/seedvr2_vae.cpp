@@ -114,6 +114,7 @@ ModelInfo SeedVR2Vae::describe(const SeedVR2Config& config) {
   info.spatial_factor = int64_t{1} << (config.block_out_channels.size() - 1);
   info.temporal_factor = int64_t{1} << config.temporal_scale_num;
   info.latent_scale = config.scaling_factor.value_or(0.9152);
+  info.encode_attention = info.decode_attention = config.block_out_channels.back();
   return info;
 }
 

@@ -103,6 +103,7 @@ ModelInfo Wan21Vae::describe(const Wan21Config& config) {
   int64_t tf = 1;
   for (bool t : config.temporal_downsample) tf *= t ? 2 : 1;
   info.temporal_factor = tf;
+  info.encode_attention = info.decode_attention = config.dim * config.dim_mult.back();
   if (config.z_dim == static_cast<int64_t>(wan21_latent_mean().size())) {
     info.latent_mean = wan21_latent_mean();
     info.latent_std = wan21_latent_std();

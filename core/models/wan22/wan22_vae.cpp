@@ -197,6 +197,8 @@ ModelInfo Wan22Vae::describe(const Wan22Config& config) {
   int64_t tf = 1;
   for (bool t : config.temporal_downsample) tf *= t ? 2 : 1;
   info.temporal_factor = tf;
+  info.encode_attention = config.dim * config.dim_mult.back();
+  info.decode_attention = (config.dec_dim > 0 ? config.dec_dim : config.dim) * config.dim_mult.back();
   if (config.z_dim == static_cast<int64_t>(wan22_latent_mean().size())) {
     info.latent_mean = wan22_latent_mean();
     info.latent_std = wan22_latent_std();
