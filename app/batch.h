@@ -75,7 +75,7 @@ const char* command_name(RunCommand command);
 std::vector<std::filesystem::path> named_weights(const RunOptions& options);
 
 // Loads the model and runs `command` with SIGINT/SIGTERM handled (Note [Interrupts]): an interrupted run
-// removes its temporary output and exits with 130.
+// removes its temporary output and throws RunInterrupted (app/errors.h) for main() (Note [Stages of a run]).
 void run_command(RunCommand command, const RunOptions& options);
 
 }  // namespace vaecodec::app

@@ -144,6 +144,9 @@ int run_cli(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "vaecodec: error: " << e.what() << "\n";
     return 2;
+  } catch (const RunInterrupted& e) {
+    std::cerr << "vaecodec: " << e.what() << "\n";
+    return e.code();
   } catch (...) {
     // Note [One-line errors]
     print_full_error(std::current_exception());

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 namespace vaecodec::app {
@@ -20,5 +21,17 @@ std::string error_line(const std::exception_ptr& error);
 void print_full_error(const std::exception_ptr& error);
 // Whether `error` is LibTorch's (its message names no file: the caller adds the one it was processing).
 bool from_libtorch(const std::exception_ptr& error);
+
+// A run stopped by SIGINT, SIGTERM or the like (Note [Interrupts] in io/interrupt.h), its temporary outputs
+// removed: main() prints "vaecodec: " + what() (what was not written) and exits with code() (128 + the
+// signal's number).
+class RunInterrupted : public std::runtime_error {
+ public:
+  RunInterrupted(const std::string& line, int code) : std::runtime_error(line), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
 
 }  // namespace vaecodec::app
