@@ -266,8 +266,8 @@ Prepared prepare(RunCommand command, const RunOptions& given) {
 // The inputs left to run, and how many failed before running.
 struct Pending {
   std::vector<BatchItem> items;
-  int failed = 0;
-  size_t attempted() const { return items.size() + static_cast<size_t>(failed); }
+  int failed = 0;        // so far: before running, and while running
+  size_t attempted = 0;  // the inputs run or failed before running
 };
 
 // One input file (a musubi cache writes it into a folder all the same): main() reports its error.
@@ -323,12 +323,13 @@ Pending skip(const Prepared& p, const std::vector<std::optional<fs::path>>& fini
       pending.items.push_back(item);
     }
   }
+  pending.attempted = pending.items.size() + static_cast<size_t>(pending.failed);
   return pending;
 }
 
 Error failed_error(const RunOptions& options, const Pending& pending, int count) {
-  return Error(std::to_string(count) + " of " + std::to_string(pending.attempted()) + " inputs failed" +
-               (count == static_cast<int>(pending.attempted())
+  return Error(std::to_string(count) + " of " + std::to_string(pending.attempted) + " inputs failed" +
+               (count == static_cast<int>(pending.attempted)
                     ? std::string()
                     : "; the others were written to " + written_to(options)));
 }
