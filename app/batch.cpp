@@ -77,13 +77,8 @@ StartedRun start_input(RunCommand command, core::VaeModel& model, const io::Pipe
 }
 
 StartedRun start_batch_input(RunCommand command, core::VaeModel& model, const io::PipelineOptions& pipeline,
-                             const BatchItem& item, const std::vector<fs::path>& weights,
-                             bool check_outputs) {
+                             const BatchItem& item) {
   try {
-    if (check_outputs) {
-      io::check_output_path(item.output, {item.input});
-      io::check_output_path(item.output, weights, "weights file");
-    }
     return start_input(command, model, pipeline, item);
   } catch (const io::Interrupted&) {
     throw;
@@ -483,9 +478,7 @@ void run_here(RunCommand command, const Prepared& p, Pending& pending, const Loa
         batch_line->update(credited_sum);
       };
     }
-    StartedRun started =
-        start_batch_input(command, *loaded.model, item_pipeline, item, named_weights(options),
-                          /*check_outputs=*/batch);
+    StartedRun started = start_batch_input(command, *loaded.model, item_pipeline, item);
     finish_previous();
     if (started.error) {
       report(item, started.error, start);

@@ -58,12 +58,11 @@ struct StartedRun {
 };
 StartedRun start_input(RunCommand command, core::VaeModel& model, const io::PipelineOptions& pipeline,
                        const BatchItem& item);
-// start_input for one input of a batch: first checks that its output replaces neither its input nor the
-// `weights` (when `check_outputs`), and keeps a failure in `error` instead of throwing, so the batch goes on;
-// an interrupt still throws.
+// start_input for one input of a batch: keeps a failure in `error` instead of throwing, so the batch goes on;
+// an interrupt still throws. Its output was checked when the batch was planned (plan_batch,
+// plan_dataset_batch: it replaces neither an input nor the weights).
 StartedRun start_batch_input(RunCommand command, core::VaeModel& model, const io::PipelineOptions& pipeline,
-                             const BatchItem& item, const std::vector<std::filesystem::path>& weights,
-                             bool check_outputs);
+                             const BatchItem& item);
 
 // The files a folder contributes to a batch: regular files, not hidden, in name order; for decode only
 // latents.

@@ -13,6 +13,7 @@
 #include "io/ffmpeg_common.h"
 #include "io/musubi_cache.h"
 #include "io/musubi_dataset.h"
+#include "io/output_file.h"
 #include "io/probe.h"
 
 namespace vaecodec::app {
@@ -278,6 +279,12 @@ Batch plan_dataset_batch(const RunOptions& options, const Environment& env) {
         batch.items.push_back({input.path, output, "", std::make_shared<io::MusubiJob>(std::move(job))});
       }
     }
+  }
+  // Checked once, here, before a model loads (Note [Batches]): no cache file replaces its clip or the
+  // weights.
+  for (const BatchItem& item : batch.items) {
+    io::check_output_path(item.output, {item.input});
+    io::check_output_path(item.output, named_weights(options), "weights file");
   }
   batch.all_items = batch.items.size();
   if (batch.items.empty())

@@ -226,8 +226,7 @@ void run_worker(RunCommand command, const RunOptions& options, const io::Pipelin
       io::PipelineOptions pipeline = base;
       pipeline.frames_done = [&shared, i](int64_t done) { shared.frames(i, done); };
       const Clock::time_point start = Clock::now();
-      StartedRun started = start_batch_input(command, *worker.model, pipeline, item, named_weights(options),
-                                             /*check_outputs=*/true);
+      StartedRun started = start_batch_input(command, *worker.model, pipeline, item);
       finish_previous();
       if (started.error) {
         shared.failed(i, started.error, seconds_since(start), worker);
