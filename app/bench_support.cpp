@@ -44,8 +44,14 @@ double median_of(std::vector<double> seconds) {
 
 // The same run untiled, for the tiles' accuracy.
 core::Plan untiled(core::Plan plan) {
+  // Blended tiles with offloaded caches may chunk many latent frames at a time (SeedVR2 1080p at 16G: 5),
+  // which untiled would not fit even an 80 GB GPU: one latent frame instead (chunks do not change the result,
+  // Note [Chunks]). Exact plans keep their chunk, so that the comparison sees the tiles alone, bit for bit.
+  if (!plan.tiles.exact) plan.chunk = 1;
   plan.tiles = core::TileGrid::whole(plan.tiles.latent_height, plan.tiles.latent_width);
   plan.offload = false;
+  plan.window = 0;
+  plan.host_window = false;
   return plan;
 }
 

@@ -130,4 +130,20 @@ TEST_CASE("bench times the model, prints JSON and writes a kernel trace", "[cli]
   CHECK(convolutions > 0);
 }
 
+TEST_CASE("bench compares a tiled plan with the untiled run", "[cli][basic]") {
+  // Exact tiles (Note [Exact tiles] in core/trunk.h): in float32 the 2x2 tiles give the untiled frames.
+  const auto weights = data_dir() / "wan21-tiny" / "weights.safetensors";
+  const auto r = run_cli("bench --weights " + weights.string() +
+                         " --device cpu --dtype fp32 --size 128x96 --frames 9 --runs 1 --warmup 0 --tile 8"
+                         " --compare-untiled --json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  CHECK(j.at("plan").at("exact_tiles") == true);
+  CHECK(j.at("plan").at("tiles").at("rows") == 2);
+  CHECK(j.at("plan").at("tiles").at("cols") == 2);
+  CHECK(j.at("tiled_vs_untiled_relative_l2").get<double>() <= 1e-6);
+  CHECK(j.at("tiled_vs_untiled_psnr_db").get<double>() > 100);
+}
+
 }  // namespace vaecodec::test
