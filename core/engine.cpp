@@ -44,9 +44,8 @@ std::unique_ptr<BandSet> make_band_set(const ChunkOptions& chunks, Device& devic
 std::unique_ptr<ExactTiles> make_exact_tiles(const ChunkOptions& chunks, VaeModel& model, Device& device,
                                              ExactTiles::Direction direction, int64_t latent_height,
                                              int64_t latent_width) {
-  if (!chunks.tiles.exact || chunks.bands.size() >= 2) return nullptr;
+  if (!chunks.runs_exact_tiles()) return nullptr;
   const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
-  if (!grid.tiled() && chunks.window == 0) return nullptr;
   return std::make_unique<ExactTiles>(model, device, grid, direction, chunks.latent_frames,
                                       chunks.host_window, chunks.progress);
 }

@@ -40,6 +40,10 @@ struct ChunkOptions {
   // frames reach the caller only when it is done; this keeps a progress line moving meanwhile.
   std::function<void(int64_t frames)> progress;
 
+  // Whether the run goes through exact tiles' windows (Note [Tiles through time]): an exact grid that cuts
+  // the frame, or a window of a whole frame, on one device.
+  bool runs_exact_tiles() const { return tiles.exact && bands.size() < 2 && (tiles.tiled() || window != 0); }
+
   // A plan's chunks and tiles, split across `bands` when there are two or more.
   static ChunkOptions of(const Plan& plan, std::vector<BandPlace> bands = {}) {
     return {plan.chunk, plan.tiles, plan.offload, plan.window, plan.host_window, std::move(bands), {}};

@@ -18,9 +18,8 @@ namespace {
 //           not in host memory, the window's frames (3 x temporal_factor x W x pixels); a tile's input and
 //           output for one chunk
 //   host:   kHostBase, the window's frames where they wait there (then the device holds a decode tile's
-//   frames
-//           of the window, or an encode chunk of whole frames), every tile's cache where windows are shorter
-//           than the clip
+//           frames of the window, or an encode chunk of whole frames), every tile's cache where windows are
+//           shorter than the clip
 //   time:   the model's FLOPs times the grid's work (VaeModel::tile_work: the margins' extra pixels, block by
 //           block) at the family's calibrated rate, the whole frame's attention (Note [Plan cost]: the
 //           whole-frame part runs it untiled), kCallSeconds per model call (every tile and the

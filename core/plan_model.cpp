@@ -12,6 +12,16 @@ int64_t element_size(torch::ScalarType dtype) {
   return static_cast<int64_t>(c10::elementSize(dtype));
 }
 
+namespace {
+
+// 4 x tokens^2 x channels: the scores and the weighted sum of one latent frame (Note [Plan cost]).
+double attention_flops_per_frame(const PlanRequest& request, Op op, double latent_pixels) {
+  const int64_t channels = op == Op::kEncode ? request.encode_attention : request.decode_attention;
+  return 4.0 * latent_pixels * latent_pixels * static_cast<double>(channels);
+}
+
+}  // namespace
+
 Coefficients coefficients(const PlanRequest& request, Op op) {
   // Every registered family has a row for each op (register_model_family checks it) and the request carries
   // them: the request's dtype, else one scaled by element size from the family's own measurement.
@@ -42,10 +52,9 @@ Coefficients coefficients(const PlanRequest& request, Op op) {
       std::max(rest, 0.0) / (pixels * frames) * (static_cast<double>(element_size(request.dtype)) / size);
   // The calibration's attention over whole latent frames (Note [Plan cost]) is left out of its FLOPs and
   // time.
-  k.attention = static_cast<double>(op == Op::kEncode ? request.encode_attention : request.decode_attention);
   const double f2 = static_cast<double>(request.spatial_factor * request.spatial_factor);
   const double latent_frames = static_cast<double>(1 + (row->frames - 1) / request.temporal_factor);
-  const double attention_flops = 4.0 * (pixels / f2) * (pixels / f2) * k.attention * latent_frames;
+  const double attention_flops = attention_flops_per_frame(request, op, pixels / f2) * latent_frames;
   const double flops = std::max(row->tflop * 1e12 - attention_flops, 0.0);
   k.flops = flops / (pixels * static_cast<double>(row->frames));
   const double seconds = row->seconds - attention_flops / kAttentionRate;
@@ -55,11 +64,8 @@ Coefficients coefficients(const PlanRequest& request, Op op) {
 
 double attention_seconds(const PlanRequest& request, double latent_pixels) {
   double seconds = 0;
-  for (Op op : ops_of(request.op)) {
-    const double channels =
-        static_cast<double>(op == Op::kEncode ? request.encode_attention : request.decode_attention);
-    seconds += 4.0 * latent_pixels * latent_pixels * channels / kAttentionRate;
-  }
+  for (Op op : ops_of(request.op))
+    seconds += attention_flops_per_frame(request, op, latent_pixels) / kAttentionRate;
   return seconds;
 }
 

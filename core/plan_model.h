@@ -67,7 +67,6 @@ struct Coefficients {
   double activation_bytes = 0;  // per pixel and frame in flight, in the request's dtype
   double flops = 0;             // per pixel and frame
   double rate = kComputeRate;   // FLOP/s of the calibration run, its whole-frame attention left out
-  double attention = 0;         // channels of the attention over whole latent frames
   std::string note;
 };
 

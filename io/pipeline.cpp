@@ -311,8 +311,7 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   Progress progress("encode", reader.frame_count_hint(), progress_options(options));
   const core::ChunkOptions chunking = reporting(core::ChunkOptions::of(memory_plan, options.bands), progress);
   // Exact tiles encode a window once it is read: the engine counts the frames, not the reader.
-  const bool count_read = !(chunking.tiles.exact && chunking.bands.size() < 2 &&
-                            (chunking.tiles.tiled() || chunking.window != 0));
+  const bool count_read = !chunking.runs_exact_tiles();
   EncodeFeeder feeder(model, chunking, geometry, device);
   std::vector<core::HostTensor> chunks;
   std::vector<int64_t> pts;

@@ -397,14 +397,17 @@ TEST_CASE("on CUDA a convolution past 2^31 elements runs in pieces", "[model][la
   const auto weight =
       (torch::randn({128, 256, 3, 3, 3}, opts) * 0.02).contiguous(torch::MemoryFormat::ChannelsLast3d);
   const auto bias = torch::randn({128}, opts);
-  core::FloatCopy bias_f32;
-  // What it costs is measured by the SeedVR2 1080p rows of scripts/gpu_budgets.sh.
-  const auto got = core::conv3d(x, weight, bias, bias_f32, {1, 1, 1}, {0, 1, 1});
-  // Frame 2 of the output from its three input frames alone, a convolution under the limit.
-  const auto one = at::conv3d(x.narrow(2, 2, 3), weight, bias, {1, 1, 1}, {0, 1, 1});
+  // The pieces themselves at cuDNN's limit (the layer takes them there unless an own kernel runs the shape);
+  // what they cost is measured by the SeedVR2 1080p rows of scripts/gpu_budgets.sh.
+  const auto got = core::conv3d_in_pieces(x, weight, bias, {1, 1, 1}, {0, 1, 1}, INT32_MAX);
   REQUIRE(got.size(2) == 4);
-  const auto diff = (got.narrow(2, 2, 1).to(torch::kFloat) - one.to(torch::kFloat)).abs().max().item<float>();
-  CHECK(diff <= 1e-2f);
+  // Every output frame from its three input frames alone, a convolution under the limit: bf16's rounding
+  // apart.
+  for (int64_t t = 0; t < 4; ++t) {
+    const auto one = at::conv3d(x.narrow(2, t, 3), weight, bias, {1, 1, 1}, {0, 1, 1}).to(torch::kFloat);
+    const auto piece = got.narrow(2, t, 1).to(torch::kFloat);
+    CHECK((piece - one).norm().item<double>() / one.norm().item<double>() <= 1e-2);
+  }
 }
 
 }  // namespace vaecodec::test

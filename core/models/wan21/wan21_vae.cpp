@@ -123,50 +123,28 @@ Wan21Vae::Wan21Vae(const Wan21Config& config) : config_(config) {
   decoder_ = register_module("decoder", std::make_shared<Wan21Decoder>(config));
 
   info_ = describe(config);
-  mean_ = torch::tensor(info_.latent_mean).reshape({1, config.z_dim, 1, 1, 1});
-  std_ = torch::tensor(info_.latent_std).reshape({1, config.z_dim, 1, 1, 1});
+  latents_.emplace(info_.latent_mean, info_.latent_std);
 }
 
-// Note [Latent normalization]
-// Wan latents leave encode() normalized, (mu - mean) / std per channel, and decode() undoes it first, with
-// the published statistics; this is the form diffusion pipelines exchange. The arithmetic is in float32
-// whatever the model's dtype, and the encoder's latents are returned in float32.
-torch::Tensor Wan21Vae::normalized(const torch::Tensor& h) {
-  if (mean_.device() != h.device()) {
-    mean_ = mean_.to(h.device());
-    std_ = std_.to(h.device());
-  }
-  // float32 latents, or float64 when the model runs in float64.
-  auto mu = h.narrow(1, 0, config_.z_dim).to(torch::promote_types(h.scalar_type(), torch::kFloat));
-  return (mu - mean_) / std_;
-}
-
-torch::Tensor Wan21Vae::raw(const torch::Tensor& z) {
-  if (mean_.device() != z.device()) {
-    mean_ = mean_.to(z.device());
-    std_ = std_.to(z.device());
-  }
-  return (z.to(torch::promote_types(dtype(), torch::kFloat)) * std_ + mean_).to(dtype());
-}
-
+// Note [Latent normalization] in core/models/wan/wan_latents.h.
 torch::Tensor Wan21Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
   cache.rewind();
-  return normalized(conv1_->forward(encoder_->forward(x, cache), cache));
+  return latents_->normalized(conv1_->forward(encoder_->forward(x, cache), cache));
 }
 
 torch::Tensor Wan21Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache) {
   cache.rewind();
-  return decoder_->forward(conv2_->forward(raw(z), cache), cache);
+  return decoder_->forward(conv2_->forward(latents_->raw(z, dtype()), cache), cache);
 }
 
 torch::Tensor Wan21Vae::decode_features_chunk(const torch::Tensor& z, CausalCache& cache) {
   cache.rewind();
-  return decoder_->whole_frame(conv2_->forward(raw(z), cache), cache);
+  return decoder_->whole_frame(conv2_->forward(latents_->raw(z, dtype()), cache), cache);
 }
 
 torch::Tensor Wan21Vae::encode_features_chunk(const torch::Tensor& features, CausalCache& cache) {
   cache.rewind();
-  return normalized(conv1_->forward(encoder_->whole_frame(features, cache), cache));
+  return latents_->normalized(conv1_->forward(encoder_->whole_frame(features, cache), cache));
 }
 
 std::optional<Wan21Config> Wan21Vae::detect(const StateDict& tensors) {

@@ -10,6 +10,7 @@
 #include "core/layers.h"
 #include "core/models/wan/wan_blocks.h"
 #include "core/models/wan/wan_config.h"
+#include "core/models/wan/wan_latents.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
@@ -76,16 +77,11 @@ class Wan21Vae : public VaeModel {
 
  private:
   Wan21Config config_;
-  // conv1's output -> normalized latents; normalized latents -> raw ones in the model dtype
-  // (Note [Latent normalization]).
-  torch::Tensor normalized(const torch::Tensor& h);
-  torch::Tensor raw(const torch::Tensor& z);
-
   ModelInfo info_;
   std::shared_ptr<Wan21Encoder> encoder_;
   std::shared_ptr<Wan21Decoder> decoder_;
   std::shared_ptr<CausalConv3d> conv1_, conv2_;
-  torch::Tensor mean_, std_;  // [1, z, 1, 1, 1] float32, on the model's device
+  std::optional<WanLatentStats> latents_;  // Note [Latent normalization]
 };
 
 // The 16 published per-channel latent statistics of the Wan2.1 VAE.

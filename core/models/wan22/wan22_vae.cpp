@@ -218,40 +218,30 @@ Wan22Vae::Wan22Vae(const Wan22Config& config) : config_(config) {
   decoder_ = register_module("decoder", std::make_shared<Wan22Decoder>(config));
 
   info_ = describe(config);
-  mean_ = torch::tensor(info_.latent_mean).reshape({1, config.z_dim, 1, 1, 1});
-  std_ = torch::tensor(info_.latent_std).reshape({1, config.z_dim, 1, 1, 1});
+  latents_.emplace(info_.latent_mean, info_.latent_std);
 }
 
-// Note [Latent normalization] (wan21_vae.cpp)
-torch::Tensor Wan22Vae::normalized(const torch::Tensor& h) const {
-  // float32 latents, or float64 when the model runs in float64 (chunk-invariance tests).
-  auto mu = h.narrow(1, 0, config_.z_dim).to(torch::promote_types(h.scalar_type(), torch::kFloat));
-  return (mu - mean_.to(mu.device())) / std_.to(mu.device());
-}
-
-torch::Tensor Wan22Vae::raw(const torch::Tensor& z) const {
-  auto zf = z.to(torch::promote_types(dtype(), torch::kFloat));
-  return (zf * std_.to(zf.device()) + mean_.to(zf.device())).to(dtype());
-}
-
+// Note [Latent normalization] in core/models/wan/wan_latents.h.
 torch::Tensor Wan22Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
   cache.rewind();
-  return normalized(conv1_->forward(encoder_->forward(patchify(x, config_.patch_size), cache), cache));
+  return latents_->normalized(
+      conv1_->forward(encoder_->forward(patchify(x, config_.patch_size), cache), cache));
 }
 
 torch::Tensor Wan22Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache) {
   cache.rewind();
-  return unpatchify(decoder_->forward(conv2_->forward(raw(z), cache), cache), config_.patch_size);
+  return unpatchify(decoder_->forward(conv2_->forward(latents_->raw(z, dtype()), cache), cache),
+                    config_.patch_size);
 }
 
 torch::Tensor Wan22Vae::decode_features_chunk(const torch::Tensor& z, CausalCache& cache) {
   cache.rewind();
-  return decoder_->whole_frame(conv2_->forward(raw(z), cache), cache);
+  return decoder_->whole_frame(conv2_->forward(latents_->raw(z, dtype()), cache), cache);
 }
 
 torch::Tensor Wan22Vae::encode_features_chunk(const torch::Tensor& features, CausalCache& cache) {
   cache.rewind();
-  return normalized(conv1_->forward(encoder_->whole_frame(features, cache), cache));
+  return latents_->normalized(conv1_->forward(encoder_->whole_frame(features, cache), cache));
 }
 
 torch::Tensor Wan22Vae::to_trunk_input(const torch::Tensor& x) const {

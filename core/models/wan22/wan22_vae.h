@@ -10,6 +10,7 @@
 #include "core/layers.h"
 #include "core/models/wan/wan_blocks.h"
 #include "core/models/wan/wan_config.h"
+#include "core/models/wan/wan_latents.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
@@ -126,7 +127,8 @@ class Wan22Decoder : public CausalModule {
 };
 
 // The whole VAE: patchify, encoder, conv1 (2z -> 2z: mean and log-variance), conv2 (z -> z), decoder,
-// unpatchify; latents normalized per channel as Wan2.1's (Note [Latent normalization] in wan21_vae.cpp).
+// unpatchify; latents normalized per channel as Wan2.1's (Note [Latent normalization] in
+// core/models/wan/wan_latents.h).
 class Wan22Vae : public VaeModel {
  public:
   explicit Wan22Vae(const Wan22Config& config);
@@ -149,15 +151,11 @@ class Wan22Vae : public VaeModel {
 
  private:
   Wan22Config config_;
-  // conv1's output -> normalized latents; normalized latents -> raw ones in the model dtype.
-  torch::Tensor normalized(const torch::Tensor& h) const;
-  torch::Tensor raw(const torch::Tensor& z) const;
-
   ModelInfo info_;
   std::shared_ptr<Wan22Encoder> encoder_;
   std::shared_ptr<Wan22Decoder> decoder_;
   std::shared_ptr<CausalConv3d> conv1_, conv2_;
-  torch::Tensor mean_, std_;  // [1, z, 1, 1, 1] float32, on the CPU
+  std::optional<WanLatentStats> latents_;  // Note [Latent normalization]
 };
 
 // The 48 published per-channel latent statistics of the Wan2.2 VAE.
