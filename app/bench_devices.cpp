@@ -3,13 +3,13 @@
 #include <iomanip>
 #include <iostream>
 #include <latch>
-#include <thread>
 
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/cuda.h>
 #include <nlohmann/json.hpp>
 
 #include "app/bench.h"
+#include "app/device_workers.h"
 #include "app/devices.h"
 #include "app/run_options.h"
 #include "core/band_exchange.h"
@@ -25,11 +25,11 @@ namespace {
 
 // Note [Benchmark over devices]
 // `bench --devices` measures what a batch over devices (Note [Batches over devices] in app/device_batch.h)
-// can gain: the clip on the first device alone, then on every device at once, one model and one thread each,
-// the threads meeting at a gate after their warm-up so that the timed runs overlap. It reports each device's
-// median and peak memory, and the devices' frames per second summed against the first device's alone (a
-// batch of equal clips on N devices can reach at most N times; shared PCIe, host memory and CPU threads are
-// what keeps it lower).
+// can gain: the clip on the first device alone, then on every device at once, one model and one thread each
+// (the batch's device workers, Note [Device workers] in app/device_workers.h), the threads meeting at a gate
+// after their warm-up so that the timed runs overlap. It reports each device's median and peak memory, and
+// the devices' frames per second summed against the first device's alone (a batch of equal clips on N devices
+// can reach at most N times; shared PCIe, host memory and CPU threads are what keeps it lower).
 struct DeviceTiming {
   torch::Device device = torch::kCPU;
   std::string gpu;
@@ -99,26 +99,10 @@ void bench_devices(const BenchOptions& o) {
 
   const DeviceTiming alone = time_on_device(o, devices.front(), nullptr);
   std::vector<DeviceTiming> together(devices.size());
-  std::vector<std::exception_ptr> errors(devices.size());
   std::latch gate(static_cast<std::ptrdiff_t>(devices.size()));
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < devices.size(); ++i)
-    threads.emplace_back([&, i] {
-      try {
-        together[i] = time_on_device(o, devices[i], &gate);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
-  for (std::thread& thread : threads) thread.join();
-  for (size_t i = 0; i < devices.size(); ++i)
-    if (errors[i]) {
-      try {
-        std::rethrow_exception(errors[i]);
-      } catch (const std::exception& e) {
-        throw Error(devices[i].str() + ": " + e.what());
-      }
-    }
+  rethrow_first(devices, run_device_workers(devices, [&](size_t slot, torch::Device device) {
+                  together[slot] = time_on_device(o, device, &gate);
+                }));
 
   const double one = o.frames / alone.median;
   double aggregate = 0;
@@ -185,12 +169,13 @@ void bench_split(const BenchOptions& o) {
   core::VaeModel& model = *models.front();
   const BenchClip clip = make_bench_clip(o, model, devices.front(), dtype);
   const auto [width, height] = parse_frame_size(o.size);
+  const int64_t latent_frames = 1 + (o.frames - 1) / model.info().temporal_factor;
   const core::Plan plan = core::plan_band_run(
-      core::PlanRequest::of(model.info(), core::find_model_family(model.info().family).calibration,
-                            model.parameter_count(), core::parse_op(o.op), width, height, dtype),
+      core::PlanRequest::of(model, core::find_model_family(model.info().family).calibration,
+                            core::parse_op(o.op), width, height, latent_frames),
       static_cast<int64_t>(devices.size()), clip.planner);
-  const core::ChunkOptions chunks =
-      core::ChunkOptions::of(plan, places);  // columns where a band does not fit
+  // Exact tiles shared out (or blended columns) where a band does not fit.
+  const core::ChunkOptions chunks = core::ChunkOptions::of(plan, places);
   auto run = [&] { return run_op(model, o.op, clip.video, clip.latents, chunks); };
   auto synchronize_all = [&] {
     for (const torch::Device& d : devices) synchronize(d);

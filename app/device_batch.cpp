@@ -7,10 +7,10 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include <c10/cuda/CUDAGuard.h>
 
+#include "app/device_workers.h"
 #include "app/devices.h"
 #include "app/errors.h"
 #include "core/error.h"
@@ -198,8 +198,6 @@ class SharedBatch {
 // One device's worker (Note [Batches over devices]): the loop of a one-device batch over the inputs it takes.
 void run_worker(RunCommand command, const RunOptions& options, const io::PipelineOptions& base,
                 const Worker& worker, SharedBatch& shared) {
-  c10::cuda::OptionalCUDAGuard guard;  // the model's work, and the library's, on this worker's GPU
-  if (worker.device.is_cuda()) guard.set_device(worker.device);
   const std::string device = worker.device.str();
   struct Finishing {
     size_t item;
@@ -336,10 +334,12 @@ DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
     shared.message("vaecodec: " + std::string(command_name(command)) + " of " + std::to_string(items.size()) +
                    " inputs on " + device_list(used) + ", longest first");
   }
-  std::vector<std::thread> threads;
-  for (const Worker& worker : workers)
-    threads.emplace_back([&, &worker = worker] { run_worker(command, options, pipeline, worker, shared); });
-  for (std::thread& thread : threads) thread.join();
+  // A worker catches its own failures (Note [Batches over devices]): nothing comes back from the threads.
+  std::vector<torch::Device> worker_devices;
+  for (const Worker& worker : workers) worker_devices.push_back(worker.device);
+  rethrow_first(worker_devices, run_device_workers(worker_devices, [&](size_t slot, torch::Device) {
+                  run_worker(command, options, pipeline, workers[slot], shared);
+                }));
   return shared.finish(start);
 }
 

@@ -40,14 +40,19 @@ std::unique_ptr<BandSet> make_band_set(const ChunkOptions& chunks, Device& devic
 }
 
 // Exact tiles where the plan asks for them: a grid of exact parts that cuts the frame, on a model whose
-// trunks are local, not split across devices.
+// trunks are local; with bands, the tiles are shared out among their places.
 std::unique_ptr<ExactTiles> make_exact_tiles(const ChunkOptions& chunks, VaeModel& model, Device& device,
                                              ExactTiles::Direction direction, int64_t latent_height,
                                              int64_t latent_width) {
   if (!chunks.runs_exact_tiles()) return nullptr;
   const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
+  std::vector<ExactTiles::Place>
+      places;  // a split whose bands do not fit (Note [Exact tiles across devices])
+  if (chunks.bands.size() >= 2)
+    for (const BandPlace& band : chunks.bands) places.push_back({band.model, band.device});
   return std::make_unique<ExactTiles>(model, device, grid, direction, chunks.latent_frames,
-                                      chunks.host_window, chunks.progress);
+                                      chunks.host_window, ExactTiles::Hooks{chunks.progress, chunks.emit},
+                                      std::move(places));
 }
 
 }  // namespace
@@ -121,19 +126,25 @@ torch::Tensor EncodeRun::finish() {
   return out;
 }
 
-// Exact tiles (Note [Tiles through time] in core/exact_tiles.h): frames wait until a window is full.
+// Exact tiles (Note [Tiles through time] in core/exact_tiles.h): frames wait until a window is full, its
+// first tile running ahead over the chunks that have come (Note [A window's edges stream]).
 torch::Tensor EncodeRun::push_window(const torch::Tensor& frames) {
   torch::InferenceMode guard;
   if (!window_) window_ = std::make_unique<Pieces>();
   window_->push(exact_->keep(frames));
   frames_in_ += frames.size(2);
-  if (chunks_.window == 0) return {};
   const int64_t tf = model_.info().temporal_factor;
   std::vector<torch::Tensor> out;
   while (true) {
-    const int64_t need = windows_ == 0 ? 1 + tf * (chunks_.window - 1) : tf * chunks_.window;
+    // The window's frames; 0: the rest of the clip.
+    const int64_t need = chunks_.window == 0 ? 0
+                         : windows_ == 0     ? 1 + tf * (chunks_.window - 1)
+                                             : tf * chunks_.window;
     // A window runs once a frame past it has come: the last window is run by finish(), without `more`.
-    if (window_->size() <= need) break;
+    if (need == 0 || window_->size() <= need) {
+      exact_->advance(*window_, need);
+      break;
+    }
     out.push_back(exact_->run_window(window_->take(need), /*more=*/true));
     ++windows_;
   }
@@ -201,8 +212,10 @@ torch::Tensor DecodeRun::push_window(const torch::Tensor& latents) {
   window_->push(exact_->keep(latents));
   latents_in_ += latents.size(2);
   std::vector<torch::Tensor> out;
-  while (chunks_.window > 0 && window_->size() > chunks_.window)
-    out.push_back(exact_->run_window(window_->take(chunks_.window), /*more=*/true));
+  while (chunks_.window > 0 && window_->size() > chunks_.window) {
+    torch::Tensor frames = exact_->run_window(window_->take(chunks_.window), /*more=*/true);
+    if (frames.defined()) out.push_back(std::move(frames));  // not when emitted
+  }
   if (out.empty()) return {};
   return join(out);
 }

@@ -32,21 +32,26 @@ struct ChunkOptions {
   bool host_window = false;
   // Two or more: the frame is split into these bands, top to bottom, each run by its place's model
   // (Note [Bands across devices] in core/band_exchange.h); the run's own model then only names the output's
-  // device and the family. `tiles` may then cut the frame into columns (one row of tiles, no offload): each
-  // band runs the same columns.
+  // device and the family. `tiles` may then cut the frame into blended columns (one row of tiles, no
+  // offload): each band runs the same columns. Exact `tiles` are shared out among the places instead.
   std::vector<BandPlace> bands;
   // Exact tiles: told, each time a tile finishes a chunk, the frames of the run done so far (a decode's
   // output frames, an encode's input frames), a window's share counted in its tiles' chunks. A window's
   // frames reach the caller only when it is done; this keeps a progress line moving meanwhile.
   std::function<void(int64_t frames)> progress;
+  // Exact tiles, decode: where a window's frames go, in order, as they become final during its last tile
+  // (Note [A window's edges stream] in core/exact_tiles.h); DecodeRun then returns nothing for them. Unset:
+  // they are returned when the window is done.
+  std::function<void(const torch::Tensor& frames)> emit;
 
   // Whether the run goes through exact tiles' windows (Note [Tiles through time]): an exact grid that cuts
-  // the frame, or a window of a whole frame, on one device.
-  bool runs_exact_tiles() const { return tiles.exact && bands.size() < 2 && (tiles.tiled() || window != 0); }
+  // the frame, or a window of a whole frame; with bands, the tiles are shared out among their places
+  // (Note [Exact tiles across devices] in core/exact_tiles.h) instead of splitting the frame in bands.
+  bool runs_exact_tiles() const { return tiles.exact && (tiles.tiled() || window != 0); }
 
   // A plan's chunks and tiles, split across `bands` when there are two or more.
   static ChunkOptions of(const Plan& plan, std::vector<BandPlace> bands = {}) {
-    return {plan.chunk, plan.tiles, plan.offload, plan.window, plan.host_window, std::move(bands), {}};
+    return {plan.chunk, plan.tiles, plan.offload, plan.window, plan.host_window, std::move(bands), {}, {}};
   }
 };
 
@@ -80,7 +85,7 @@ class EncodeRun {
 };
 
 // Streams latents through the decoder; returns video frames [B, 3, t, H, W] (unclamped, model dtype, model
-// device) as chunks complete.
+// device) as chunks complete, or hands them to ChunkOptions::emit (exact tiles).
 class DecodeRun {
  public:
   DecodeRun(VaeModel& model, Device& device, ChunkOptions chunks = {});

@@ -4,6 +4,7 @@
 #include <future>
 #include <string>
 
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "core/device/memory_faults.h"
@@ -70,16 +71,26 @@ Pieces Pieces::take(int64_t n) {
 }
 
 ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Direction direction,
-                       int64_t chunk, bool host_window, std::function<void(int64_t)> progress)
+                       int64_t chunk, bool host_window, Hooks hooks, std::vector<Place> places)
     : model_(model),
       device_(device),
       grid_(grid),
       direction_(direction),
       chunk_(chunk),
       host_window_(host_window),
-      progress_(std::move(progress)) {
+      places_(std::move(places)),
+      hooks_(std::move(hooks)) {
   if (!model.exact_tiles()) throw Error(model.info().family + " cannot run exact tiles");
   if (chunk_ < 1) throw Error("chunk length must be at least 1 latent frame");
+  if (places_.size() < 2) places_ = {{&model_, &device_}};
+  for (size_t i = 0; i < places_.size(); ++i) {
+    if (!places_[i].model || !places_[i].device) throw Error("a place of exact tiles without its model");
+    for (size_t j = 0; j < i; ++j)
+      if (places_[i].model == places_[j].model) throw Error("places of exact tiles share one model");
+    if (places_[i].model->device() != places_[i].device->torch_device())
+      throw Error("a place's model is on " + places_[i].model->device().str() + ", the place on " +
+                  places_[i].device->torch_device().str());
+  }
   const bool encode = direction == Direction::kEncode;
   for (int64_t r = 0; r < grid_.rows; ++r)
     for (int64_t c = 0; c < grid_.cols; ++c) {
@@ -88,6 +99,7 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Di
       const auto [c0, c1] = grid_.part_cols(c);
       t.interior = {{r0, r1}, {c0, c1}};
       t.input = model_.tile_input(encode, t.interior, grid_.latent_height, grid_.latent_width);
+      t.place = places_[tiles_.size() % places_.size()];
       tiles_.push_back(std::move(t));
     }
 }
@@ -115,16 +127,16 @@ torch::Tensor ExactTiles::keep(const torch::Tensor& x) const {
   return x.to(device_.torch_device(), dtype);
 }
 
-torch::Tensor ExactTiles::to_model(const torch::Tensor& x, bool convert_dtype) const {
+torch::Tensor ExactTiles::to_model(const torch::Tensor& x, const Place& place, bool convert_dtype) const {
+  const torch::Device where = place.device->torch_device();
   const bool pinned = x.device().is_cpu() && x.is_pinned();
-  auto y = convert_dtype ? x.to(device_.torch_device(), model_.dtype(), pinned)
-                         : x.to(device_.torch_device(), pinned);
+  auto y = convert_dtype ? x.to(where, model_.dtype(), pinned) : x.to(where, pinned);
   return y.contiguous(model_.memory_format());
 }
 
 // Caches go to host memory only between windows (Note [Tiles through time]): a plain copy each way.
 void ExactTiles::park(Tile& tile) {
-  if (!device_.torch_device().is_cuda()) return;
+  if (!tile.place.device->torch_device().is_cuda()) return;
   tile.cache.rewind();
   for (size_t i = 0; i < tile.cache.size(); ++i) {
     CausalCache::Slot& slot = tile.cache.next();
@@ -140,7 +152,8 @@ void ExactTiles::unpark(Tile& tile) {
   for (size_t i = 0; i < tile.cache.size(); ++i) {
     CausalCache::Slot& slot = tile.cache.next();
     if (slot.history.defined())
-      slot.history = slot.history.to(device_.torch_device()).contiguous(slot.history.suggest_memory_format());
+      slot.history =
+          slot.history.to(tile.place.device->torch_device()).contiguous(slot.history.suggest_memory_format());
   }
   tile.cache.rewind();
   tile.parked = false;
@@ -148,24 +161,103 @@ void ExactTiles::unpark(Tile& tile) {
 
 torch::Tensor ExactTiles::run_window(const Pieces& x, bool more) {
   torch::InferenceMode guard;
-  torch::Tensor out = direction_ == Direction::kDecode ? decode_window(x, more) : encode_window(x, more);
-  frames_done_ += direction_ == Direction::kDecode ? out.size(2) : x.size();
+  const bool decode = direction_ == Direction::kDecode;
+  const int64_t tf = model_.info().temporal_factor;
+  window_frames_ = decode ? (started_ ? tf * x.size() : 1 + tf * (x.size() - 1)) : x.size();
+  step_ = 0;
+  torch::Tensor out = decode ? decode_window(x, more) : encode_window(x, more);
+  frames_done_ += window_frames_;
   started_ = true;
   return out;
 }
 
-void ExactTiles::report(int64_t step, int64_t steps, int64_t frames) const {
-  if (progress_) progress_(frames_done_ + frames * step / std::max<int64_t>(steps, 1));
+void ExactTiles::report_step() {
+  std::lock_guard<std::mutex> lock(progress_mutex_);  // in order, whichever place's thread counts
+  const int64_t step = ++step_;
+  if (hooks_.progress) hooks_.progress(frames_done_ + window_frames_ * step / std::max<int64_t>(steps_, 1));
+}
+
+void ExactTiles::on_places(const std::function<void(const std::vector<Tile*>&)>& run) {
+  // The work queued on the run's device so far (the window's features) is done before other threads read
+  // it; each place waits for its own work (and its copies to and from the run's device) before it returns.
+  if (device_.torch_device().is_cuda())
+    c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();
+  std::vector<std::future<void>> running;
+  for (const Place& place : places_) {
+    std::vector<Tile*> mine;
+    for (Tile& tile : tiles_)
+      if (tile.place.model == place.model) mine.push_back(&tile);
+    running.push_back(std::async(std::launch::async, [this, &run, place, mine] {
+      c10::cuda::OptionalCUDAGuard guard;
+      const torch::Device where = place.device->torch_device();
+      if (where.is_cuda()) guard.set_device(where);
+      torch::InferenceMode inference;
+      run(mine);
+      if (where.is_cuda()) {
+        c10::cuda::getCurrentCUDAStream(where.index()).synchronize();
+        if (device_.torch_device().is_cuda())
+          c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();
+      }
+    }));
+  }
+  std::exception_ptr first;
+  for (auto& r : running) {
+    try {
+      r.get();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+int64_t ExactTiles::first_chunk_frames() const {
+  const int64_t tf = model_.info().temporal_factor;
+  return started_ ? tf * chunk_ : 1 + tf * (chunk_ - 1);
+}
+
+int64_t ExactTiles::later_chunk_frames() const {
+  return model_.info().temporal_factor * chunk_;
+}
+
+void ExactTiles::advance(const Pieces& x, int64_t limit) {
+  if (direction_ != Direction::kEncode || places_.size() > 1) return;
+  torch::InferenceMode guard;
+  const int64_t available = limit > 0 ? std::min(x.size(), limit) : x.size();
+  Tile& tile = tiles_.front();
+  while (true) {
+    const int64_t len = lead_.features.empty() ? first_chunk_frames() : later_chunk_frames();
+    if (lead_.frames + len > available) return;
+    if (lead_.features.empty()) unpark(tile);
+    lead_.features.push_back(encode_chunk(tile, x, lead_.frames, len));
+    lead_.frames += len;
+    // Counted as encode_window counts a tile's chunk (the window's chunks are not all known yet).
+    if (hooks_.progress) hooks_.progress(frames_done_ + lead_.frames / static_cast<int64_t>(tiles_.size()));
+  }
+}
+
+torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, int64_t len) {
+  before_model_call();
+  const torch::Device where = tile.place.device->torch_device();
+  torch::Tensor frames = x.slice(at, len);
+  if (frames.device() != where) {  // Note [Windows in host memory]
+    const torch::Tensor time_major = frames.permute({0, 2, 1, 3, 4}).contiguous();
+    frames = time_major.to(where, /*non_blocking=*/time_major.is_pinned()).permute({0, 2, 1, 3, 4});
+  }
+  const torch::Tensor input = to_model(crop(frames, 0, len, tile.input), tile.place, true);
+  return tile.place.model->encode_tile(input, tile.cache, tile.interior, grid_.latent_height,
+                                       grid_.latent_width);
 }
 
 torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
-  const int64_t n = z.size(), f = model_.info().spatial_factor, tf = model_.info().temporal_factor;
+  const int64_t n = z.size(), f = model_.info().spatial_factor;
   const std::vector<int64_t> chunks = chunk_lengths(n, chunk_, chunk_);
   // The whole-frame part over the window, into one tensor of features.
   torch::Tensor features;
   for (int64_t c = 0, at = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
     before_model_call();
-    torch::Tensor part = model_.decode_features(to_model(z.slice(at, chunks[c]), false), whole_);
+    torch::Tensor part =
+        model_.decode_features(to_model(z.slice(at, chunks[c]), Place{&model_, &device_}, false), whole_);
     if (!features.defined()) {
       auto sizes = part.sizes().vec();
       sizes[2] = n;
@@ -173,92 +265,107 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
     }
     features.narrow(2, at, chunks[c]).copy_(part);
   }
-  // The window's frames: 1 + tf (n - 1) on the first window, tf n after.
-  const int64_t frames = started_ ? tf * n : 1 + tf * (n - 1);
-  // On the CPU a host window changes nothing but takes the same path (so that tests run it).
-  const bool host = host_window_;
+  // The window's frames; on the CPU a host window changes nothing but takes the same path (so that tests
+  // run it).
   const bool cuda = device_.torch_device().is_cuda();
-  torch::Tensor out;
+  const auto options = torch::TensorOptions().dtype(model_.dtype());
+  torch::Tensor out =
+      torch::empty({features.size(0), 3, window_frames_, grid_.latent_height * f, grid_.latent_width * f},
+                   host_window_ ? options.device(torch::kCPU).pinned_memory(cuda)
+                                : options.device(device_.torch_device()));
+  steps_ = static_cast<int64_t>(tiles_.size() * chunks.size());
+  if (places_.size() == 1) {
+    std::vector<Tile*> all;
+    for (Tile& tile : tiles_) all.push_back(&tile);
+    decode_tiles(all, features, chunks, out, more, static_cast<bool>(hooks_.emit));
+    return hooks_.emit ? torch::Tensor() : out;
+  }
+  on_places([&](const std::vector<Tile*>& mine) {  // Note [Exact tiles across devices]
+    if (mine.empty()) return;
+    const torch::Device where = mine.front()->place.device->torch_device();
+    decode_tiles(mine, where == features.device() ? features : features.to(where), chunks, out, more, false);
+  });
+  if (!hooks_.emit) return out;
+  hooks_.emit(out);
+  return {};
+}
+
+void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tensor& features,
+                              const std::vector<int64_t>& chunks, torch::Tensor& out, bool more,
+                              bool emit_last) {
+  const int64_t f = model_.info().spatial_factor;
+  const bool host = host_window_;
   std::vector<std::future<void>> placing;  // tiles' frames going into `out` (Note [Windows in host memory])
-  const int64_t steps = static_cast<int64_t>(tiles_.size() * chunks.size());
-  int64_t step = 0;
-  for (Tile& tile : tiles_) {
-    unpark(tile);
-    const Area pixels{{tile.interior.rows.begin * f, tile.interior.rows.end * f},
-                      {tile.interior.cols.begin * f, tile.interior.cols.end * f}};
-    torch::Tensor tile_frames;  // host window: the tile's frames of the whole window, on the device
+  for (Tile* tile : mine) {
+    unpark(*tile);
+    Device& device = *tile->place.device;
+    const bool cuda = device.torch_device().is_cuda();
+    const Area pixels{{tile->interior.rows.begin * f, tile->interior.rows.end * f},
+                      {tile->interior.cols.begin * f, tile->interior.cols.end * f}};
+    // The last tile hands each chunk's frames over as it finishes them (Note [A window's edges stream]);
+    // in host memory, once the other tiles' frames are in place.
+    const bool emitting = emit_last && tile == mine.back();
+    if (emitting) {
+      for (auto& p : placing) p.get();
+      placing.clear();
+    }
+    const bool stage = host && !emitting;  // the tile's frames of the window wait on its device
+    torch::Tensor tile_frames;
     for (int64_t c = 0, at = 0, frame = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
       before_model_call();
       const torch::Tensor input =
-          crop(features, at, chunks[c], tile.input).contiguous(model_.memory_format());
-      torch::Tensor y =
-          model_.decode_tile(input, tile.cache, tile.interior, grid_.latent_height, grid_.latent_width);
-      if (!out.defined()) {
-        const auto options = host ? y.options().device(torch::kCPU).pinned_memory(cuda) : y.options();
-        out = torch::empty({y.size(0), y.size(1), frames, grid_.latent_height * f, grid_.latent_width * f},
-                           options.memory_format(torch::MemoryFormat::Contiguous));
-      }
-      if (host && !tile_frames.defined())
-        tile_frames = torch::empty({y.size(0), y.size(1), frames, y.size(3), y.size(4)}, y.options());
-      if (host)
+          crop(features, at, chunks[c], tile->input).contiguous(model_.memory_format());
+      torch::Tensor y = tile->place.model->decode_tile(input, tile->cache, tile->interior,
+                                                       grid_.latent_height, grid_.latent_width);
+      if (stage && !tile_frames.defined())
+        tile_frames = torch::empty({y.size(0), y.size(1), out.size(2), y.size(3), y.size(4)}, y.options());
+      if (stage)
         tile_frames.narrow(2, frame, y.size(2)).copy_(y);
       else
         crop(out, frame, y.size(2), pixels).copy_(y);
+      if (emitting) hooks_.emit(out.narrow(2, frame, y.size(2)));
       frame += y.size(2);
-      report(++step, steps, frames);
+      report_step();
     }
-    if (host) {
-      torch::Tensor down = cuda ? device_.host_like(tile_frames) : torch::empty_like(tile_frames);
+    if (stage) {
+      torch::Tensor down = cuda ? device.host_like(tile_frames) : torch::empty_like(tile_frames);
       down.copy_(tile_frames, /*non_blocking=*/cuda);
       if (cuda)
-        c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();  // the copy above
-      placing.push_back(std::async(std::launch::async, [&out, down, pixels, frames] {
+        c10::cuda::getCurrentCUDAStream(device.torch_device().index()).synchronize();  // the copy above
+      placing.push_back(std::async(std::launch::async, [&out, down, pixels] {
         torch::InferenceMode guard;  // `out` was made under it
-        crop(out, 0, frames, pixels).copy_(down);
+        crop(out, 0, out.size(2), pixels).copy_(down);
       }));
     }
     if (more)
-      park(tile);
+      park(*tile);
     else
-      tile.cache.clear();
+      tile->cache.clear();
   }
   for (auto& p : placing) p.get();
-  return out;
 }
 
 torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
   const int64_t tf = model_.info().temporal_factor;
   const int64_t t = x.size();
-  const std::vector<int64_t> chunks =
-      chunk_lengths(t, started_ ? tf * chunk_ : 1 + tf * (chunk_ - 1), tf * chunk_);
+  const std::vector<int64_t> chunks = chunk_lengths(t, first_chunk_frames(), later_chunk_frames());
   const int64_t latent = started_ ? t / tf : 1 + (t - 1) / tf;
   torch::Tensor features;
-  const int64_t steps = static_cast<int64_t>(tiles_.size() * chunks.size());
-  int64_t step = 0;
-  for (Tile& tile : tiles_) {
-    unpark(tile);
-    for (int64_t c = 0, at = 0, done = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
-      before_model_call();
-      torch::Tensor frames = x.slice(at, chunks[c]);
-      if (frames.device() != device_.torch_device()) {  // Note [Windows in host memory]
-        const torch::Tensor time_major = frames.permute({0, 2, 1, 3, 4}).contiguous();
-        frames = time_major.to(device_.torch_device(), /*non_blocking=*/time_major.is_pinned())
-                     .permute({0, 2, 1, 3, 4});
-      }
-      const torch::Tensor input = to_model(crop(frames, 0, chunks[c], tile.input), true);
-      torch::Tensor y =
-          model_.encode_tile(input, tile.cache, tile.interior, grid_.latent_height, grid_.latent_width);
-      if (!features.defined())
-        features = torch::empty({y.size(0), y.size(1), latent, grid_.latent_height, grid_.latent_width},
-                                CausalConv3d::layout_of(y));
-      crop(features, done, y.size(2), tile.interior).copy_(y);
-      done += y.size(2);
-      report(++step, steps, t);
-    }
-    if (more)
-      park(tile);
-    else
-      tile.cache.clear();
+  std::mutex placing;  // places' threads put their tiles' features into `features`
+  auto place = [&](const Tile& tile, const torch::Tensor& y, int64_t at) {
+    std::lock_guard<std::mutex> lock(placing);
+    if (!features.defined())
+      features = torch::empty({y.size(0), y.size(1), latent, grid_.latent_height, grid_.latent_width},
+                              CausalConv3d::layout_of(y).device(device_.torch_device()));
+    crop(features, at, y.size(2), tile.interior).copy_(y);
+  };
+  steps_ = static_cast<int64_t>(tiles_.size() * chunks.size());
+  if (places_.size() == 1) {
+    std::vector<Tile*> all;
+    for (Tile& tile : tiles_) all.push_back(&tile);
+    encode_tiles(all, x, chunks, more, place);
+  } else {
+    on_places([&](const std::vector<Tile*>& mine) { encode_tiles(mine, x, chunks, more, place); });
   }
   // The whole-frame part over the window's features.
   std::vector<torch::Tensor> latents;
@@ -270,6 +377,39 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
     at += len;
   }
   return latents.size() == 1 ? latents.front() : torch::cat(latents, 2);
+}
+
+void ExactTiles::encode_tiles(const std::vector<Tile*>& mine, const Pieces& x,
+                              const std::vector<int64_t>& chunks, bool more,
+                              const std::function<void(const Tile&, const torch::Tensor&, int64_t)>& place) {
+  Lead lead;  // the first tile's chunks, run ahead (Note [A window's edges stream])
+  if (!mine.empty() && mine.front() == &tiles_.front()) {
+    lead = std::move(lead_);
+    lead_ = {};
+  }
+  for (Tile* tile : mine) {
+    int64_t c = 0, at = 0, done = 0;
+    if (tile == &tiles_.front() && !lead.features.empty()) {
+      for (const torch::Tensor& y : lead.features) {
+        place(*tile, y, done);
+        done += y.size(2);
+        at += chunks[c++];
+        ++step_;  // reported when it ran
+      }
+    } else {
+      unpark(*tile);
+    }
+    for (; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
+      const torch::Tensor y = encode_chunk(*tile, x, at, chunks[c]);
+      place(*tile, y, done);
+      done += y.size(2);
+      report_step();
+    }
+    if (more)
+      park(*tile);
+    else
+      tile->cache.clear();
+  }
 }
 
 }  // namespace vaecodec::core

@@ -1,7 +1,9 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <vector>
 
 #include <torch/torch.h>
@@ -29,6 +31,20 @@ namespace vaecodec::core {
 // frames stay on the device, or in host memory where the plan says so (`host_window`), and go to the caller
 // when the window is done. Exact tiles are a partition of the frame (TileGrid::part): nothing is blended.
 
+// Note [A window's edges stream]
+// Tile by tile through a window serialises a file's pipeline: the encoder would wait until the window's last
+// frame was read, and the writer would get nothing until the decoder's last tile is done. Two edges of the
+// window need not wait, and do not:
+//   encode: the window's first tile (the lead) runs each of its chunks as soon as the chunk's frames have
+//   come
+//           (advance(), from EncodeRun::push), so its work overlaps the reading of the rest of the window;
+//   decode: during the window's last tile, the frames of each chunk it finishes are final (every other tile
+//           wrote them already), and they go to the caller's `emit` at once, so the writer encodes while the
+//           last tile runs.
+// Neither changes what is computed: the lead's chunks are the window's own (every chunk but the last has
+// the full length, so a chunk that is complete when it runs is the chunk the window would have cut), and an
+// emitted frame is the one the window would have returned.
+
 // Frames or latents along time, in the pieces they came in: a window's input without one copy of it all.
 class Pieces {
  public:
@@ -45,22 +61,49 @@ class Pieces {
   int64_t size_ = 0;
 };
 
+// Note [Exact tiles across devices]
+// A clip split across devices whose bands do not fit whole (Note [Planning bands] in io/run_plan.cpp) runs
+// the one-device plan's exact tiles instead of blended columns, shared out among the devices: tile i on
+// place i mod n, every place with its own model and on its own thread, each running its tiles one after the
+// other through the window as one device would. The whole-frame part runs on the run's own device, and the
+// window's features and frames are there (or in host memory); a place reads the features from there and
+// writes its tiles' interiors back. Tiles are independent of one another, so the output is the one-device
+// output bit for bit, and every device holds at most what the one-device plan holds. With several places
+// a window's frames are handed over when the window is done, and no tile runs ahead of its window (Note [A
+// window's edges stream] needs one place).
+
 // The exact tiles of one run.
 class ExactTiles {
  public:
+  // Where tiles run: a model and its device (Note [Exact tiles across devices]).
+  struct Place {
+    VaeModel* model = nullptr;
+    Device* device = nullptr;
+  };
   enum class Direction { kEncode, kDecode };
+  // What the caller is told as the tiles go (ChunkOptions' fields of the same names).
+  struct Hooks {
+    std::function<void(int64_t)> progress;           // frames done so far, as each tile finishes a chunk
+    std::function<void(const torch::Tensor&)> emit;  // decode: frames as they become final, in order
+  };
   // grid: its rows and cols are the partition; chunk: latent frames per trunk call; host_window: the
-  // window's frames (decode output, encode input) are kept in host memory; progress: ChunkOptions::progress.
+  // window's frames (decode output, encode input) are kept in host memory.
+  // places: two or more share the tiles out (Note [Exact tiles across devices]); else they run on `model`.
   ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Direction direction, int64_t chunk,
-             bool host_window, std::function<void(int64_t)> progress = {});
+             bool host_window, Hooks hooks = {}, std::vector<Place> places = {});
   ~ExactTiles();
   ExactTiles(const ExactTiles&) = delete;
   ExactTiles& operator=(const ExactTiles&) = delete;
 
   // One window: decode, latents [B, z, n, h, w]; encode, frames [B, 3, t, H, W] (the first window 1 + 4k
   // frames, later ones multiples of 4), any device. `more`: another window follows, so the tiles' caches are
-  // kept (in host memory) until then. Returns the window's frames or latents.
+  // kept (in host memory) until then. Returns the window's frames or latents; with Hooks::emit, a decode
+  // window's frames go there instead and nothing is returned.
   torch::Tensor run_window(const Pieces& x, bool more);
+  // Encode: runs the window's first tile over the chunks of `x` (the window's frames so far) that are
+  // complete, up to `limit` frames (the window's length; 0: open-ended), before the window is run
+  // (Note [A window's edges stream]).
+  void advance(const Pieces& x, int64_t limit);
   // Where a window's input should wait while it fills: the model's device, or pinned host memory.
   torch::Tensor keep(const torch::Tensor& x) const;
 
@@ -70,14 +113,32 @@ class ExactTiles {
     Area input;     // what its trunk reads: latent pixels (decode) or pixels (encode)
     CausalCache cache;
     bool parked = false;  // its cache is in host memory
+    Place place;          // where it runs
   };
   torch::Tensor decode_window(const Pieces& z, bool more);
   torch::Tensor encode_window(const Pieces& x, bool more);
+  // Decode: `mine` (the tiles of one place) over the window's `features` (on their place's device) in
+  // `chunks`, each writing its interior into `out`; with `emit_last`, the last hands its frames on as it
+  // goes.
+  void decode_tiles(const std::vector<Tile*>& mine, const torch::Tensor& features,
+                    const std::vector<int64_t>& chunks, torch::Tensor& out, bool more, bool emit_last);
+  // Encode: `mine` over the window `x` from chunk `first` on, each chunk's features to place(tile, y, at).
+  void encode_tiles(const std::vector<Tile*>& mine, const Pieces& x, const std::vector<int64_t>& chunks,
+                    bool more, const std::function<void(const Tile&, const torch::Tensor&, int64_t)>& place);
+  // Runs run(place's tiles) for each place on a thread of its own, its device current; rethrows the first
+  // failure once all are done.
+  void on_places(const std::function<void(const std::vector<Tile*>&)>& run);
   void park(Tile& tile);
   void unpark(Tile& tile);
-  torch::Tensor to_model(const torch::Tensor& x, bool convert_dtype) const;
-  // Tells progress_ that `step` of `steps` tile chunks of a window of `frames` frames are done.
-  void report(int64_t step, int64_t steps, int64_t frames) const;
+  // x on `place`'s device as its model takes it.
+  torch::Tensor to_model(const torch::Tensor& x, const Place& place, bool convert_dtype) const;
+  // Encode: `tile`'s trunk over frames [at, at + len) of the window `x`.
+  torch::Tensor encode_chunk(Tile& tile, const Pieces& x, int64_t at, int64_t len);
+  // The first encode chunk of a window in frames, and every later one.
+  int64_t first_chunk_frames() const;
+  int64_t later_chunk_frames() const;
+  // Counts a tile chunk of the window done and tells Hooks::progress (from any place's thread).
+  void report_step();
 
   VaeModel& model_;
   Device& device_;
@@ -85,11 +146,21 @@ class ExactTiles {
   Direction direction_;
   int64_t chunk_;
   bool host_window_;
+  std::vector<Place> places_;  // one, or those sharing the tiles out
   std::vector<Tile> tiles_;
   CausalCache whole_;     // the whole-frame part's
   bool started_ = false;  // a window has run (encode: later chunks are multiples of the temporal factor)
-  std::function<void(int64_t)> progress_;
+  Hooks hooks_;
   int64_t frames_done_ = 0;  // the frames of the windows done
+  // The window in hand's tile chunks: done (any thread), in all, and its frames; progress_mutex_ orders
+  // the reports.
+  std::atomic<int64_t> step_ = 0;
+  int64_t steps_ = 0, window_frames_ = 0;
+  std::mutex progress_mutex_;
+  struct Lead {                           // encode: the window's first tile, run ahead by advance()
+    int64_t frames = 0;                   // the window's frames it has run through
+    std::vector<torch::Tensor> features;  // its output, chunk by chunk
+  } lead_;
 };
 
 }  // namespace vaecodec::core

@@ -93,6 +93,9 @@ struct Plan {
   // Exact tiles (tiles.exact): latent frames per window (0: the whole clip) and where its frames wait.
   int64_t window = 0;
   bool host_window = false;
+  // A split across devices whose bands do not fit whole: the exact tiles are shared out among this many
+  // devices (Note [Exact tiles across devices] in core/exact_tiles.h); 1 otherwise.
+  int64_t tile_devices = 1;
   int64_t budget_bytes = 0;
   std::string budget_note;  // PlannerOptions::budget_note
   MemoryEstimate estimate;

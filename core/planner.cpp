@@ -277,7 +277,8 @@ std::string Plan::summary() const {
     s << tiles.rows << "x" << tiles.cols << " exact tiles of up to " << tiles.tile_width << "x"
       << tiles.tile_height << " latent px, "
       << (window > 0 ? "windows of " + std::to_string(window) + " latent frames" : std::string("one window"))
-      << (host_window ? " kept in host memory" : "");
+      << (host_window ? " kept in host memory" : "")
+      << (tile_devices > 1 ? ", shared out among " + std::to_string(tile_devices) + " devices" : "");
   else if (tiles.tiled())
     s << tiles.rows << "x" << tiles.cols << " blended tiles of " << tiles.tile_width << "x"
       << tiles.tile_height << " latent px (overlap " << tiles.overlap << ")"
@@ -315,6 +316,7 @@ nlohmann::json Plan::to_json() const {
           {"exact_tiles", tiles.tiled() && tiles.exact},
           {"window", window},
           {"host_window", host_window},
+          {"tile_devices", tile_devices},
           {"host_estimate_bytes", estimate.host},
           {"host_budget_bytes", host_budget_bytes},
           {"host_budget_note", host_budget_note},
@@ -357,18 +359,23 @@ Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions optio
   const int64_t f = whole.spatial_factor, latent_height = whole.height / f, latent_width = whole.width / f;
   const PlanRequest band = band_plan_request(whole, bands);
   const int64_t overlap = options.tile_overlap;
+  // Where the bands do not fit whole, a family that runs exact tiles shares the one-device plan's exact
+  // tiles out among the devices (Note [Exact tiles across devices]); the others cut every band into the
+  // fewest blended columns that fit.
+  const bool exact = whole.exact_tiles && options.tiling && !options.tile;
   // The column widths to try, widest first: the whole frame, then 2, 3, ... columns down to min_tile.
   std::vector<int64_t> widths;
   if (options.tile) {
     widths.push_back(options.tile->width);
   } else {
     widths.push_back(latent_width);
-    for (int64_t n = 2; options.tiling; ++n) {
+    for (int64_t n = 2; options.tiling && !exact; ++n) {
       const int64_t width = (latent_width + (n - 1) * overlap + n - 1) / n;  // n columns sharing `overlap`
       if (width < options.min_tile || width <= overlap) break;
       if (width < widths.back()) widths.push_back(width);
     }
   }
+  const PlannerOptions one_device = options;
   options.tiling = false;
   options.offload = false;
   std::string refusal;
@@ -382,12 +389,17 @@ Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions optio
       plan.tiles = width < latent_width
                        ? TileGrid::cover(latent_height, latent_width, {latent_height, width}, overlap)
                        : TileGrid::whole(latent_height, latent_width);
+      plan.window = 0;  // bands run chunk by chunk
+      plan.host_window = false;
       return plan;
     } catch (const Error& e) {
       refusal = e.what();
     }
   }
-  throw Error(refusal);
+  if (!exact) throw Error(refusal);
+  Plan plan = plan_run(whole, one_device);
+  if (plan.tiles.exact && plan.tiles.tiled()) plan.tile_devices = bands;
+  return plan;
 }
 
 }  // namespace vaecodec::core

@@ -48,9 +48,11 @@ std::vector<BandRows> band_rows(int64_t latent_height, int64_t bands);
 // every device of the split.
 PlanRequest band_plan_request(const PlanRequest& whole, int64_t bands);
 // The plan of every device of that split: band_plan_request's run under `options`, untiled where it fits;
-// else, where `options` allow tiles, in the fewest columns that fit (a given options.tile: columns of its
-// width), never rows of tiles nor offloaded caches. plan.tiles is the grid of the whole frame. Throws what
-// plan_run throws for the last plan tried when none fits.
+// else, where `options` allow tiles: for a family that runs exact tiles (and no options.tile), the
+// one-device plan of the whole frame, its exact tiles shared out among the devices (plan.tile_devices,
+// Note [Exact tiles across devices]); for the others (or a given options.tile: columns of its width) the
+// fewest blended columns that fit, never rows of tiles nor offloaded caches. plan.tiles is the grid of the
+// whole frame. Throws what plan_run throws for the last plan tried when none fits.
 Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions options);
 
 }  // namespace vaecodec::core

@@ -21,9 +21,11 @@ thread_local std::optional<core::PlanRequest> last_plan_request;
 // A clip split across devices is planned as the tallest band alone on the device with the least room (each
 // band holds the whole model and its band's activations, caches and input and output, plus the halo rows,
 // which are a few rows per layer): the budget is per device, every device's allocator is capped at it, and
-// the plan's chunk length serves every band. A band that does not fit whole is cut into the fewest columns
-// that fit, the same in every band (Note [Bands across devices]); one that does not fit in the narrowest
-// columns is refused with what would fit, more devices or a larger budget.
+// the plan's chunk length serves every band. Where a band does not fit whole, a family that runs exact tiles
+// runs the one-device plan's exact tiles shared out among the devices (Note [Exact tiles across devices] in
+// core/exact_tiles.h); the others cut every band into the fewest columns that fit, the same in every band
+// (Note [Bands across devices]). What fits in neither is refused with what would fit, more devices or a
+// larger budget.
 core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geometry,
                       const RunPlanOptions& options) {
   const int64_t f = model.info().spatial_factor;
@@ -39,9 +41,9 @@ core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geomet
       planner = mine;
     devices += (devices.empty() ? "" : ",") + band.device->torch_device().str();
   }
-  const auto whole = core::PlanRequest::of(
-      model.info(), core::find_model_family(model.info().family).calibration, model.parameter_count(), op,
-      geometry.padded_width, geometry.padded_height, model.dtype());
+  const auto whole =
+      core::PlanRequest::of(model, core::find_model_family(model.info().family).calibration, op,
+                            geometry.padded_width, geometry.padded_height, options.latent_frames);
   last_plan_request = core::band_plan_request(whole, static_cast<int64_t>(rows.size()));
   core::Plan plan;
   try {
@@ -54,7 +56,10 @@ core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geomet
   }
   double fraction = 0;
   for (const core::BandPlace& band : options.bands) fraction = band.device->cap_memory(planner->budget_bytes);
-  if (!options.quiet || verbose())
+  if ((!options.quiet || verbose()) && plan.tile_devices > 1)
+    std::cerr << "vaecodec: " << plan.summary() << " (" << devices
+              << "): bands would not fit, budget per device" << std::endl;
+  else if (!options.quiet || verbose())
     std::cerr << "vaecodec: " << plan.summary() << "; split in " << options.bands.size() << " bands of "
               << rows.back().count * f << "-" << rows.front().count * f << " rows across " << devices
               << ", budget per device" << std::endl;

@@ -294,6 +294,33 @@ TEST_CASE("a band that does not fit whole is planned in the fewest columns that 
   CHECK_THROWS_WITH(core::plan_band_run(whole, 2, options), Catch::Contains("needs"));
 }
 
+TEST_CASE("bands that do not fit whole share the one-device plan's exact tiles out among the devices",
+          "[bands][planner]") {
+  // Note [Exact tiles across devices]: a family that runs exact tiles is planned as on one device.
+  const auto& family = core::find_model_family("wan2.1-vae");
+  const auto model = family.build(family.released_config);
+  const auto whole =
+      core::PlanRequest::of(*model, family.calibration, core::Op::kDecode, 1920, 1088, /*latent_frames=*/21);
+  REQUIRE(whole.exact_tiles);
+  core::PlannerOptions options;
+  options.max_chunk = 2;
+  CHECK(core::plan_band_run(whole, 2, options).tile_devices == 1);  // whole bands fit
+  options.tiling = false;
+  options.budget_bytes = core::smallest_budget(core::band_plan_request(whole, 2), options) - 1;
+  options.tiling = true;
+  const core::Plan shared = core::plan_band_run(whole, 2, options);
+  CHECK(shared.tile_devices == 2);
+  CHECK(shared.tiles.exact);
+  CHECK(shared.tiles.tiled());
+  CHECK(shared.estimate.total() <= options.budget_bytes);
+  const core::Plan one = core::plan_run(whole, options);  // the same plan as one device's
+  CHECK(shared.tiles.rows == one.tiles.rows);
+  CHECK(shared.tiles.cols == one.tiles.cols);
+  CHECK(shared.chunk == one.chunk);
+  CHECK(shared.to_json()["tile_devices"] == 2);
+  CHECK_THAT(shared.summary(), Catch::Contains("shared out among 2 devices"));
+}
+
 TEST_CASE("on CUDA, a split decode and encode equal the one-device run (two bands per GPU, and across GPUs)",
           "[bands][gpu]") {
   REQUIRE(torch::cuda::is_available());
@@ -337,6 +364,33 @@ TEST_CASE("on CUDA, a split decode and encode equal the one-device run (two band
         }
       }
     }
+  }
+}
+
+TEST_CASE("on CUDA, exact tiles shared out among devices equal the one-GPU run with the same tiles",
+          "[bands][gpu]") {
+  REQUIRE(torch::cuda::is_available());
+  const torch::Device gpu0(torch::kCUDA, 0);
+  const torch::Device other = torch::cuda::device_count() >= 2 ? torch::Device(torch::kCUDA, 1) : gpu0;
+  const auto family = tiny_model("wan2.1-vae");
+  auto model = load(family, gpu0, torch::kFloat);
+  std::vector<std::shared_ptr<core::VaeModel>> models = {load(family, gpu0, torch::kFloat),
+                                                         load(family, other, torch::kFloat)};
+  for (const bool host : {false, true}) {
+    core::ChunkOptions tiles{2, core::TileGrid::parts(32, 32, 2, 2)};
+    tiles.host_window = host;
+    core::ChunkOptions shared = tiles;
+    for (const auto& m : models) shared.bands.push_back({m.get(), &core::Device::of(m->device())});
+    torch::manual_seed(23);
+    const auto latents = torch::randn({1, 16, 3, 32, 32}).to(gpu0);
+    const auto frames = video(9, 256, 256, torch::kFloat).to(gpu0);
+    INFO("cuda:0 and " << other.str() << (host ? ", host window" : ""));
+    const auto one = core::decode_latents(*model, latents, tiles);
+    const auto spread = core::decode_latents(*model, latents, shared);
+    REQUIRE(spread.sizes() == one.sizes());
+    CHECK(relative_error(spread.to(gpu0), one.to(gpu0)) <= 1e-6);
+    CHECK(relative_error(core::encode_video(*model, frames, shared),
+                         core::encode_video(*model, frames, tiles)) <= 1e-6);
   }
 }
 

@@ -140,6 +140,101 @@ TEST_CASE("exact tiles report their frames as each tile finishes a chunk", "[exa
   }
 }
 
+TEST_CASE("a window's first encode tile runs as its frames come, its last decode tile hands frames on",
+          "[exact]") {
+  // Note [A window's edges stream]: the same values, earlier.
+  auto model = load_tiny(tiny_model("wan2.1-vae"), torch::kCPU, torch::kDouble);
+  torch::manual_seed(5);
+  const auto video = torch::rand({1, 3, 13, kRows * 8, kCols * 8}, torch::kDouble) * 2 - 1;
+  const auto mu = core::encode_video(*model, video, {1});
+  for (const Cut& c : std::vector<Cut>{{2, 2, 1, 0}, {1, 3, 1, 2}}) {
+    INFO("encode: tiles " << c.rows << "x" << c.cols << ", window " << c.window);
+    int64_t reported = 0;
+    core::ChunkOptions o = exact(c, kRows, kCols, /*host=*/true);
+    o.progress = [&reported](int64_t frames) { reported = frames; };
+    core::EncodeRun run(*model, core::Device::of(torch::kCPU), o);
+    std::vector<torch::Tensor> parts;
+    // The reader's pace: the first frame, then 4 at a time. Before the first window is full, its first
+    // tile has run the chunks that came.
+    for (int64_t at = 0; at < 13; at += at == 0 ? 1 : 4) {
+      const torch::Tensor out = run.push(video.narrow(2, at, at == 0 ? 1 : 4));
+      if (out.defined()) parts.push_back(out);
+      if (at == 4) {
+        CHECK(parts.empty());
+        CHECK(reported > 0);  // counted as a quarter (a third) of the frames the lead ran through
+      }
+    }
+    if (auto rest = run.finish(); rest.defined()) parts.push_back(rest);
+    const auto tiled = torch::cat(parts, 2);
+    REQUIRE(tiled.sizes() == mu.sizes());
+    CHECK(relative_error(tiled, mu) <= 1e-12);
+  }
+  const auto latents = torch::randn({1, 16, 5, kRows, kCols}, torch::kDouble);
+  const auto whole = core::decode_latents(*model, latents, {1});
+  for (const bool host : {false, true})
+    for (const Cut& c : std::vector<Cut>{{2, 2, 1, 0}, {3, 1, 2, 2}}) {
+      INFO("decode: tiles " << c.rows << "x" << c.cols << ", chunk " << c.chunk << ", window " << c.window
+                            << (host ? ", host window" : ""));
+      std::vector<torch::Tensor> emitted;
+      core::ChunkOptions o = exact(c, kRows, kCols, host);
+      o.emit = [&emitted](const torch::Tensor& frames) { emitted.push_back(frames.clone()); };
+      core::DecodeRun run(*model, core::Device::of(torch::kCPU), o);
+      for (int64_t t = 0; t < 5; ++t) CHECK_FALSE(run.push(latents.narrow(2, t, 1)).defined());
+      CHECK_FALSE(run.finish().defined());
+      // One hand-over per chunk of the last tile: the frames come as the tile makes them.
+      const size_t chunks = c.chunk == 1 ? 5 : 3;  // chunks of 2 in windows of 2, 2, 1
+      CHECK(emitted.size() == chunks);
+      const auto tiled = torch::cat(emitted, 2);
+      REQUIRE(tiled.sizes() == whole.sizes());
+      CHECK(relative_error(tiled, whole) <= 1e-12);
+    }
+}
+
+TEST_CASE("exact tiles shared out among devices equal the one-device run, every grid and window",
+          "[exact][bands]") {
+  // Note [Exact tiles across devices]: on the CPU the places are threads, each with its own model.
+  for (const TinyModel& tiny : tiny_models()) {
+    auto model = load_tiny(tiny, torch::kCPU, torch::kDouble);
+    if (!model->exact_tiles()) continue;
+    INFO(tiny.family);
+    const int64_t rows = kRows * 8 / tiny.spatial_factor, cols = kCols * 8 / tiny.spatial_factor;
+    torch::manual_seed(6);
+    const auto latents = torch::randn({1, model->info().latent_channels, 4, rows, cols}, torch::kDouble);
+    const auto video = torch::rand({1, 3, 9, kRows * 8, kCols * 8}, torch::kDouble) * 2 - 1;
+    const auto decoded = core::decode_latents(*model, latents, {1});
+    const auto encoded = core::encode_video(*model, video, {1});
+    for (const int64_t n : {2, 3}) {
+      std::vector<std::shared_ptr<core::VaeModel>> models;
+      std::vector<core::BandPlace> places;
+      for (int64_t i = 0; i < n; ++i) {
+        models.push_back(load_tiny(tiny, torch::kCPU, torch::kDouble));
+        places.push_back({models.back().get(), &core::Device::of(torch::kCPU)});
+      }
+      for (const Cut& c : std::vector<Cut>{{2, 2, 1, 0}, {1, 3, 2, 2}, {3, 2, 1, 1}})
+        for (const bool host : {false, true}) {
+          INFO(n << " devices, tiles " << c.rows << "x" << c.cols << ", chunk " << c.chunk << ", window "
+                 << c.window << (host ? ", host window" : ""));
+          core::ChunkOptions o = exact(c, rows, cols, host);
+          o.bands = places;
+          std::vector<int64_t> seen;
+          o.progress = [&seen](int64_t frames) { seen.push_back(frames); };
+          const auto tiled = core::decode_latents(*model, latents, o);
+          REQUIRE(tiled.sizes() == decoded.sizes());
+          CHECK(relative_error(tiled, decoded) <= 1e-12);
+          CHECK(seen.size() == static_cast<size_t>(c.rows * c.cols * (c.chunk == 1 ? 4 : 2)));
+          CHECK(std::is_sorted(seen.begin(), seen.end()));
+          CHECK(relative_error(core::encode_video(*model, video, o), encoded) <= 1e-12);
+          // Handed over whole, once per window.
+          std::vector<torch::Tensor> emitted;
+          o.emit = [&emitted](const torch::Tensor& frames) { emitted.push_back(frames.clone()); };
+          CHECK_FALSE(core::decode_latents(*model, latents, o).defined());
+          CHECK(emitted.size() == static_cast<size_t>(c.window == 0 ? 1 : (4 + c.window - 1) / c.window));
+          CHECK(relative_error(torch::cat(emitted, 2), decoded) <= 1e-12);
+        }
+    }
+  }
+}
+
 TEST_CASE("a window's pieces are sliced and taken along time as one tensor", "[exact]") {
   core::Pieces p;
   p.push(torch::arange(0, 3).view({1, 1, 3, 1, 1}));
