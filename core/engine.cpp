@@ -16,6 +16,7 @@ torch::Tensor append(const torch::Tensor& pending, const torch::Tensor& more) {
 }
 
 torch::Tensor join(std::vector<torch::Tensor>& parts) {
+  if (parts.empty()) return {};  // every frame went to ChunkOptions::emit
   if (parts.size() == 1) return parts.front();
   return torch::cat(parts, 2);
 }

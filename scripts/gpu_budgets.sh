@@ -66,9 +66,14 @@ PY
   run() {  # run NAME: one round trip, its JSON line
     timeout 300 "$BUILD/vaecodec" roundtrip "$clip" -o /tmp/rt_out.mp4 -y --weights /tmp/wan21_rt.pth --json \
       --quiet >"$OUT/rt_last.json" 2>>"$OUT/budgets.err" || { echo "  FAILED: $1"; return; }
+    python3 - "$OUT/rt_last.json" "$1" >>"$OUT/roundtrip.jsonl" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); j["run"] = sys.argv[2]; print(json.dumps(j))
+PY
     python3 - "$OUT/rt_last.json" "$1" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1])); p = j.get("plan") or {}; t = p.get("tiles") or {}
+print("  stages: " + ", ".join("%s %.2f s" % kv for kv in sorted((j.get("stage_seconds") or {}).items())))
 print("  %s: %.2f s (estimate %.2f s for the model), device %.2f GiB, host RSS %.2f GiB (estimate %.2f), plan chunk %s %s"
       % (sys.argv[2], j["seconds"], p.get("estimated_seconds", 0), j["peak_device_bytes"] / 2**30,
          j["peak_host_rss_bytes"] / 2**30, p.get("host_estimate_bytes", 0) / 2**30, p.get("chunk"),

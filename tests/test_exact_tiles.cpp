@@ -203,34 +203,39 @@ TEST_CASE("exact tiles shared out among devices equal the one-device run, every 
     const auto video = torch::rand({1, 3, 9, kRows * 8, kCols * 8}, torch::kDouble) * 2 - 1;
     const auto decoded = core::decode_latents(*model, latents, {1});
     const auto encoded = core::encode_video(*model, video, {1});
-    for (const int64_t n : {2, 3}) {
+    struct Shared {
+      int64_t devices;
+      Cut cut;
+      bool host;
+    };
+    for (const auto& [n, c, host] :
+         std::vector<Shared>{{2, {2, 2, 1, 0}, false}, {2, {1, 3, 2, 2}, true}, {3, {3, 2, 1, 1}, false}}) {
       std::vector<std::shared_ptr<core::VaeModel>> models;
       std::vector<core::BandPlace> places;
       for (int64_t i = 0; i < n; ++i) {
         models.push_back(load_tiny(tiny, torch::kCPU, torch::kDouble));
         places.push_back({models.back().get(), &core::Device::of(torch::kCPU)});
       }
-      for (const Cut& c : std::vector<Cut>{{2, 2, 1, 0}, {1, 3, 2, 2}, {3, 2, 1, 1}})
-        for (const bool host : {false, true}) {
-          INFO(n << " devices, tiles " << c.rows << "x" << c.cols << ", chunk " << c.chunk << ", window "
-                 << c.window << (host ? ", host window" : ""));
-          core::ChunkOptions o = exact(c, rows, cols, host);
-          o.bands = places;
-          std::vector<int64_t> seen;
-          o.progress = [&seen](int64_t frames) { seen.push_back(frames); };
-          const auto tiled = core::decode_latents(*model, latents, o);
-          REQUIRE(tiled.sizes() == decoded.sizes());
-          CHECK(relative_error(tiled, decoded) <= 1e-12);
-          CHECK(seen.size() == static_cast<size_t>(c.rows * c.cols * (c.chunk == 1 ? 4 : 2)));
-          CHECK(std::is_sorted(seen.begin(), seen.end()));
-          CHECK(relative_error(core::encode_video(*model, video, o), encoded) <= 1e-12);
-          // Handed over whole, once per window.
-          std::vector<torch::Tensor> emitted;
-          o.emit = [&emitted](const torch::Tensor& frames) { emitted.push_back(frames.clone()); };
-          CHECK_FALSE(core::decode_latents(*model, latents, o).defined());
-          CHECK(emitted.size() == static_cast<size_t>(c.window == 0 ? 1 : (4 + c.window - 1) / c.window));
-          CHECK(relative_error(torch::cat(emitted, 2), decoded) <= 1e-12);
-        }
+      {
+        INFO(n << " devices, tiles " << c.rows << "x" << c.cols << ", chunk " << c.chunk << ", window "
+               << c.window << (host ? ", host window" : ""));
+        core::ChunkOptions o = exact(c, rows, cols, host);
+        o.bands = places;
+        std::vector<int64_t> seen;
+        o.progress = [&seen](int64_t frames) { seen.push_back(frames); };
+        const auto tiled = core::decode_latents(*model, latents, o);
+        REQUIRE(tiled.sizes() == decoded.sizes());
+        CHECK(relative_error(tiled, decoded) <= 1e-12);
+        CHECK(seen.size() == static_cast<size_t>(c.rows * c.cols * (c.chunk == 1 ? 4 : 2)));
+        CHECK(std::is_sorted(seen.begin(), seen.end()));
+        CHECK(relative_error(core::encode_video(*model, video, o), encoded) <= 1e-12);
+        // Handed over whole, once per window.
+        std::vector<torch::Tensor> emitted;
+        o.emit = [&emitted](const torch::Tensor& frames) { emitted.push_back(frames.clone()); };
+        CHECK_FALSE(core::decode_latents(*model, latents, o).defined());
+        CHECK(emitted.size() == static_cast<size_t>(c.window == 0 ? 1 : (4 + c.window - 1) / c.window));
+        CHECK(relative_error(torch::cat(emitted, 2), decoded) <= 1e-12);
+      }
     }
   }
 }
