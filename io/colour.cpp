@@ -245,6 +245,36 @@ ColourDetails resolve_colour(AVPixelFormat format, const ColourTags& tags, int w
   return details;
 }
 
+namespace {
+
+// What converting `frame`'s Y'CbCr to RGB takes, its samples read from `planes` (the frame itself, or its
+// 16-bit planar copy, whose layout then gives the chroma subsampling).
+YuvFrame describe_yuv(const AVFrame* frame, const AVFrame* planes, double unshift, int64_t height,
+                      int64_t width) {
+  const auto format = static_cast<AVPixelFormat>(frame->format);
+  const int bits = av_pix_fmt_desc_get(format)->comp[0].depth;
+  const ColourDetails colour = resolve_colour(format, colour_tags_of(frame), frame->width, frame->height);
+  const auto [kr, kb] = *luma_weights(colour.matrix);
+  const Levels l = levels(bits, colour.range == AVCOL_RANGE_JPEG);
+  const AVPixFmtDescriptor* layout = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(planes->format));
+  YuvFrame yuv;
+  yuv.kr = kr;
+  yuv.kb = kb;
+  yuv.y_offset = l.y_offset;
+  yuv.y_scale = l.y_scale;
+  yuv.c_offset = l.c_offset;
+  yuv.c_scale = l.c_scale;
+  yuv.unshift = unshift;
+  yuv.log2_chroma_w = layout->log2_chroma_w;
+  yuv.log2_chroma_h = layout->log2_chroma_h;
+  yuv.siting = chroma_siting(frame->chroma_location);
+  yuv.height = height;
+  yuv.width = width;
+  return yuv;
+}
+
+}  // namespace
+
 void FrameToTensor::convert(const AVFrame* frame, torch::Tensor& out) {
   const auto format = static_cast<AVPixelFormat>(frame->format);
   const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(format);
@@ -279,20 +309,35 @@ void FrameToTensor::convert(const AVFrame* frame, torch::Tensor& out) {
   }
   // A 16-bit copy holds the source's n-bit code values shifted left by 16 - n.
   const AVFrame* planes = in_place ? frame : planar_.get();
-  const double unshift = in_place ? 1.0 : std::ldexp(1.0, bits - 16);
-  const ColourDetails colour = resolve_colour(format, colour_tags_of(frame), frame->width, frame->height);
-  const auto [kr, kb] = *luma_weights(colour.matrix);
-  const Levels l = levels(bits, colour.range == AVCOL_RANGE_JPEG);
+  YuvFrame yuv = describe_yuv(frame, planes, in_place ? 1.0 : std::ldexp(1.0, bits - 16), height_, width_);
+  for (int p = 0; p < 3; ++p) yuv.planes[p] = plane_view(planes, p);
+  yuv_to_rgb(yuv, out);
+}
+
+std::optional<YuvFrame> FrameToTensor::planes(const AVFrame* frame, bool pinned) const {
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(frame->format));
+  if (!desc || carries_rgb(static_cast<AVPixelFormat>(frame->format)) || desc->comp[0].depth != 8 ||
+      frame->width != width_ || frame->height != height_ || !in_place_yuv(desc))
+    return std::nullopt;
+  YuvFrame yuv = describe_yuv(frame, frame, 1.0, height_, width_);
+  for (int p = 0; p < 3; ++p) {
+    const torch::Tensor view = plane_view(frame, p);
+    yuv.planes[p] = torch::empty(view.sizes(), torch::TensorOptions(torch::kUInt8).pinned_memory(pinned));
+    yuv.planes[p].copy_(view);
+  }
+  return yuv;
+}
+
+void yuv_to_rgb(const YuvFrame& yuv, torch::Tensor& out) {
   auto component = [&](int plane, double offset, double scale) {
-    return plane_view(planes, plane).to(torch::kFloat).mul_(unshift / scale).sub_(offset / scale);
+    return yuv.planes[plane].to(torch::kFloat).mul_(yuv.unshift / scale).sub_(offset / scale);
   };
-  const torch::Tensor y = component(0, l.y_offset, l.y_scale);
+  const torch::Tensor y = component(0, yuv.y_offset, yuv.y_scale);
   torch::Tensor chroma =
-      torch::stack({component(1, l.c_offset, l.c_scale), component(2, l.c_offset, l.c_scale)});
-  const AVPixFmtDescriptor* layout = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(planes->format));
-  if (layout->log2_chroma_w || layout->log2_chroma_h)
-    chroma = upsample_chroma(chroma, height_, width_, layout->log2_chroma_w, layout->log2_chroma_h,
-                             chroma_siting(frame->chroma_location));
+      torch::stack({component(1, yuv.c_offset, yuv.c_scale), component(2, yuv.c_offset, yuv.c_scale)});
+  if (yuv.log2_chroma_w || yuv.log2_chroma_h)
+    chroma = upsample_chroma(chroma, yuv.height, yuv.width, yuv.log2_chroma_w, yuv.log2_chroma_h, yuv.siting);
+  const double kr = yuv.kr, kb = yuv.kb;
   const torch::Tensor pb = chroma[0], pr = chroma[1];
   torch::Tensor r = out[0], g = out[1], b = out[2];
   torch::add_out(r, y, pr, 2.0 * (1.0 - kr));

@@ -1,11 +1,13 @@
 #pragma once
 
 #include <array>
+#include <optional>
 
 #include <string>
 
 #include <torch/torch.h>
 
+#include "io/chroma.h"
 #include "io/ffmpeg_common.h"
 
 namespace vaecodec::io {
@@ -67,6 +69,31 @@ ColourDetails resolve_colour(AVPixelFormat format, const ColourTags& tags, int w
 AVPixelFormat without_jpeg_range(AVPixelFormat format);
 bool is_rgb_format(AVPixelFormat format);
 
+// Note [Colour conversion of the input on the GPU]
+// Converting a decoded frame to RGB costs the reader's thread more than decoding it (about 20 ms for an
+// 8-bit 4:2:0 1080p frame on the CPU), which a run that waits for its input (exact tiles' windows) pays in
+// full. With the model on a GPU, an 8-bit Y'CbCr frame of a layout read in place (yuv420p, yuv422p, yuv444p
+// and their full-range forms) leaves the reader as its planes (VideoFrame::yuv: an eighth of the float RGB's
+// bytes for 4:2:0), and the model's thread converts it on the GPU with yuv_to_rgb, the very function the CPU
+// path runs (the same float32 operations; a GPU's fused multiply-adds may round the last bit differently).
+// Other layouts, and frames a quality meter or a side-by-side video needs as RGB, are converted by the reader
+// as before. The mirror of Note [Colour conversion on the GPU] (io/pipeline.cpp) for the output.
+
+// A Y'CbCr frame's planes and what turns them into RGB (Levels, luma weights, chroma layout and siting).
+struct YuvFrame {
+  std::array<torch::Tensor, 3> planes;  // Y, Cb, Cr code values [h, w] (Cb and Cr subsampled), any device
+  double kr = 0, kb = 0;                // luma weights of the matrix
+  double y_offset = 0, y_scale = 1, c_offset = 0, c_scale = 1;  // E'y = (Y - y_offset) / y_scale, ...
+  double unshift = 1;  // a 16-bit copy's n-bit values are shifted left by 16 - n: this undoes it
+  int log2_chroma_w = 0, log2_chroma_h = 0;
+  ChromaSiting siting;
+  int64_t height = 0, width = 0;  // the RGB frame's
+};
+
+// Writes the RGB frame of `yuv` into `out` ([3, H, W] float32 where the planes are): [-1, 1], not clamped
+// (Note [Colour]).
+void yuv_to_rgb(const YuvFrame& yuv, torch::Tensor& out);
+
 // Decoded frames -> RGB tensors [3, H, W], float32, [-1, 1] (beyond it where Y'CbCr is out of gamut:
 // Note [Colour]), at a fixed output size (a frame of another size, as in a stream that changes resolution, is
 // scaled to it). Each frame is converted with its own matrix, range and chroma location.
@@ -75,6 +102,10 @@ class FrameToTensor {
   FrameToTensor(int width, int height) : width_(width), height_(height) {}
   // Fills `out` (a contiguous float32 CPU tensor [3, H, W], e.g. pinned) from `frame`.
   void convert(const AVFrame* frame, torch::Tensor& out);
+  // An 8-bit Y'CbCr frame of the output's size in a layout read in place: its planes copied (into pinned
+  // memory with `pinned`) and what converting them takes (Note [Colour conversion of the input on the GPU]);
+  // nullopt for any other frame.
+  std::optional<YuvFrame> planes(const AVFrame* frame, bool pinned) const;
 
  private:
   int width_, height_;

@@ -248,7 +248,10 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
-  VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/true, options.source});
+  // Frames a quality meter or a side-by-side video compares stay RGB from the reader (FinishingRun::State).
+  const bool references = !options.metrics.empty() || !options.side_by_side.empty();
+  VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/true, options.source,
+                             /*yuv_planes=*/device.torch_device().is_cuda() && !references});
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(
@@ -275,7 +278,7 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   while (std::optional<VideoFrame> frame = reading.next()) {
     throw_if_interrupted();
     sink.add_timing(frame->pts, frame->duration, w.references ? frame->rgb : torch::Tensor());
-    decode(feeder.push(frame->rgb));
+    decode(feeder.push(frame_rgb(*frame, device)));
   }
   decode(feeder.finish());
   sink.push(decoder.finish());
@@ -309,7 +312,8 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
-  VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/false, options.source});
+  VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/false, options.source,
+                             /*yuv_planes=*/device.torch_device().is_cuda()});
   const VideoFormat format = reader.format();
   if (musubi) check_musubi_size(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);
@@ -330,7 +334,7 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   while (std::optional<VideoFrame> frame = reading.next()) {
     throw_if_interrupted();
     pts.push_back(frame->pts);
-    keep(feeder.push(frame->rgb));
+    keep(feeder.push(frame_rgb(*frame, device)));
     if (count_read) progress.update(feeder.frames());
   }
   keep(feeder.finish());

@@ -500,9 +500,22 @@ void VideoReader::fill(const AVFrame* frame, VideoFrame& out) {
     duration = av_rescale_q(1, av_inv_q(format_.frame_rate), format_.time_base);
   out.pts = frame->pts;
   out.duration = std::max<int64_t>(duration, 0);
+  out.rgb = torch::Tensor();
+  out.yuv = options_.yuv_planes ? converter_->planes(frame, options_.pinned) : std::nullopt;
+  if (out.yuv) return;  // Note [Colour conversion of the input on the GPU] in io/colour.h
   out.rgb = torch::empty({3, format_.height, format_.width},
                          torch::TensorOptions().dtype(torch::kFloat).pinned_memory(options_.pinned));
   converter_->convert(frame, out.rgb);
+}
+
+torch::Tensor frame_rgb(const VideoFrame& frame, core::Device& device) {
+  if (!frame.yuv) return device.upload(frame.rgb);
+  YuvFrame on_device = *frame.yuv;
+  for (torch::Tensor& plane : on_device.planes) plane = device.upload(plane);
+  torch::Tensor rgb = torch::empty({3, on_device.height, on_device.width},
+                                   torch::TensorOptions(torch::kFloat).device(device.torch_device()));
+  yuv_to_rgb(on_device, rgb);
+  return rgb;
 }
 
 }  // namespace vaecodec::io

@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include "core/device/device.h"
 #include "io/colour.h"
 #include "io/ffmpeg_common.h"
 #include "io/video_filter.h"
@@ -30,9 +31,10 @@ struct VideoFormat {
 
 // One decoded frame, ready for the model.
 struct VideoFrame {
-  torch::Tensor rgb;     // [3, H, W] float32 in [-1, 1] on the CPU (pinned when asked for)
-  int64_t pts = 0;       // in VideoFormat::time_base (Note [Timestamps] in video_reader.cpp)
-  int64_t duration = 0;  // in VideoFormat::time_base; 0 when unknown
+  torch::Tensor rgb;  // [3, H, W] float32 in [-1, 1] on the CPU (pinned when asked for); or undefined:
+  std::optional<YuvFrame> yuv;  // its planes, for the model's device to convert (ReaderOptions::yuv_planes)
+  int64_t pts = 0;              // in VideoFormat::time_base (Note [Timestamps] in video_reader.cpp)
+  int64_t duration = 0;         // in VideoFormat::time_base; 0 when unknown
 };
 
 // An audio stream of the input that the output copies packet by packet.
@@ -67,6 +69,10 @@ struct ReaderOptions {
   bool strict = false;      // the first undecodable packet or damaged frame is an error instead of a warning
   bool keep_audio = false;  // keep the audio packets for set_audio_sink; otherwise they are dropped
   SourceOptions source;     // filter graph and cut (Note [Cutting the input])
+  // 8-bit Y'CbCr frames of a layout read in place come as their planes (VideoFrame::yuv), not as RGB (Note
+  // [Colour conversion of the input on the GPU] in io/colour.h); frame_rgb makes their RGB where it is
+  // needed.
+  bool yuv_planes = false;
 };
 
 // What the reader could not decode (Note [Damaged input]).
@@ -173,5 +179,8 @@ class VideoReader {
   std::optional<FrameToTensor> converter_;  // made once the size is known
   DecodeDamage damage_;
 };
+
+// `frame`'s RGB [3, H, W] float32 on `device`: its rgb uploaded, or its planes uploaded and converted there.
+torch::Tensor frame_rgb(const VideoFrame& frame, core::Device& device);
 
 }  // namespace vaecodec::io

@@ -16,9 +16,11 @@
 #include "core/error.h"
 #include "io/colour.h"
 #include "io/interrupt.h"
+#include "io/latent_file.h"
 #include "io/pipeline.h"
 #include "io/video_reader.h"
 #include "io/video_writer.h"
+#include "tests/tiny_models.h"
 #include "tests/video_test_support.h"
 
 namespace vaecodec::test {
@@ -497,6 +499,72 @@ TEST_CASE("on CUDA the colour conversion gives the CPU's code values", "[video][
       CHECK(torch::equal(converter.quantize(rgb[2])[p], on_cpu[p][2]));
     }
   }
+}
+
+TEST_CASE("8-bit Y'CbCr frames leave the reader as planes that convert as the reader would", "[video]") {
+  // Note [Colour conversion of the input on the GPU]: planes() copies, yuv_to_rgb is convert()'s arithmetic.
+  const int width = 70, height = 42;
+  io::FrameToTensor reader(width, height);
+  for (const AVPixelFormat format : {AV_PIX_FMT_YUV420P, AV_PIX_FMT_YUVJ422P, AV_PIX_FMT_YUV444P}) {
+    INFO(io::pixel_format_name(format));
+    io::FramePtr frame = random_frame(format, width, height, false, AVCHROMA_LOC_TOPLEFT);
+    torch::Tensor expected = torch::empty({3, height, width});
+    reader.convert(frame.get(), expected);
+    const std::optional<io::YuvFrame> yuv = reader.planes(frame.get(), /*pinned=*/false);
+    REQUIRE(yuv);
+    CHECK(yuv->planes[0].scalar_type() == torch::kUInt8);
+    CHECK(yuv->planes[0].sizes() == torch::IntArrayRef{height, width});
+    torch::Tensor rgb = torch::empty({3, height, width});
+    io::yuv_to_rgb(*yuv, rgb);
+    CHECK(torch::equal(rgb, expected));
+  }
+  // Deeper samples, RGB and another size stay with the reader's own conversion.
+  for (const AVPixelFormat format : {AV_PIX_FMT_YUV422P10LE, AV_PIX_FMT_GBRP}) {
+    INFO(io::pixel_format_name(format));
+    io::FramePtr frame = random_frame(format, width, height, false, AVCHROMA_LOC_LEFT);
+    CHECK_FALSE(reader.planes(frame.get(), false));
+  }
+  io::FramePtr other = random_frame(AV_PIX_FMT_YUV420P, 64, 42, false, AVCHROMA_LOC_LEFT);
+  CHECK_FALSE(reader.planes(other.get(), false));
+}
+
+TEST_CASE("on CUDA an input frame's planes convert to the reader's RGB", "[video][gpu]") {
+  // Note [Colour conversion of the input on the GPU]: the same float32 operations; fused multiply-adds may
+  // round the last bit apart.
+  REQUIRE(torch::cuda::is_available());
+  const int width = 70, height = 42;
+  io::FrameToTensor reader(width, height);
+  core::Device& gpu = core::Device::of(torch::Device(torch::kCUDA, 0));
+  for (const AVPixelFormat format : {AV_PIX_FMT_YUV420P, AV_PIX_FMT_YUVJ420P, AV_PIX_FMT_YUV422P})
+    for (const AVChromaLocation siting : {AVCHROMA_LOC_LEFT, AVCHROMA_LOC_TOPLEFT, AVCHROMA_LOC_CENTER}) {
+      INFO(io::pixel_format_name(format) << ", chroma location " << static_cast<int>(siting));
+      io::FramePtr frame = random_frame(format, width, height, false, siting);
+      torch::Tensor expected = torch::empty({3, height, width});
+      reader.convert(frame.get(), expected);
+      io::VideoFrame decoded;
+      decoded.yuv = reader.planes(frame.get(), /*pinned=*/true);
+      REQUIRE(decoded.yuv);
+      const torch::Tensor rgb = io::frame_rgb(decoded, gpu);
+      REQUIRE(rgb.device().is_cuda());
+      CHECK((rgb.cpu() - expected).abs().max().item<double>() <= 1e-6);
+    }
+}
+
+TEST_CASE("on CUDA a file's encode reads its frames as planes and gives the CPU's latents", "[video][gpu]") {
+  // The pipeline's side of Note [Colour conversion of the input on the GPU]: a yuv420p clip through the
+  // tiny Wan2.1 model in float32, on the GPU (planes converted there) and on the CPU (the reader's RGB).
+  REQUIRE(torch::cuda::is_available());
+  ScratchDir dir;
+  const auto clip =
+      make_clip(dir / "in.mkv", kTestsrc + "64x48:rate=24 -frames:v 9 -pix_fmt yuv420p -c:v ffv1");
+  auto on_cpu = load_tiny(tiny_model("wan2.1-vae"), torch::kCPU, torch::kFloat);
+  auto on_gpu = load_tiny(tiny_model("wan2.1-vae"), torch::Device(torch::kCUDA, 0), torch::kFloat);
+  io::encode(*on_cpu, clip, dir / "cpu.safetensors", quiet_options());
+  io::encode(*on_gpu, clip, dir / "gpu.safetensors", quiet_options());
+  const torch::Tensor cpu = io::read_latents(dir / "cpu.safetensors").latents;
+  const torch::Tensor gpu = io::read_latents(dir / "gpu.safetensors").latents;
+  REQUIRE(gpu.sizes() == cpu.sizes());
+  CHECK(((gpu - cpu).norm() / cpu.norm()).item<double>() <= 1e-5);
 }
 
 TEST_CASE("timing: colour conversion of one 1280x720 yuv420p frame each way", "[.][timing]") {
