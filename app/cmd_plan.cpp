@@ -157,7 +157,10 @@ void plan(const PlanOptions& o) {
   std::cout << "devices: a batch runs on " << device_list(devices)
             << ", one input per device at a time, longest first, each under this plan on its own device\n";
   if (devices.size() > 1) {
-    if (band_plan)
+    if (band_plan && band_plan->tile_devices > 1)  // Note [Exact tiles across devices]
+      std::cout << "one input is split across them: bands of " << band_rows_text << " rows would not fit, so "
+                << band_plan->summary() << "\n";
+    else if (band_plan)
       std::cout << "one input is split across them in " << devices.size() << " bands of " << band_rows_text
                 << " rows, each device: " << band_plan->summary() << "\n";
     else
