@@ -3,7 +3,8 @@
 # speed, models and memory work, and a file-to-file round trip. Logs and JSON results go to $OUT (default
 # out/gpu); every step has a time limit, so a slow one costs its own results only.
 # Expects the FFmpeg/Catch2/CLI11 kit unpacked and its env.sh sourced (see docs/benchmarks.md), and
-# nlohmann-json headers under .devkit/include when the machine lacks them.
+# nlohmann-json and toml++ headers under .devkit/include when the machine lacks them (cp -r /usr/include/toml++
+# .devkit/include/ on a machine with Debian's libtomlplusplus-dev).
 #   PHASES="tests speed variants models memory roundtrip long"   which parts run (always in this order)
 #   RUNS=3                                           timed runs per benchmark (the median is reported)
 #   TIER_SIZES, TIER_OPS, TIER_PRESETS               the rows of phase `tiers`
