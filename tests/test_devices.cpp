@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/device_batch.h"
+#include "app/device_workers.h"
 #include "app/devices.h"
 #include "core/error.h"
 #include "io/interrupt.h"
@@ -164,6 +165,27 @@ TEST_CASE("devices: plan --devices predicts the split by frames", "[devices]") {
   // 2 -> d0 (81); 0 -> d1 (41); 5 -> d1 (82); 4 -> d0 (98); 1 -> d1 (91); 3 -> d1 (92).
   CHECK(app::predict_split(order, lengths, 2) == std::vector<size_t>{1, 1, 0, 1, 0, 1});
   CHECK(app::predict_split(order, lengths, 1) == std::vector<size_t>(6, 0));
+}
+
+TEST_CASE("devices: the device workers run together, keep each failure and name its device", "[devices]") {
+  // Note [Device workers]: two workers on the CPU; each waits until both run, so they overlap.
+  const std::vector<torch::Device> devices = {torch::kCPU, torch::kCPU};
+  std::atomic<int> started = 0;
+  std::vector<int> ran(devices.size(), 0);
+  const auto errors = app::run_device_workers(devices, [&](size_t slot, torch::Device device) {
+    CHECK(device == torch::Device(torch::kCPU));
+    ++started;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (started < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    ran[slot] = started;
+    if (slot == 1) throw Error("slot 1 failed\nwith a second line");
+  });
+  CHECK(ran == std::vector<int>{2, 2});
+  REQUIRE(errors.size() == 2);
+  CHECK_FALSE(errors[0]);
+  CHECK(errors[1]);
+  CHECK_THROWS_WITH(app::rethrow_first(devices, errors), "cpu: slot 1 failed");
+  CHECK_NOTHROW(app::rethrow_first(devices, {nullptr, nullptr}));
 }
 
 TEST_CASE("devices: inputs are probed from their headers", "[devices]") {
