@@ -6,7 +6,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 
@@ -114,16 +113,9 @@ BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Direction di
     throw Error("a split run cuts its bands into columns, not into " + std::to_string(columns_.rows) +
                 " rows of tiles");
   const auto rows = band_rows(columns_.latent_height, static_cast<int64_t>(places.size()));
-  std::set<VaeModel*> models;
-  for (size_t i = 0; i < places.size(); ++i) {
-    const BandPlace& p = places[i];
-    if (!p.model || !p.device) throw Error("a band of a split run has no model or no device");
-    if (!models.insert(p.model).second) throw Error("two bands of a split run share one model");
-    if (p.model->device() != p.device->torch_device())
-      throw Error("band " + std::to_string(i) + "'s model is on " + p.model->device().str() +
-                  ", the band on " + p.device->torch_device().str());
-    bands_.push_back({p, rows[i], std::vector<CausalCache>(static_cast<size_t>(columns_.cols))});
-  }
+  check_places(places, "band");
+  for (size_t i = 0; i < places.size(); ++i)
+    bands_.push_back({places[i], rows[i], std::vector<CausalCache>(static_cast<size_t>(columns_.cols))});
   inputs_ready_ = std::vector<at::cuda::CUDAEvent>(bands_.size());
   outputs_made_ = std::vector<at::cuda::CUDAEvent>(bands_.size());
   // Peer access between every two GPUs of the split, both ways, once and before any band runs, rather than by

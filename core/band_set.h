@@ -13,6 +13,7 @@
 #include "core/band_exchange.h"
 #include "core/causal_cache.h"
 #include "core/device/device.h"
+#include "core/place.h"
 #include "core/planner.h"
 #include "core/tiling.h"
 #include "core/vae_model.h"
@@ -20,13 +21,6 @@
 namespace vaecodec::core {
 
 struct BandWorker;  // a thread of the band pool (band_set.cpp)
-
-// One band's place: its own model (bands never share a model object: the layers keep per-call caches) on its
-// device. Several bands may share a device.
-struct BandPlace {
-  VaeModel* model = nullptr;
-  Device* device = nullptr;
-};
 
 // The bands of a run (Note [Bands across devices]): one model call per band and column per chunk, each band
 // on its own thread (made with the set and kept for the run, its device current and LibTorch's inference mode

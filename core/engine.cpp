@@ -47,13 +47,9 @@ std::unique_ptr<ExactTiles> make_exact_tiles(const ChunkOptions& chunks, VaeMode
                                              int64_t latent_width) {
   if (!chunks.runs_exact_tiles()) return nullptr;
   const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
-  std::vector<ExactTiles::Place>
-      places;  // a split whose bands do not fit (Note [Exact tiles across devices])
-  if (chunks.bands.size() >= 2)
-    for (const BandPlace& band : chunks.bands) places.push_back({band.model, band.device});
   return std::make_unique<ExactTiles>(model, device, grid, direction, chunks.latent_frames,
                                       chunks.host_window, ExactTiles::Hooks{chunks.progress, chunks.emit},
-                                      std::move(places));
+                                      chunks.bands);  // a split whose bands do not fit
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ Pieces Pieces::take(int64_t n) {
 }
 
 ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Direction direction,
-                       int64_t chunk, bool host_window, Hooks hooks, std::vector<Place> places)
+                       int64_t chunk, bool host_window, Hooks hooks, std::vector<BandPlace> places)
     : model_(model),
       device_(device),
       grid_(grid),
@@ -83,14 +83,7 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Di
   if (!model.exact_tiles()) throw Error(model.info().family + " cannot run exact tiles");
   if (chunk_ < 1) throw Error("chunk length must be at least 1 latent frame");
   if (places_.size() < 2) places_ = {{&model_, &device_}};
-  for (size_t i = 0; i < places_.size(); ++i) {
-    if (!places_[i].model || !places_[i].device) throw Error("a place of exact tiles without its model");
-    for (size_t j = 0; j < i; ++j)
-      if (places_[i].model == places_[j].model) throw Error("places of exact tiles share one model");
-    if (places_[i].model->device() != places_[i].device->torch_device())
-      throw Error("a place's model is on " + places_[i].model->device().str() + ", the place on " +
-                  places_[i].device->torch_device().str());
-  }
+  check_places(places_, "tile place");
   const bool encode = direction == Direction::kEncode;
   for (int64_t r = 0; r < grid_.rows; ++r)
     for (int64_t c = 0; c < grid_.cols; ++c) {
@@ -127,7 +120,7 @@ torch::Tensor ExactTiles::keep(const torch::Tensor& x) const {
   return x.to(device_.torch_device(), dtype);
 }
 
-torch::Tensor ExactTiles::to_model(const torch::Tensor& x, const Place& place, bool convert_dtype) const {
+torch::Tensor ExactTiles::to_model(const torch::Tensor& x, const BandPlace& place, bool convert_dtype) const {
   const torch::Device where = place.device->torch_device();
   const bool pinned = x.device().is_cpu() && x.is_pinned();
   auto y = convert_dtype ? x.to(where, model_.dtype(), pinned) : x.to(where, pinned);
@@ -171,10 +164,11 @@ torch::Tensor ExactTiles::run_window(const Pieces& x, bool more) {
   return out;
 }
 
-void ExactTiles::report_step() {
-  std::lock_guard<std::mutex> lock(progress_mutex_);  // in order, whichever place's thread counts
-  const int64_t step = ++step_;
-  if (hooks_.progress) hooks_.progress(frames_done_ + window_frames_ * step / std::max<int64_t>(steps_, 1));
+void ExactTiles::count_step(bool report) {
+  std::lock_guard<std::mutex> lock(step_mutex_);  // in order, whichever place's thread counts
+  ++step_;
+  if (report && hooks_.progress)
+    hooks_.progress(frames_done_ + window_frames_ * step_ / std::max<int64_t>(steps_, 1));
 }
 
 void ExactTiles::on_places(const std::function<void(const std::vector<Tile*>&)>& run) {
@@ -183,7 +177,7 @@ void ExactTiles::on_places(const std::function<void(const std::vector<Tile*>&)>&
   if (device_.torch_device().is_cuda())
     c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();
   std::vector<std::future<void>> running;
-  for (const Place& place : places_) {
+  for (const BandPlace& place : places_) {
     std::vector<Tile*> mine;
     for (Tile& tile : tiles_)
       if (tile.place.model == place.model) mine.push_back(&tile);
@@ -257,7 +251,7 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   for (int64_t c = 0, at = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
     before_model_call();
     torch::Tensor part =
-        model_.decode_features(to_model(z.slice(at, chunks[c]), Place{&model_, &device_}, false), whole_);
+        model_.decode_features(to_model(z.slice(at, chunks[c]), BandPlace{&model_, &device_}, false), whole_);
     if (!features.defined()) {
       auto sizes = part.sizes().vec();
       sizes[2] = n;
@@ -325,7 +319,7 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
         crop(out, frame, y.size(2), pixels).copy_(y);
       if (emitting) hooks_.emit(out.narrow(2, frame, y.size(2)));
       frame += y.size(2);
-      report_step();
+      count_step();
     }
     if (stage) {
       torch::Tensor down = cuda ? device.host_like(tile_frames) : torch::empty_like(tile_frames);
@@ -394,7 +388,7 @@ void ExactTiles::encode_tiles(const std::vector<Tile*>& mine, const Pieces& x,
         place(*tile, y, done);
         done += y.size(2);
         at += chunks[c++];
-        ++step_;  // reported when it ran
+        count_step(/*report=*/false);  // told when it ran
       }
     } else {
       unpark(*tile);
@@ -403,7 +397,7 @@ void ExactTiles::encode_tiles(const std::vector<Tile*>& mine, const Pieces& x,
       const torch::Tensor y = encode_chunk(*tile, x, at, chunks[c]);
       place(*tile, y, done);
       done += y.size(2);
-      report_step();
+      count_step();
     }
     if (more)
       park(*tile);

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -10,6 +9,7 @@
 
 #include "core/causal_cache.h"
 #include "core/device/device.h"
+#include "core/place.h"
 #include "core/tile_grid.h"
 #include "core/trunk.h"
 #include "core/vae_model.h"
@@ -75,11 +75,6 @@ class Pieces {
 // The exact tiles of one run.
 class ExactTiles {
  public:
-  // Where tiles run: a model and its device (Note [Exact tiles across devices]).
-  struct Place {
-    VaeModel* model = nullptr;
-    Device* device = nullptr;
-  };
   enum class Direction { kEncode, kDecode };
   // What the caller is told as the tiles go (ChunkOptions' fields of the same names).
   struct Hooks {
@@ -90,7 +85,7 @@ class ExactTiles {
   // window's frames (decode output, encode input) are kept in host memory.
   // places: two or more share the tiles out (Note [Exact tiles across devices]); else they run on `model`.
   ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Direction direction, int64_t chunk,
-             bool host_window, Hooks hooks = {}, std::vector<Place> places = {});
+             bool host_window, Hooks hooks = {}, std::vector<BandPlace> places = {});
   ~ExactTiles();
   ExactTiles(const ExactTiles&) = delete;
   ExactTiles& operator=(const ExactTiles&) = delete;
@@ -113,7 +108,7 @@ class ExactTiles {
     Area input;     // what its trunk reads: latent pixels (decode) or pixels (encode)
     CausalCache cache;
     bool parked = false;  // its cache is in host memory
-    Place place;          // where it runs
+    BandPlace place;      // where it runs
   };
   torch::Tensor decode_window(const Pieces& z, bool more);
   torch::Tensor encode_window(const Pieces& x, bool more);
@@ -131,14 +126,15 @@ class ExactTiles {
   void park(Tile& tile);
   void unpark(Tile& tile);
   // x on `place`'s device as its model takes it.
-  torch::Tensor to_model(const torch::Tensor& x, const Place& place, bool convert_dtype) const;
+  torch::Tensor to_model(const torch::Tensor& x, const BandPlace& place, bool convert_dtype) const;
   // Encode: `tile`'s trunk over frames [at, at + len) of the window `x`.
   torch::Tensor encode_chunk(Tile& tile, const Pieces& x, int64_t at, int64_t len);
   // The first encode chunk of a window in frames, and every later one.
   int64_t first_chunk_frames() const;
   int64_t later_chunk_frames() const;
-  // Counts a tile chunk of the window done and tells Hooks::progress (from any place's thread).
-  void report_step();
+  // Counts a tile chunk of the window done and, with `report`, tells Hooks::progress (from any place's
+  // thread; the lead's chunks were told when they ran).
+  void count_step(bool report = true);
 
   VaeModel& model_;
   Device& device_;
@@ -146,17 +142,16 @@ class ExactTiles {
   Direction direction_;
   int64_t chunk_;
   bool host_window_;
-  std::vector<Place> places_;  // one, or those sharing the tiles out
+  std::vector<BandPlace> places_;  // one, or those sharing the tiles out
   std::vector<Tile> tiles_;
   CausalCache whole_;     // the whole-frame part's
   bool started_ = false;  // a window has run (encode: later chunks are multiples of the temporal factor)
   Hooks hooks_;
   int64_t frames_done_ = 0;  // the frames of the windows done
-  // The window in hand's tile chunks: done (any thread), in all, and its frames; progress_mutex_ orders
-  // the reports.
-  std::atomic<int64_t> step_ = 0;
-  int64_t steps_ = 0, window_frames_ = 0;
-  std::mutex progress_mutex_;
+  // The window in hand's tile chunks done (guarded by step_mutex_, counted by any place's thread) and in
+  // all, and its frames.
+  int64_t step_ = 0, steps_ = 0, window_frames_ = 0;
+  std::mutex step_mutex_;
   struct Lead {                           // encode: the window's first tile, run ahead by advance()
     int64_t frames = 0;                   // the window's frames it has run through
     std::vector<torch::Tensor> features;  // its output, chunk by chunk

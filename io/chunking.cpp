@@ -38,8 +38,8 @@ EncodeFeeder::EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geo
   group_ = 1 + geometry.temporal_factor * (latent_frames - 1);
 }
 
-torch::Tensor EncodeFeeder::push(const torch::Tensor& frame) {
-  last_ = device_.upload(frame);
+torch::Tensor EncodeFeeder::push(const VideoFrame& frame) {
+  last_ = frame_rgb(frame, device_);
   pending_.push_back(last_);
   ++frames_in_;
   if (static_cast<int64_t>(pending_.size()) < group_) return {};

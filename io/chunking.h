@@ -41,8 +41,9 @@ bool has_frames(const torch::Tensor& t);
 class EncodeFeeder {
  public:
   EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry, core::Device& device);
-  // frame: [3, H, W] on the host. Returns the latents this frame completed, [1, z, n, h, w] (n may be 0).
-  torch::Tensor push(const torch::Tensor& frame);
+  // A frame as the reader made it, taken to the device as RGB (frame_rgb). Returns the latents this frame
+  // completed, [1, z, n, h, w] (n may be 0).
+  torch::Tensor push(const VideoFrame& frame);
   // Pads to 1 + 4k frames and returns the remaining latents.
   torch::Tensor finish();
   int64_t frames() const { return frames_in_; }

@@ -257,19 +257,19 @@ YuvFrame describe_yuv(const AVFrame* frame, const AVFrame* planes, double unshif
   const auto [kr, kb] = *luma_weights(colour.matrix);
   const Levels l = levels(bits, colour.range == AVCOL_RANGE_JPEG);
   const AVPixFmtDescriptor* layout = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(planes->format));
-  YuvFrame yuv;
-  yuv.kr = kr;
-  yuv.kb = kb;
-  yuv.y_offset = l.y_offset;
-  yuv.y_scale = l.y_scale;
-  yuv.c_offset = l.c_offset;
-  yuv.c_scale = l.c_scale;
-  yuv.unshift = unshift;
-  yuv.log2_chroma_w = layout->log2_chroma_w;
-  yuv.log2_chroma_h = layout->log2_chroma_h;
-  yuv.siting = chroma_siting(frame->chroma_location);
-  yuv.height = height;
-  yuv.width = width;
+  YuvFrame yuv{.planes = {},
+               .kr = kr,
+               .kb = kb,
+               .y_offset = l.y_offset,
+               .y_scale = l.y_scale,
+               .c_offset = l.c_offset,
+               .c_scale = l.c_scale,
+               .unshift = unshift,
+               .log2_chroma_w = layout->log2_chroma_w,
+               .log2_chroma_h = layout->log2_chroma_h,
+               .siting = chroma_siting(frame->chroma_location),
+               .height = height,
+               .width = width};
   return yuv;
 }
 

@@ -54,6 +54,12 @@ core::ChunkOptions decoding(core::ChunkOptions chunks, Progress& progress, Decod
   return chunks;
 }
 
+// Whether a round trip's frames carry their input frame: for the quality meter (metrics) or the side-by-side
+// video. Such input frames stay RGB from the reader (Note [Colour conversion of the input on the GPU]).
+bool wants_references(const PipelineOptions& options) {
+  return !options.metrics.empty() || !options.side_by_side.empty();
+}
+
 ProgressOptions progress_options(const PipelineOptions& options) {
   ProgressOptions progress;
   progress.quiet = options.quiet;
@@ -177,14 +183,14 @@ struct FinishingRun::State {
             const char* label, int64_t frames, size_t capacity, bool with_references) {
     temp.emplace(output);
     writer.emplace(temp->path(), output, format, options.writer, audio_streams);
-    if (with_references && !options.metrics.empty()) meter.emplace();
-    if (with_references && !options.side_by_side.empty()) {
+    references = with_references && wants_references(options);
+    if (references && !options.metrics.empty()) meter.emplace();
+    if (references && !options.side_by_side.empty()) {
       VideoFormat wide = format;
       wide.width *= 3;
       side_temp.emplace(options.side_by_side);
       side_writer.emplace(side_temp->path(), options.side_by_side, wide, options.writer);
     }
-    references = meter || side_writer;
     progress.emplace(label, frames, progress_options(options));
     writing.emplace(*writer, capacity, audio_streams.empty() ? nullptr : &audio, meter ? &*meter : nullptr,
                     &*progress, side_writer ? &*side_writer : nullptr);
@@ -248,10 +254,8 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
-  // Frames a quality meter or a side-by-side video compares stay RGB from the reader (FinishingRun::State).
-  const bool references = !options.metrics.empty() || !options.side_by_side.empty();
   VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/true, options.source,
-                             /*yuv_planes=*/device.torch_device().is_cuda() && !references});
+                             /*yuv_planes=*/device.torch_device().is_cuda() && !wants_references(options)});
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(
@@ -278,7 +282,7 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   while (std::optional<VideoFrame> frame = reading.next()) {
     throw_if_interrupted();
     sink.add_timing(frame->pts, frame->duration, w.references ? frame->rgb : torch::Tensor());
-    decode(feeder.push(frame_rgb(*frame, device)));
+    decode(feeder.push(*frame));
   }
   decode(feeder.finish());
   sink.push(decoder.finish());
@@ -334,7 +338,7 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   while (std::optional<VideoFrame> frame = reading.next()) {
     throw_if_interrupted();
     pts.push_back(frame->pts);
-    keep(feeder.push(frame_rgb(*frame, device)));
+    keep(feeder.push(*frame));
     if (count_read) progress.update(feeder.frames());
   }
   keep(feeder.finish());

@@ -3,7 +3,7 @@
 # time, docs/memory.md). Every row runs beside the unconstrained run of the same model, op and size in the same
 # call; each bench row is one warm-up and one timed run, with the plan's estimate and the error against the
 # untiled run. Results: $OUT/budgets.jsonl (one bench JSON per row) and $OUT/budgets.md (the table).
-#   BUDGET_ROWS     MODEL:OP:SIZE rows (default: the Wan2.1 rows)
+#   BUDGET_ROWS     MODEL:OP:SIZE rows (unset: the Wan2.1 rows; set and empty: none, e.g. for ROUNDTRIP alone)
 #   BUDGETS         the --vram values and presets of each row (default: 8G 12G 16G 24G)
 #   ROUNDTRIP=1     also the 1080p x41 round trip with 10 GiB left free by another process
 set -uo pipefail
@@ -11,8 +11,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
 BUILD=${BUILD_DIR:-build-gpu}
 mkdir -p "$OUT"
-ROWS=${BUDGET_ROWS:-wan2.1-vae:decode:1280x720 wan2.1-vae:encode:1280x720 wan2.1-vae:decode:1920x1080 wan2.1-vae:encode:1920x1080}
-BUDGETS=${BUDGETS:-8G 12G 16G 24G}
+ROWS=${BUDGET_ROWS-wan2.1-vae:decode:1280x720 wan2.1-vae:encode:1280x720 wan2.1-vae:decode:1920x1080 wan2.1-vae:encode:1920x1080}
+BUDGETS=${BUDGETS-8G 12G 16G 24G}
 
 row() {  # row MODEL OP SIZE BUDGET(none, 8G, or a preset name)
   local model=$1 op=$2 size=$3 budget=$4 args=()

@@ -216,25 +216,46 @@ TEST_CASE("exact tiles shared out among devices equal the one-device run, every 
         models.push_back(load_tiny(tiny, torch::kCPU, torch::kDouble));
         places.push_back({models.back().get(), &core::Device::of(torch::kCPU)});
       }
+      INFO(n << " devices, tiles " << c.rows << "x" << c.cols << ", chunk " << c.chunk << ", window "
+             << c.window << (host ? ", host window" : ""));
+      core::ChunkOptions o = exact(c, rows, cols, host);
+      o.bands = places;
+      std::vector<int64_t> seen;
+      o.progress = [&seen](int64_t frames) { seen.push_back(frames); };
+      const auto tiled = core::decode_latents(*model, latents, o);
+      REQUIRE(tiled.sizes() == decoded.sizes());
+      CHECK(relative_error(tiled, decoded) <= 1e-12);
+      CHECK(seen.size() == static_cast<size_t>(c.rows * c.cols * (c.chunk == 1 ? 4 : 2)));
+      CHECK(std::is_sorted(seen.begin(), seen.end()));
+      CHECK(relative_error(core::encode_video(*model, video, o), encoded) <= 1e-12);
+      // Handed over whole, once per window.
+      std::vector<torch::Tensor> emitted;
+      o.emit = [&emitted](const torch::Tensor& frames) { emitted.push_back(frames.clone()); };
+      CHECK_FALSE(core::decode_latents(*model, latents, o).defined());
+      CHECK(emitted.size() == static_cast<size_t>(c.window == 0 ? 1 : (4 + c.window - 1) / c.window));
+      CHECK(relative_error(torch::cat(emitted, 2), decoded) <= 1e-12);
+      // Each tile runs on its place's model (tile i on place i mod n): with the last place's weights
+      // changed, exactly its tiles' pixels change.
+      o.emit = {};
       {
-        INFO(n << " devices, tiles " << c.rows << "x" << c.cols << ", chunk " << c.chunk << ", window "
-               << c.window << (host ? ", host window" : ""));
-        core::ChunkOptions o = exact(c, rows, cols, host);
-        o.bands = places;
-        std::vector<int64_t> seen;
-        o.progress = [&seen](int64_t frames) { seen.push_back(frames); };
-        const auto tiled = core::decode_latents(*model, latents, o);
-        REQUIRE(tiled.sizes() == decoded.sizes());
-        CHECK(relative_error(tiled, decoded) <= 1e-12);
-        CHECK(seen.size() == static_cast<size_t>(c.rows * c.cols * (c.chunk == 1 ? 4 : 2)));
-        CHECK(std::is_sorted(seen.begin(), seen.end()));
-        CHECK(relative_error(core::encode_video(*model, video, o), encoded) <= 1e-12);
-        // Handed over whole, once per window.
-        std::vector<torch::Tensor> emitted;
-        o.emit = [&emitted](const torch::Tensor& frames) { emitted.push_back(frames.clone()); };
-        CHECK_FALSE(core::decode_latents(*model, latents, o).defined());
-        CHECK(emitted.size() == static_cast<size_t>(c.window == 0 ? 1 : (4 + c.window - 1) / c.window));
-        CHECK(relative_error(torch::cat(emitted, 2), decoded) <= 1e-12);
+        torch::NoGradGuard no_grad;
+        for (torch::Tensor& w : models.back()->parameters()) w.mul_(1.01);
+      }
+      const auto changed = core::decode_latents(*model, latents, o);
+      const core::TileGrid grid = core::TileGrid::parts(rows, cols, c.rows, c.cols);
+      const int64_t f = tiny.spatial_factor;
+      for (int64_t i = 0; i < grid.count(); ++i) {
+        const auto [r0, r1] = grid.part_rows(i / c.cols);
+        const auto [c0, c1] = grid.part_cols(i % c.cols);
+        auto area = [&](const torch::Tensor& x) {
+          return x.narrow(3, r0 * f, (r1 - r0) * f).narrow(4, c0 * f, (c1 - c0) * f);
+        };
+        INFO("tile " << i);
+        const double error = relative_error(area(changed), area(decoded));
+        if (i % n == n - 1)
+          CHECK(error > 1e-6);
+        else
+          CHECK(error <= 1e-12);
       }
     }
   }
