@@ -9,6 +9,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
 BUILD=${BUILD_DIR:-build-gpu}
+[[ $BUILD == /* ]] || BUILD=$PWD/$BUILD  # BUILD_DIR absolute or relative to the repository
 RUNS=${RUNS:-3}
 # A virtual environment over another one would not see its packages (torch, pytest, ...): where the Python
 # that built vaecodec is itself a virtual environment (the GPU machine's /opt/torch/.venv), the package goes
@@ -24,7 +25,7 @@ install=("$ENV/bin/python" -m pip install --no-index --find-links .devkit/wheels
 "${install[@]}" scikit-build-core pytest diffusers safetensors numpy >"$OUT/python_install.log" 2>&1 \
   || { tail -5 "$OUT/python_install.log"; exit 1; }
 "${install[@]}" --no-deps fastvae >>"$OUT/python_install.log" 2>&1 || echo "  fastvae is not in .devkit/wheels: no fastvae row"
-"${install[@]}" --no-build-isolation ./python -C cmake.define.VAECODEC_ENGINE_BUILD="$PWD/$BUILD" \
+"${install[@]}" --no-build-isolation ./python -C cmake.define.VAECODEC_ENGINE_BUILD="$BUILD" \
   -C build-dir="$BUILD/python" >>"$OUT/python_install.log" 2>&1 || { tail -30 "$OUT/python_install.log"; exit 1; }
 
 step "python: the GPU tests, diffusers and ComfyUI (the rest compares with CLI runs on ffmpeg-made clips)"

@@ -1,0 +1,130 @@
+# Phases roundtrip autotune model_files margin tiers tier4k psnr control of scripts/gpu_check.sh, which sources this file
+# (file-to-file runs and budgets: round trips, cuDNN timing, the other families file to file, the allocator cap, GPU tiers, tiles against the whole frame). It uses the driver's OUT, BUILD and RUNS and scripts/gpu_check/common.sh's step, has, bench,
+# make_weights, clip and file_run.
+
+if has roundtrip; then
+  step "file-to-file roundtrip 1280x720x81 bf16"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  for i in 1 2; do
+    file_run "roundtrip 720p x81 #$i" roundtrip /tmp/clip81.mp4 -o /tmp/rt81.mp4 --weights /tmp/wan21_random.pth
+  done
+  bench --weights /tmp/wan21_random.pth --op roundtrip --size 1280x720
+fi
+
+if has autotune; then
+  step "cuDNN autotuning: what it costs at start-up and what it gains per chunk"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  if [[ -z ${AUTOTUNE_FILES_ONLY:-} ]]; then
+    bench --random --op decode --size 1280x720 --no-autotune
+    bench --random --op encode --size 1280x720 --no-autotune
+    RUNS=1 bench --random --op decode --size 1280x720 --warmup 0
+  fi
+  for mode in off on; do
+    file_run "roundtrip 720p x81 autotune $mode" roundtrip /tmp/clip81.mp4 -o /tmp/rt81.mp4 \
+      --weights /tmp/wan21_random.pth --autotune $mode
+  done
+  [[ -z ${AUTOTUNE_FILES_ONLY:-} ]] && RUNS=1 bench --random --op decode --size 1920x1080
+fi
+
+if has model_files; then
+  step "SeedVR2 and Wan2.2 file to file: random weights of the released configs, 1280x720 x81, bf16"
+  clip 81 /tmp/clip81.mp4
+  python3 - <<'PY'
+import json, math, torch
+for name in ("seedvr2", "wan22"):
+    keys = json.load(open(f"tests/data/{name}-released-keys.json"))
+    g = torch.Generator().manual_seed(0)
+    sd = {}
+    for key, shape in keys.items():
+        if key.endswith("gamma") or (len(shape) == 1 and "norm" in key and key.endswith("weight")):
+            sd[key] = 1 + 0.1 * torch.randn(shape, generator=g)
+        elif len(shape) >= 2:
+            sd[key] = torch.randn(shape, generator=g) / math.sqrt(math.prod(shape[1:]))
+        else:
+            sd[key] = 0.02 * torch.randn(shape, generator=g)
+    torch.save(sd, f"/tmp/{name}_random.pth")
+PY
+  for name in seedvr2 wan22; do
+    file_run "$name roundtrip 720p x81" roundtrip /tmp/clip81.mp4 -o /tmp/rt_$name.mp4 --weights /tmp/${name}_random.pth
+    file_run "$name encode 720p x81" encode /tmp/clip81.mp4 -o /tmp/z_$name.safetensors --weights /tmp/${name}_random.pth
+    file_run "$name decode 720p x81" decode /tmp/z_$name.safetensors -o /tmp/dec_$name.mp4 --weights /tmp/${name}_random.pth
+    ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=width,height,nb_read_frames \
+      -of csv=p=0 /tmp/rt_$name.mp4 | sed "s/^/  $name roundtrip output (w,h,frames): /"
+  done
+fi
+
+if has margin; then
+  # With no margin the planner keeps the whole frame just above its estimate: does the allocator's cap hold?
+  step "fragmentation: untiled decodes under caps 0-6% above the estimate (--vram-margin 0)"
+  for row in 1280x720:9GiB 1280x720:9.5GiB 1920x1080:20GiB 1920x1080:21GiB; do
+    IFS=: read -r size vram <<<"$row"
+    RUNS=1 bench --random --op decode --size "$size" --vram "$vram" --vram-margin 0 --warmup 1
+  done
+fi
+
+if has tiers; then
+  # Each row: one warm-up run (cuDNN timing, the allocator's first growth) and one timed run; the row without a
+  # preset is the unconstrained reference for the slowdown.
+  step "tiers: ${TIER_OPS:-decode} of ${TIER_SIZES:-1280x720 1920x1080} under each budget"
+  for size in ${TIER_SIZES:-1280x720 1920x1080}; do
+    for op in ${TIER_OPS:-decode}; do
+      for preset in ${TIER_PRESETS:-none rtx4060-8g rtx3060-12g rtx4080-16g rtx4090-24g rtx5090-32g l40s-48g h100-80g h200-141g}; do
+        args=(); [[ $preset != none ]] && args=(--preset "$preset")
+        RUNS=1 bench --random --op "$op" --size "$size" "${args[@]}" --warmup 1
+      done
+    done
+  done
+fi
+
+if has tier4k; then
+  step "4K decode in the 24 GB tier"
+  BENCH_TIMEOUT=${BENCH_TIMEOUT:-400} RUNS=1 bench --random --op decode --size 3840x2160 --preset rtx4090-24g --warmup 0
+fi
+
+if has psnr; then
+  step "tiles against the whole frame: the planner's tiled plans, lossless output, PSNR against the untiled run"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  for preset in none rtx4060-8g rtx3060-12g; do
+    args=(); [[ $preset != none ]] && args=(--preset "$preset")
+    file_run "roundtrip 720p x81 $preset ffv1" roundtrip /tmp/clip81.mp4 -o /tmp/tiles_$preset.mkv --codec ffv1 \
+      --weights /tmp/wan21_random.pth "${args[@]}"
+    [[ $preset == none ]] && continue
+    ffmpeg -v info -i /tmp/tiles_none.mkv -i /tmp/tiles_$preset.mkv -lavfi "[0:v][1:v]psnr" -f null - 2>&1 \
+      | grep -o "PSNR y:.*" | sed "s/^/  $preset against untiled: /"
+  done
+  RUNS=1 bench --random --op decode --size 1920x1080 --preset rtx4060-8g --compare-untiled --warmup 0
+  RUNS=1 bench --random --op roundtrip --size 1280x720 --preset rtx4060-8g --compare-untiled --warmup 0
+  grep -h untiled "$OUT/bench.jsonl" | python3 -c "import json,sys; [print('  %s %s: %s' % (j['op'], j['size'], {k: v for k, v in j.items() if 'untiled' in k})) for j in map(json.loads, sys.stdin)]"
+fi
+
+if has control; then
+  # How far apart do two untiled runs get when only the precision differs? The tiles' PSNR above is only as
+  # meaningful as this floor: random weights may amplify bf16 rounding as much as a tile boundary.
+  step "precision control: untiled bf16 against untiled fp32, tiled fp32 against untiled fp32 (720p x81, ffv1)"
+  make_weights
+  clip 81 /tmp/clip81.mp4
+  runs=${CONTROL_RUNS:-bf16:none fp32:none fp32:rtx4060-8g bf16:rtx4060-8g}
+  for run in $runs; do
+    IFS=: read -r dtype preset <<<"$run"
+    args=(); [[ $preset != none ]] && args=(--preset "$preset")
+    file_run "roundtrip 720p x81 $dtype $preset ffv1" roundtrip /tmp/clip81.mp4 -o /tmp/ctl_${dtype}_$preset.mkv \
+      --codec ffv1 --weights /tmp/wan21_random.pth "${args[@]}" --dtype "$dtype"
+  done
+  # Each run against the untiled run of its dtype, and bf16 against fp32; per frame: PSNR at frames 1, 2, 5,
+  # 10, 20, 40, 81.
+  pairs=""
+  for run in $runs; do
+    IFS=: read -r dtype preset <<<"$run"
+    [[ $preset != none ]] && pairs+=" ${dtype}_$preset:${dtype}_none"
+  done
+  [[ " $runs " == *" bf16:none "* && " $runs " == *" fp32:none "* ]] && pairs+=" bf16_none:fp32_none"
+  for pair in $pairs; do
+    IFS=: read -r a b <<<"$pair"
+    ffmpeg -v info -i /tmp/ctl_$b.mkv -i /tmp/ctl_$a.mkv -lavfi "[0:v][1:v]psnr=stats_file=/tmp/ps_$a.txt" -f null - \
+      2>&1 | grep -o "PSNR y:.*" | sed "s/^/  $a against $b: /"
+    awk '$1 ~ /^n:(1|2|5|10|20|40|81)$/ {printf "%s %s  ", $1, $6} END {print ""}' /tmp/ps_$a.txt | sed "s/^/    per frame: /"
+  done
+fi

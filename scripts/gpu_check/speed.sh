@@ -1,0 +1,55 @@
+# Phases tests speed variants models memory of scripts/gpu_check.sh, which sources this file
+# (the GPU tests, then bench rows: speed, layouts and chunks, the other families, memory tiers). It uses the driver's OUT, BUILD and RUNS and scripts/gpu_check/common.sh's step, has, bench,
+# make_weights, clip and file_run.
+
+if has tests; then
+  step "GPU tests"
+  timeout 420 "$BUILD/tests/vaecodec_tests" "${GPU_TESTS:-[gpu]}" -d yes >"$OUT/gpu_tests.log" 2>&1
+  echo "gpu tests exit $?"; tail -4 "$OUT/gpu_tests.log"
+  grep -E "FAILED|failed" -A8 "$OUT/gpu_tests.log" | head -40
+  timeout 120 "$BUILD/tests/vaecodec_tests" "[golden]" -s 2>/dev/null | grep "^golden" | tee "$OUT/golden.txt"
+fi
+
+if has speed; then
+  step "speed: Wan2.1, released architecture, random weights, 81 frames, bf16"
+  bench --random --op decode --size 1280x720 --profile
+  bench --random --op encode --size 1280x720 --profile
+  bench --random --op decode --size 832x480
+  bench --random --op encode --size 832x480
+  for op in decode encode; do
+    timeout 120 "$BUILD/vaecodec" bench --random --op $op --size 256x256 --frames 17 --dtype bf16 --accuracy --json \
+      | tee -a "$OUT/bench.jsonl"
+  done
+fi
+
+if has variants; then
+  step "speed variants: Wan2.1 720p in the plain layout and with longer chunks"
+  bench --random --op decode --size 1280x720 --layout contiguous
+  bench --random --op decode --size 1280x720 --chunk 2
+  bench --random --op encode --size 1280x720 --chunk 2
+fi
+
+if has models; then
+  step "models: SeedVR2 and Wan2.2, released configs, random weights, 81 frames, bf16"
+  bench --random --model seedvr2-vae --op decode --size 1280x720 --profile
+  bench --random --model seedvr2-vae --op encode --size 1280x720 --profile
+  bench --random --model wan2.2-vae --op decode --size 1280x704 --profile
+  bench --random --model wan2.2-vae --op encode --size 1280x704 --profile
+  for model in seedvr2-vae wan2.2-vae; do
+    for op in decode encode; do
+      timeout 120 "$BUILD/vaecodec" bench --random --model $model --op $op --size 256x256 --frames 17 --dtype bf16 \
+        --accuracy --json | tee -a "$OUT/bench.jsonl"
+    done
+  done
+fi
+
+if has memory; then
+  step "memory: GPU tiers emulated by capping the allocator at the preset's budget"
+  for row in none:decode:1920x1080 rtx4060-8g:decode:1280x720 rtx4060-8g:encode:1280x720 \
+             rtx4060-8g:decode:1920x1080 rtx3060-12g:decode:1920x1080 rtx4080-16g:decode:1920x1080 \
+             rtx4090-24g:decode:3840x2160; do
+    IFS=: read -r preset op size <<<"$row"
+    args=(); [[ $preset != none ]] && args=(--preset "$preset")
+    RUNS=1 bench --random --op "$op" --size "$size" "${args[@]}" --warmup 0
+  done
+fi
