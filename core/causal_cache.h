@@ -37,6 +37,16 @@ class CausalCache {
     slots_.clear();
     cursor_ = 0;
   }
+  // An independent copy: every history copied, none shared (a branch of the run). A plain copy of the object
+  // shares them, which is enough to restore a cache as it was: layers replace a slot's history, they never
+  // write into it.
+  CausalCache deep_copy() const {
+    CausalCache copy = *this;
+    for (auto& s : copy.slots_)
+      if (s.history.defined()) s.history = s.history.clone();
+    return copy;
+  }
+  const std::vector<Slot>& slots() const { return slots_; }
 
  private:
   std::vector<Slot> slots_;

@@ -11,7 +11,7 @@
 namespace vaecodec::test {
 
 // A registered family's tiny random-weight model and golden cases (tests/data/NAME-tiny: weights.safetensors,
-// meta.json naming the family and its config, cases.safetensors).
+// meta.json naming the family and its config, cases.safetensors; only folders named *-tiny are read).
 struct TinyModel {
   std::string family;  // ModelFamily::name
   std::filesystem::path folder;
@@ -25,6 +25,9 @@ inline std::vector<TinyModel> tiny_models() {
   for (const core::ModelFamily& family : core::model_families()) {
     std::filesystem::path found;
     for (const auto& entry : std::filesystem::directory_iterator(data_dir())) {
+      // Only the tiny random-weight models: trained ones (NAME-trained) have no golden cases.
+      const std::string name = entry.path().filename().string();
+      if (name.size() < 5 || name.compare(name.size() - 5, 5, "-tiny") != 0) continue;
       const auto meta = entry.path() / "meta.json";
       if (std::filesystem::exists(meta) && read_json(meta).value("model", "") == family.name)
         found = entry.path();

@@ -123,11 +123,35 @@ std::unique_ptr<Model> Model::build(core::Checkpoint checkpoint, const LoadOptio
   model_options.choices.fp8 = dtype_name == "fp8";  // refused by place_model where it cannot run
   model_options.choices.autotune = options.autotune;
   m->model_ = core::build_model(checkpoint, model_options);
+  m->chunk_ = options.chunk;
   return m;
 }
 
+void Model::no_tf32() {
+  // float32 is the model's own arithmetic, as Device::prepare sets it for the CLI: no TF32 shortcuts.
+  at::globalContext().setAllowTF32CuDNN(false);
+  at::globalContext().setAllowTF32CuBLAS(false);
+}
+
+std::unique_ptr<Stream> Model::stream(core::Op op, int64_t chunk) {
+  if (chunk < 0 || chunk > core::kMaxChunk)
+    throw UsageError("chunk " + std::to_string(chunk) + ": at most " + std::to_string(core::kMaxChunk) +
+                     " latent frames per call (0: the load's chunk, else a whole block)");
+  core::Session::Options options{chunk > 0 ? chunk : chunk_, calls_};
+  return std::make_unique<Stream>(*this, std::make_unique<core::Session>(model_, op, std::move(options)));
+}
+
+torch::Tensor Stream::push(const torch::Tensor& block) {
+  try {
+    return model_.with_switches([&] { return session_->push(block); });
+  } catch (const c10::OutOfMemoryError&) {
+    core::Device::of(model_.device()).release_cached();  // what the failed push held goes back
+    throw;
+  }
+}
+
 torch::Tensor Model::run(core::Op op, const torch::Tensor& input) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(*calls_);
   c10::OptionalDeviceGuard device_guard;
   if (model_->device().is_cuda()) device_guard.reset_device(model_->device());
   core::Plan plan;
@@ -138,14 +162,9 @@ torch::Tensor Model::run(core::Op op, const torch::Tensor& input) {
   } catch (const Error& e) {  // a budget that cannot be met is what was asked, not a failure of the run
     throw UsageError(e.what());
   }
-  SwitchGuard guard;  // the model call sets cuDNN's timing from its choices
-  if (model_->device().is_cuda() && model_->dtype() == torch::kFloat) {
-    // float32 is the model's own arithmetic, as Device::prepare sets it for the CLI: no TF32 shortcuts.
-    at::globalContext().setAllowTF32CuDNN(false);
-    at::globalContext().setAllowTF32CuBLAS(false);
-  }
   try {
-    return core::run_tensor(*model_, op, input, plan);
+    // The model call sets cuDNN's timing from its choices: the caller's comes back after.
+    return with_switches([&] { return core::run_tensor(*model_, op, input, plan); });
   } catch (const c10::OutOfMemoryError&) {
     core::Device::of(model_->device()).release_cached();  // what the failed run held goes back
     throw;
@@ -165,7 +184,7 @@ std::string Model::plan(const std::vector<int64_t>& shape, const std::string& op
                           : op == "decode" ? core::Op::kDecode
                                            : throw UsageError("op '" + op + "' is not encode or decode");
   const torch::Tensor shaped = torch::empty(shape, torch::TensorOptions().device(torch::kMeta));
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(*calls_);
   core::Plan plan;
   try {
     plan = core::plan_tensor_run(*model_, parsed, shaped, planner_);

@@ -100,6 +100,16 @@ PYBIND11_MODULE(_vaecodec, m) {
              check_tensor(self, latents, "latents", "decode");
              return without_gil([&] { return self.decode(latents); });
            })
+      .def(
+          "stream",
+          [](Model& self, const std::string& op, int64_t chunk) {
+            const vaecodec::core::Op parsed =
+                op == "encode"   ? vaecodec::core::Op::kEncode
+                : op == "decode" ? vaecodec::core::Op::kDecode
+                                 : throw py::value_error("a stream encodes or decodes, not " + op);
+            return without_gil([&] { return self.stream(parsed, chunk); });
+          },
+          py::arg("op"), py::arg("chunk"), py::keep_alive<0, 1>())
       .def("plan", [](Model& self, const std::vector<int64_t>& shape,
                       const std::string& op) { return without_gil([&] { return self.plan(shape, op); }); })
       .def_property_readonly("family", [](const Model& self) { return self.info().family; })
@@ -115,6 +125,29 @@ PYBIND11_MODULE(_vaecodec, m) {
                              [](const Model& self) { return std::string(c10::toString(self.dtype())); })
       .def_property_readonly("fp8", &Model::fp8)
       .def_property_readonly("budget_bytes", &Model::budget_bytes);
+
+  // Note [Streaming sessions] in core/session.h; python/vaecodec/stream.py wraps it.
+  py::class_<Stream>(m, "Stream")
+      .def("push",
+           [](Stream& self, const torch::Tensor& block) {
+             check_tensor(self.model(), block,
+                          self.session().op() == vaecodec::core::Op::kEncode ? "frames" : "latents", "push");
+             return without_gil([&] { return self.push(block); });
+           })
+      .def(
+          "clone", [](const Stream& self) { return without_gil([&] { return self.clone(); }); },
+          py::keep_alive<0, 1>())
+      .def("reset",
+           [](Stream& self) {
+             without_gil([&] {
+               self.session().reset();
+               return 0;
+             });
+           })
+      .def_property_readonly("state_bytes", [](Stream& self) { return self.session().state_bytes(); })
+      .def_property_readonly("pending_frames", [](Stream& self) { return self.session().pending_frames(); })
+      .def_property_readonly("frames_in", [](Stream& self) { return self.session().frames_in(); })
+      .def_property_readonly("frames_out", [](Stream& self) { return self.session().frames_out(); });
 
   m.def(
       "load_path",

@@ -3,6 +3,8 @@
     m = vaecodec.load("Wan2.1_VAE.pth", device="cuda", dtype="bf16")
     latents = m.encode(video)      # video [B, 3, T, H, W] in [-1, 1] -> latents [B, C, t, h, w]
     video = m.decode(latents)      # latents -> video [B, 3, T, H, W] in [-1, 1]
+    with m.decode_stream() as s:   # a clip block by block, as a realtime generator makes it
+        frames = s.push(block)
 
 The same planner, chunks, tiles, kernels and memory budget as the `vaecodec` command line, built against the
 torch of this environment. `vaecodec.diffusers.accelerate(vae_or_pipe)` puts it under a diffusers pipeline.
@@ -17,8 +19,9 @@ from typing import Mapping, Optional, Sequence, Union
 import torch  # loads LibTorch before the extension, which links it
 
 from . import _vaecodec
+from .stream import Stream, make_stream
 
-__all__ = ["Model", "load", "__version__"]
+__all__ = ["Model", "Stream", "load", "__version__"]
 __version__ = _vaecodec.version()
 
 _DTYPES = {"Float": torch.float32, "BFloat16": torch.bfloat16, "Half": torch.float16, "Double": torch.float64}
@@ -111,6 +114,21 @@ class Model:
             latents = (latents.float() - mean) / std
         # Out of place: the engine's result may be an inference-mode tensor, which the caller could not change.
         return self._native.decode(latents).clamp(-1, 1)
+
+    def decode_stream(self, normalized: bool = True, output: str = "float", pinned: bool = False,
+                      chunk: int = 0) -> "Stream":
+        """A session that decodes one clip block by block (`Stream.push`), exactly as the whole clip.
+
+        normalized: the latents are as `encode` gives them (True) or raw (False). output: "float" frames
+        [B, 3, T, H, W] in [-1, 1], or "uint8" frames [B, T, H, W, 3] for an encoder, on the device or, with
+        pinned=True, in pinned host memory. chunk: at most this many latent frames per model call (0: the
+        load's chunk, else a whole block)."""
+        return make_stream(self, "decode", normalized, output, pinned, chunk)
+
+    def encode_stream(self, normalized: bool = True, chunk: int = 0) -> "Stream":
+        """A session that encodes one clip as its frames come (`Stream.push`), exactly as the whole clip; frames
+        that do not complete a group of 4 wait for the next push."""
+        return make_stream(self, "encode", normalized, chunk=chunk)
 
     def plan(self, shape: Sequence[int], op: str = "decode") -> dict:
         """The plan the engine would run an input of `shape` ([B, C, T, H, W]: frames for "encode", latents for
