@@ -19,14 +19,14 @@ namespace vaecodec::app {
 //   `--array=0-126:2` work as well as `--array=0-63`), or with SLURM_ARRAY_TASK_COUNT alone; else Kubernetes'
 //   JOB_COMPLETION_INDEX with --shard-count N (the Job's `completions`). An array whose ids are not one
 //   arithmetic range (`--array=0,5,9`) is refused: its tasks could not tell which inputs are theirs.
-// - Outputs appear only by rename once complete (Note [Atomic outputs] in io/output_file.h), so an output
+// - Outputs appear only by rename once complete (Note [Atomic outputs] in core/atomic_file.h), so an output
 //   that exists is finished: `--skip-existing` skips its input, and a re-submitted array, or a task that
 //   Slurm requeued, resumes where the last one stopped. A task killed by SIGKILL may leave its hidden
 //   temporary file behind, never a partial output. A task stopped by scancel (SIGTERM) removes what it had
 //   not committed - the input it was running and, in a batch, the one before it whose writer was still
-//   finishing (Note [Batches]) - and writes no manifest line for them; the next submission runs them.
-// - `--manifest FILE.jsonl` gets one JSON line per input as it finishes (ok, failed or skipped;
-// app/record.h).
+//   finishing (Note [Batches] in app/batch.h) - and writes no manifest line for them; the next submission
+//   runs them.
+// - `--manifest FILE.jsonl` (app/record.h) gets one JSON line per input as it ends: ok, failed or skipped.
 //   Tasks may share one manifest on a shared file system: each line is one write() on a file opened with
 //   O_APPEND, so lines do not interleave. scripts/slurm/vaecodec-failed reads manifests back and prints what
 //   failed and the command that retries it.

@@ -14,7 +14,7 @@
 
 // POSIX calls rather than std::filesystem operations: the PyPI libtorch.so exports its own builds of some
 // of them, which can take the place of libstdc++'s (Note [std::filesystem and libtorch] in
-// tests/test_weights.cpp).
+// tests/test_support.h).
 
 namespace vaecodec::core {
 namespace fs = std::filesystem;

@@ -6,25 +6,13 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <set>
-#include <sstream>
 
 #include "core/device/device.h"
 #include "core/error.h"
+#include "core/sizes.h"
 #include "core/untrusted_json.h"
 
 namespace vaecodec::core {
-namespace {
-
-std::string shape_str(c10::IntArrayRef shape) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
-  s << "]";
-  return s.str();
-}
-
-}  // namespace
-
 namespace {
 
 // Puts the model's choices in force for one call (Note [Run choices]).
@@ -51,10 +39,14 @@ torch::Tensor VaeModel::decode(const torch::Tensor& z, CausalCache& cache) {
   return decode_chunk(z, cache);
 }
 
-bool VaeModel::exact_tiles() const {
+bool VaeModel::tiles_through_time() const {
   const Trunk* e = trunk(true);
   const Trunk* d = trunk(false);
   return e && d && e->local() && d->local();
+}
+
+bool VaeModel::exact_tiles() const {
+  return tiles_through_time() && !trunk(true)->frame_norms() && !trunk(false)->frame_norms();
 }
 
 namespace {
@@ -68,7 +60,7 @@ Area scaled(Area a, int64_t k) {
 const Trunk& local_trunk(const VaeModel& model, const Trunk* trunk) {
   if (!trunk || !trunk->local())
     throw Error(model.info().family +
-                ": this model cannot run exact tiles (its trunk looks at the whole frame)");
+                ": this model cannot run tiles through time (its trunk looks at the whole frame)");
   return *trunk;
 }
 
@@ -174,16 +166,16 @@ void VaeModel::load(const Checkpoint& checkpoint) {
     const auto it = checkpoint.tensors.find(item.key());
     if (it == checkpoint.tensors.end())
       throw Error(file + ": missing tensor '" + item.key() + "' (" + info().family + " expects " +
-                  shape_str(item.value().sizes()) + ")");
+                  shape_string(item.value().sizes()) + ")");
     if (it->second.sizes() != item.value().sizes())
-      throw Error(file + ": tensor '" + item.key() + "' has shape " + shape_str(it->second.sizes()) + ", " +
-                  info().family + " expects " + shape_str(item.value().sizes()));
+      throw Error(file + ": tensor '" + item.key() + "' has shape " + shape_string(it->second.sizes()) +
+                  ", " + info().family + " expects " + shape_string(item.value().sizes()));
     item.value().copy_(it->second);
     used.insert(item.key());
   }
   for (const auto& [name, tensor] : checkpoint.tensors)
     if (!used.count(name))
-      throw Error(file + ": unexpected tensor '" + name + "' " + shape_str(tensor.sizes()) + " for " +
+      throw Error(file + ": unexpected tensor '" + name + "' " + shape_string(tensor.sizes()) + " for " +
                   info().family + " " + info().config.dump());
 }
 
