@@ -12,6 +12,7 @@
 
 #include "core/planner.h"
 #include "core/run_choices.h"
+#include "core/session.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::python {
@@ -47,7 +48,8 @@ class SwitchGuard {
   bool benchmark_, tf32_cudnn_, tf32_cublas_;
 };
 
-// A loaded model and how it runs. Thread-safe: one run at a time per model.
+// A loaded model and how it runs. Thread-safe: one run at a time per model; sessions' model calls take
+// turns with it.
 class Model {
  public:
   // From a weights file or folder (anything the CLI's --weights takes).
@@ -61,6 +63,18 @@ class Model {
   // dtype and device by the binding. The caller's current stream on the model's device is used.
   torch::Tensor encode(const torch::Tensor& video);
   torch::Tensor decode(const torch::Tensor& latents);
+  // A streaming session of this model (Note [Streaming sessions] in core/session.h): `op` kEncode or kDecode,
+  // at most `chunk` latent frames per model call (0: the load options' chunk, else a whole block). Its model
+  // calls take turns with this model's other sessions and runs on the host.
+  std::unique_ptr<class Stream> stream(core::Op op, int64_t chunk);
+  // Runs `work` with the switches a call of this model wants (Note [Process-wide switches]): float32 on CUDA
+  // without TF32; the caller's switches come back afterwards.
+  template <typename Work>
+  auto with_switches(Work&& work) const -> decltype(work()) {
+    SwitchGuard guard;
+    if (model_->device().is_cuda() && model_->dtype() == torch::kFloat) no_tf32();
+    return work();
+  }
   // The plan for an input of `shape` under `op` ("encode" or "decode"), as JSON.
   std::string plan(const std::vector<int64_t>& shape, const std::string& op);
 
@@ -74,10 +88,29 @@ class Model {
   Model() = default;
   static std::unique_ptr<Model> build(core::Checkpoint checkpoint, const LoadOptions& options);
   torch::Tensor run(core::Op op, const torch::Tensor& input);
+  static void no_tf32();
 
   std::shared_ptr<core::VaeModel> model_;
   core::PlannerOptions planner_;
-  std::mutex mutex_;
+  int64_t chunk_ = 0;  // LoadOptions::chunk
+  // One model call at a time on the host: a whole run holds it throughout, a session's push per model call.
+  std::shared_ptr<std::mutex> calls_ = std::make_shared<std::mutex>();
+};
+
+// A streaming session of a Model (Note [Streaming sessions] in core/session.h) whose pushes run under the
+// model's switches. The model must outlive it (the binding keeps it alive).
+class Stream {
+ public:
+  Stream(Model& model, std::unique_ptr<core::Session> session)
+      : model_(model), session_(std::move(session)) {}
+  torch::Tensor push(const torch::Tensor& block);
+  std::unique_ptr<Stream> clone() const { return std::make_unique<Stream>(model_, session_->clone()); }
+  core::Session& session() { return *session_; }
+  const Model& model() const { return model_; }
+
+ private:
+  Model& model_;
+  std::unique_ptr<core::Session> session_;
 };
 
 }  // namespace vaecodec::python
