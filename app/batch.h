@@ -1,7 +1,9 @@
 #pragma once
 
+#include <cstddef>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,6 +66,24 @@ StartedRun start_input(RunCommand command, core::VaeModel& model, const io::Pipe
 StartedRun start_batch_input(RunCommand command, core::VaeModel& model, const io::PipelineOptions& pipeline,
                              const BatchItem& item);
 
+// What run_inputs asks of its caller; inputs are indices into the caller's items.
+struct InputLoop {
+  std::function<std::optional<size_t>()> take;               // the next input to run; none: the loop ends
+  std::function<io::PipelineOptions(size_t i)> pipeline;     // input i's pipeline options
+  std::function<void(size_t i, io::RunSummary summary)> ok;  // input i is written
+  std::function<void(size_t i, const std::exception_ptr& error, double seconds)> failed;
+  std::function<void()> last_draining;  // optional: every input started, the last one's writer still draining
+};
+
+// One model's loop over the inputs of a batch, the same on one device and on each device of a batch over
+// devices (app/device_batch.h): inputs taken one after another, each started (start_batch_input) while the
+// previous one's writer finishes (Note [Batches]), and each outcome reported as it comes. An input's failure
+// goes to `failed` and the loop goes on; what `ok` or `failed` throw ends it. An interrupt (io::Interrupted)
+// is rethrown once the outputs being made have dropped their temporary files; `*unwritten` then holds their
+// inputs: the one whose writer was finishing, then the one running.
+void run_inputs(RunCommand command, core::VaeModel& model, const std::vector<BatchItem>& items,
+                const InputLoop& loop, std::vector<size_t>* unwritten = nullptr);
+
 // The files a folder contributes to a batch: regular files, not hidden, in name order; for decode only
 // latents.
 std::vector<std::filesystem::path> folder_inputs(const std::filesystem::path& folder, RunCommand command);
@@ -72,9 +92,5 @@ std::vector<std::filesystem::path> folder_inputs(const std::filesystem::path& fo
 const char* command_name(RunCommand command);
 // The weights file, when one is named already (the run fails later otherwise): no output may replace it.
 std::vector<std::filesystem::path> named_weights(const RunOptions& options);
-
-// Loads the model and runs `command` with SIGINT/SIGTERM handled (Note [Interrupts]): an interrupted run
-// removes its temporary output and throws RunInterrupted (app/errors.h) for main() (Note [Stages of a run]).
-void run_command(RunCommand command, const RunOptions& options);
 
 }  // namespace vaecodec::app

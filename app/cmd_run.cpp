@@ -1,10 +1,10 @@
 // The commands that run a model over videos or latents: roundtrip, encode and decode. They differ only in the
-// options they add; parsing is in app/run_options.cpp and the run itself in app/batch.cpp.
+// options they add; parsing is in app/run_options.cpp and the run itself in app/run_command.cpp.
 #include <memory>
 
-#include "app/batch.h"
 #include "app/commands.h"
 #include "app/dataset_batch.h"
+#include "app/run_command.h"
 #include "app/run_options.h"
 
 namespace vaecodec::app {
@@ -39,7 +39,11 @@ void add_encode_command(CLI::App& app) {
       "--dry-run", options->dry_run,
       "with --dataset-config: list the cache files (item key, bucket, frames, source) and run nothing");
   sub->callback([options] {
-    if (!options->dataset_config.empty()) return run_dataset_command(*options);
+    if (!options->dataset_config.empty()) {  // Note [Dataset batches]
+      check_dataset_options(*options);
+      if (options->dry_run) return list_dataset_batch(*options);
+      return run_command(RunCommand::kEncode, *options);
+    }
     if (options->dry_run) throw CLI::ValidationError("--dry-run", "lists the caches of a --dataset-config");
     if (options->inputs.empty()) throw CLI::RequiredError("input");
     if (options->output.empty()) throw CLI::RequiredError("--output");

@@ -237,6 +237,8 @@ std::vector<io::MusubiJob> input_jobs(const io::MusubiDataset& d, const io::Musu
   }
 }
 
+}  // namespace
+
 void check_dataset_options(const RunOptions& options) {
   const std::vector<std::pair<bool, const char*>> refused = {
       {!options.filter_graph.empty(), "--vf"},   {!options.start.empty(), "--start"},
@@ -249,8 +251,6 @@ void check_dataset_options(const RunOptions& options) {
                        " does not go with --dataset-config: the config decides each cache's frames, size and "
                        "name as musubi-tuner does");
 }
-
-}  // namespace
 
 Batch plan_dataset_batch(const RunOptions& options, const Environment& env) {
   std::optional<Shard> shard;
@@ -319,9 +319,7 @@ Batch plan_dataset_batch(const RunOptions& options, const Environment& env) {
   return batch;
 }
 
-void run_dataset_command(const RunOptions& options) {
-  check_dataset_options(options);
-  if (!options.dry_run) return run_command(RunCommand::kEncode, options);
+void list_dataset_batch(const RunOptions& options) {
   io::set_ffmpeg_log_level(AV_LOG_QUIET);
   const Batch batch = plan_dataset_batch(options);
   size_t failing = 0, existing = 0;

@@ -19,8 +19,10 @@ namespace vaecodec::app {
 // file to write (with --devices, the batch's own line does).
 Batch plan_dataset_batch(const RunOptions& options, const Environment& env = process_environment);
 
-// encode --dataset-config: refuses the options the config decides (--vf, cuts, --ext, ...), then lists the
-// plan (--dry-run: one line per cache file, or a JSON object with --json) or runs it as a batch.
-void run_dataset_command(const RunOptions& options);
+// encode --dataset-config refuses the options the config decides (--vf, cuts, --ext, ...) before anything
+// else; then it lists the plan (--dry-run, list_dataset_batch) or runs it as a batch (app/run_command.h).
+void check_dataset_options(const RunOptions& options);
+// --dry-run: one line per cache file (a JSON object with --json), nothing run.
+void list_dataset_batch(const RunOptions& options);
 
 }  // namespace vaecodec::app

@@ -55,6 +55,7 @@ class SharedBatch {
         log_(log),
         progress_(std::string(command_name(command)) + " batch", total_frames(), progress_options(options)) {}
 
+  const std::vector<BatchItem>& items() const { return items_; }
   const BatchItem& item(size_t i) const { return items_[i]; }
 
   // The next input for `device`; none when the queue is empty or the batch stopped. Throws Interrupted once
@@ -65,7 +66,7 @@ class SharedBatch {
     if (stopped_ || next_ == order_.size()) return std::nullopt;
     const size_t i = order_[next_++];
     result_.taken.push_back({items_[i].input, device, worker});
-    // Note [A batch's progress line] in app/batch.cpp: the input taken last, and how far down the queue.
+    // Note [A batch's progress line] in app/run_command.cpp: the input taken last, how far down the queue.
     progress_.set_label(command_ + " [" + std::to_string(next_) + "/" + std::to_string(order_.size()) + "] " +
                         items_[i].input.filename().string());
     return i;
@@ -195,53 +196,29 @@ class SharedBatch {
   DeviceBatchResult result_;
 };
 
-// One device's worker (Note [Batches over devices]): the loop of a one-device batch over the inputs it takes.
-void run_worker(RunCommand command, const RunOptions& options, const io::PipelineOptions& base,
-                const Worker& worker, SharedBatch& shared) {
+// One device's worker (Note [Batches over devices]): a one-device batch's loop (run_inputs) over the inputs
+// it takes.
+void run_worker(RunCommand command, const io::PipelineOptions& base, const Worker& worker,
+                SharedBatch& shared) {
   const std::string device = worker.device.str();
-  struct Finishing {
-    size_t item;
-    Clock::time_point start;
-    io::FinishingRun run;
+  InputLoop loop;
+  loop.take = [&] { return shared.take(device, worker.slot); };
+  loop.pipeline = [&](size_t i) {
+    io::PipelineOptions pipeline = base;
+    pipeline.frames_done = [&shared, i](int64_t done) { shared.frames(i, done); };
+    return pipeline;
   };
-  std::optional<Finishing> finishing;  // the previous input's writer, still draining
-  std::optional<size_t> running;
+  loop.ok = [&](size_t i, io::RunSummary summary) { shared.ok(i, std::move(summary), worker); };
+  loop.failed = [&](size_t i, const std::exception_ptr& error, double seconds) {
+    shared.failed(i, error, seconds, worker);
+  };
+  std::vector<size_t> unwritten;
   try {
-    auto finish_previous = [&] {
-      if (!finishing) return;
-      try {
-        shared.ok(finishing->item, finishing->run.finish(), worker);
-      } catch (const io::Interrupted&) {
-        throw;
-      } catch (const std::exception&) {
-        shared.failed(finishing->item, std::current_exception(), seconds_since(finishing->start), worker);
-      }
-      finishing.reset();
-    };
-    while ((running = shared.take(device, worker.slot))) {
-      const size_t i = *running;
-      const BatchItem& item = shared.item(i);
-      io::PipelineOptions pipeline = base;
-      pipeline.frames_done = [&shared, i](int64_t done) { shared.frames(i, done); };
-      const Clock::time_point start = Clock::now();
-      StartedRun started = start_batch_input(command, *worker.model, pipeline, item);
-      finish_previous();
-      if (started.error) {
-        shared.failed(i, started.error, seconds_since(start), worker);
-      } else if (started.done) {
-        shared.ok(i, std::move(*started.done), worker);
-      } else {
-        finishing.emplace(Finishing{i, start, std::move(*started.finishing)});
-      }
-      running.reset();
-    }
-    finish_previous();
+    run_inputs(command, *worker.model, shared.items(), loop, &unwritten);
   } catch (const io::Interrupted&) {
-    std::vector<fs::path> unwritten;
-    if (finishing) unwritten.push_back(shared.item(finishing->item).output);
-    if (running) unwritten.push_back(shared.item(*running).output);
-    finishing.reset();  // its temporary output goes now, before the command exits
-    shared.interrupted(unwritten);
+    std::vector<fs::path> paths;
+    for (const size_t i : unwritten) paths.push_back(shared.item(i).output);
+    shared.interrupted(paths);
   } catch (const std::exception&) {
     shared.stop(std::current_exception());
   }
@@ -338,7 +315,7 @@ DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
   std::vector<torch::Device> worker_devices;
   for (const Worker& worker : workers) worker_devices.push_back(worker.device);
   rethrow_first(worker_devices, run_device_workers(worker_devices, [&](size_t slot, torch::Device) {
-                  run_worker(command, options, pipeline, workers[slot], shared);
+                  run_worker(command, pipeline, workers[slot], shared);
                 }));
   return shared.finish(start);
 }
