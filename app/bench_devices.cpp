@@ -12,13 +12,14 @@
 #include "app/device_workers.h"
 #include "app/devices.h"
 #include "app/run_options.h"
-#include "core/band_exchange.h"
-#include "core/band_set.h"
+#include "core/band_traffic.h"
 #include "core/device/device.h"
 #include "core/error.h"
 #include "core/flops.h"
 #include "core/json_text.h"
 #include "core/models/registry.h"
+#include "core/place.h"
+#include "core/planner.h"
 
 namespace vaecodec::app {
 namespace {

@@ -24,7 +24,6 @@
 #include "app/memory_options.h"
 #include "app/overwrite.h"
 #include "app/run_options.h"
-#include "core/band_set.h"
 #include "core/device/device.h"
 #include "core/engine.h"
 #include "core/engine_report.h"

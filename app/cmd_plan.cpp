@@ -12,12 +12,12 @@
 #include "app/devices.h"
 #include "app/memory_options.h"
 #include "app/run_options.h"
-#include "core/band_set.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/json_text.h"
 #include "core/models/registry.h"
+#include "core/planner.h"
 
 namespace vaecodec::app {
 namespace {

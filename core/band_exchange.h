@@ -11,6 +11,7 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <torch/torch.h>
 
+#include "core/band_traffic.h"
 #include "core/error.h"
 
 // What a layer asks of the other bands of a split run (Note [Bands across devices]): the layers and model
@@ -109,10 +110,7 @@ std::vector<torch::Tensor> concat_bands(const std::vector<torch::Tensor>& mine, 
 // Every band's `mine`, indexed by band, each copied to this band's device.
 std::vector<std::vector<torch::Tensor>> gather_bands(const std::vector<torch::Tensor>& mine);
 
-// Bytes each device has received from other bands' devices at the exchanges (halo rows, attention keys and
-// values, norm statistics) since the last reset, by device ("cuda:1"); bands sharing a device do not count.
-std::map<std::string, int64_t> band_traffic();
-void reset_band_traffic();
+// The bytes the exchanges moved between devices: core/band_traffic.h.
 
 // What a band throws when another band failed: the other band's error is the one reported.
 class BandAborted : public Error {

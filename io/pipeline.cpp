@@ -12,7 +12,6 @@
 #include "core/models/registry.h"
 #include "core/presets.h"
 #include "core/sizes.h"
-#include "core/tiling.h"
 #include "io/chunking.h"
 #include "io/interrupt.h"
 #include "io/latent_record.h"

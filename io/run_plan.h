@@ -3,7 +3,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/band_set.h"
+#include "core/place.h"
 #include "core/planner.h"
 #include "core/vae_model.h"
 #include "io/chunking.h"

@@ -8,9 +8,15 @@ Rules, on the transitive closure of each file's project includes ("app/...", "io
   - nothing under core/models/, core/layers.*, core/kernels/ or core/device/ reaches the planner, the tiles, the
     band set or the engine (core/planner.h, core/tiling.h, core/tile_grid.h, core/band_set.h, core/engine.h);
   - the planner reaches no model registry (core/models/registry.h), the kernels no report (core/engine_report.h);
-  - no header includes itself through others, and no two units of core or io (a .h and its .cpp) include
-    each other;
+  - no header includes itself through others, and no two units of core, io or app (a .h and its .cpp) include
+    each other (app/batch.* holds a batch's types, app/run_command.* the stages that run every kind of batch);
   - no file under app/ includes anything under core/kernels/;
+  - io/, app/ and the Python binding (python/src/) reach the placement rooms - where a chunk runs: the blended
+    tiles, the bands, the exchange between bands, the exact tiles, and whatever comes under core/split/ - only
+    through core/engine.h: io and app ask the engine to run a plan and never name how it is split. What they
+    need beside the engine has a small header of its own: a band's place (core/place.h), the planner's band
+    rows and band plans (core/planner.h), the exchange's byte counts that `bench --devices` prints
+    (core/band_traffic.h);
   - no source file has more than 600 lines.
 """
 import os
@@ -19,6 +25,7 @@ import sys
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
 FOLDERS = ("app", "io", "core")
+FRONT_ENDS = ("python/src",)  # the Python binding: held to the placement rule and the length rule
 SOURCES = (".h", ".cpp", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"((?:app|io|core)/[^"]+)"', re.M)
 MAX_LINES = 600
@@ -31,18 +38,37 @@ for top in FOLDERS:
                 path = os.path.relpath(os.path.join(folder, name), ROOT)
                 with open(os.path.join(ROOT, path), encoding="utf-8") as f:
                     files[path] = f.read()
+for top in FRONT_ENDS:
+    for folder, _, names in os.walk(os.path.join(ROOT, top)):
+        for name in names:
+            if name.endswith(SOURCES):
+                path = os.path.relpath(os.path.join(folder, name), ROOT)
+                with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+                    files[path] = f.read()
 
 direct = {path: set(INCLUDE.findall(text)) for path, text in files.items()}
 
 
-def reach(path):
+def reach(path, through=lambda inc: True):
+    """The project files `path` includes, directly or through others; only those for which `through` holds are
+    followed further."""
     seen, stack = set(), [path]
     while stack:
         for inc in direct.get(stack.pop(), ()):
             if inc not in seen:
                 seen.add(inc)
-                stack.append(inc)
+                if through(inc):
+                    stack.append(inc)
     return seen
+
+
+# Where a chunk runs (the module docstring): io, app and python reach these only through the engine.
+PLACEMENT = {"core/tiling.h", "core/band_set.h", "core/band_exchange.h", "core/exact_tiles.h"}
+ENGINE = "core/engine.h"
+
+
+def placement_room(path):
+    return path in PLACEMENT or path.startswith("core/split/")
 
 
 breaches = []
@@ -68,6 +94,11 @@ for path in sorted(files):
         breaches.append(f"{path} reaches core/models/registry.h (the request carries the calibration)")
     if path.startswith("core/kernels/") and "core/engine_report.h" in reached:
         breaches.append(f"{path} reaches core/engine_report.h (kernels count into core/kernel_log.h)")
+    if path.startswith(("io/", "app/") + FRONT_ENDS):
+        rooms = sorted(r for r in reach(path, through=lambda inc: inc != ENGINE) if placement_room(r))
+        if rooms:
+            breaches.append(f"{path} reaches {', '.join(rooms)} other than through {ENGINE} (io, app and "
+                            "python ask the engine, not the rooms where a chunk runs)")
     if path.startswith("app/"):
         kernels = sorted(i for i in direct[path] if i.startswith("core/kernels/"))
         if kernels:
@@ -75,14 +106,14 @@ for path in sorted(files):
     if path.endswith(".h") and path in reached:
         breaches.append(f"{path} includes itself through others (a cycle)")
 
-# Two units of core or io whose includes point at each other (a .cpp including the other's header while the
+# Two units of core, io or app whose includes point at each other (a .cpp including the other's header while the
 # other includes this one's).
 def stem(path):
     return os.path.splitext(path)[0]
 
 units = {}
 for path, incs in direct.items():
-    if not path.startswith(("core/", "io/")):
+    if not path.startswith(("core/", "io/", "app/")):
         continue
     units.setdefault(stem(path), set()).update(stem(i) for i in incs if stem(i) != stem(path))
 for a in sorted(units):
