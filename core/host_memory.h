@@ -6,7 +6,8 @@
 namespace vaecodec::core {
 
 // The memory this process may use on its host: physical memory, or less where a cgroup limit says so
-// (containers, Slurm jobs). 0 when it cannot be told.
+// (containers, Slurm jobs). 0 when it cannot be told. VAECODEC_TEST_HOST_MEMORY (bytes) stands in for it in
+// tests, so that a host of any size can be made too small for a run.
 int64_t host_memory_bytes();
 
 // Note [Host memory budget]

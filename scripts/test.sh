@@ -23,14 +23,31 @@ if "$BUILD_DIR/tests/vaecodec_tests" --list-test-names-only | grep -E ';|\\|^-' 
   echo "[test] these test names hold ';' or '\\' or start with '-', which CTest cannot pass to Catch: rename them" >&2
   exit 1
 fi
-label_args=(-LE gpu)
-if "$BUILD_DIR/vaecodec" info --json 2>/dev/null | grep -q '"compute_capability"'; then
-  label_args=()
-  echo "[test] CUDA device found: running the GPU tests too"
+# What this machine can run: GPU tests where CUDA works; of those, the ones labelled hopper where the first GPU
+# runs the own kernels, the ones labelled multi-gpu where there are two GPUs. The others are reported as not
+# run, never passed (Note [Tests that cannot run here] in tests/gpu_support.h).
+read -r gpus hopper < <(python3 scripts/test_needs.py "$BUILD_DIR/vaecodec")
+count() { ctest --test-dir "$BUILD_DIR" -N -L "$1" | sed -n 's/^Total Tests: //p'; }
+excluded=() not_run=()
+if ((gpus == 0)); then
+  excluded=(gpu)
+  not_run+=("$(count gpu) tests need a CUDA device (label gpu)")
 else
-  echo "[test] no CUDA device: skipping the tests labelled gpu"
+  echo "[test] CUDA device found: running the GPU tests too"
+  if ((!hopper)); then
+    excluded+=(hopper)
+    not_run+=("$(count hopper) tests need a Hopper GPU and the own kernels (label hopper)")
+  fi
+  if ((gpus < 2)); then
+    excluded+=(multi-gpu)
+    not_run+=("$(count multi-gpu) tests need 2 GPUs (label multi-gpu)")
+  fi
 fi
+label_args=()
+((${#excluded[@]} == 0)) || label_args=(-LE "$(IFS='|'; echo "${excluded[*]}")")
+for line in "${not_run[@]}"; do echo "[test] not run: $line"; done
 ctest --test-dir "$BUILD_DIR" --output-on-failure "${label_args[@]}" "$@"
+for line in "${not_run[@]}"; do echo "[test] not run: $line"; done
 # The Python package: rebuilt when the engine library changed (its build folder is kept), then its tests (the
 # ones marked gpu skip themselves without CUDA). A failing test fails the suite.
 BUILD_DIR="$BUILD_DIR" scripts/install_python.sh

@@ -6,6 +6,7 @@
 
 #include "core/engine_report.h"
 #include "core/kernels/conv3d.h"
+#include "tests/gpu_support.h"
 #include "tests/test_support.h"
 #include "tests/video_test_support.h"
 
@@ -17,12 +18,6 @@ using core::kernels::ConvTile;
 using core::kernels::own_tile_for;
 
 const auto kChannelsLast = torch::MemoryFormat::ChannelsLast3d;
-
-bool hopper_kernels_here() {
-  if (!torch::cuda::is_available()) return false;
-  const auto* props = at::cuda::getDeviceProperties(0);
-  return core::kernels::own_kernels_run_on(props->major, props->minor);
-}
 
 // The backend in force on this thread until the test ends (Note [Run choices]).
 struct BackendScope {
@@ -113,18 +108,20 @@ TEST_CASE("the own convolution reads channels-last bf16 views, cut by history an
       odd_channels, torch::randn({96, 20, 3, 3, 3}).to(torch::kBFloat16).contiguous(kChannelsLast)));
 }
 
-TEST_CASE("on Hopper every own convolution tile matches float64", "[conv][gpu]") {
+TEST_CASE("the own convolution declines what its GPU or build cannot run, and cuDNN runs it", "[conv][gpu]") {
+  // Another GPU, or a build without the kernels: no shape; on Hopper, a shape no tile takes (100 output
+  // channels: no tile divides them). Either way the entry point returns nothing and cuDNN runs.
   REQUIRE(torch::cuda::is_available());
-  if (!hopper_kernels_here()) {
-    // Another GPU, or a build without the kernels: cuDNN runs, and the entry point says so.
-    const BackendScope own(ConvBackend::kOwn);
-    const auto x =
-        torch::randn({1, 96, 3, 8, 8}).to(torch::kCUDA, torch::kBFloat16).contiguous(kChannelsLast);
-    const auto w =
-        torch::randn({96, 96, 3, 3, 3}).to(torch::kCUDA, torch::kBFloat16).contiguous(kChannelsLast);
-    CHECK_FALSE(core::kernels::conv3d_own(x, w, {}, {1, 1, 1}, {0, 1, 1}).defined());
-    return;
-  }
+  const BackendScope own(ConvBackend::kOwn);
+  const int64_t out_channels = hopper_kernels_here() ? 100 : 96;
+  const auto x = torch::randn({1, 96, 3, 8, 8}).to(torch::kCUDA, torch::kBFloat16).contiguous(kChannelsLast);
+  const auto w =
+      torch::randn({out_channels, 96, 3, 3, 3}).to(torch::kCUDA, torch::kBFloat16).contiguous(kChannelsLast);
+  CHECK_FALSE(core::kernels::conv3d_own(x, w, {}, {1, 1, 1}, {0, 1, 1}).defined());
+}
+
+TEST_CASE("on Hopper every own convolution tile matches float64", "[conv][gpu][hopper]") {
+  if (!hopper_here()) return;
   torch::manual_seed(0);
   struct Case {
     int64_t c, k, t, r, s;
@@ -213,13 +210,9 @@ TEST_CASE("on Hopper every own convolution tile matches float64", "[conv][gpu]")
   }
 }
 
-TEST_CASE("on Hopper the layers with few channels run padded and match float64", "[conv][gpu]") {
+TEST_CASE("on Hopper the layers with few channels run padded and match float64", "[conv][gpu][hopper]") {
   // Note [Padded channels]: an RGB input, latents, an RGB head, a latent projection.
-  REQUIRE(torch::cuda::is_available());
-  if (!hopper_kernels_here()) {
-    SUCCEED("no Hopper kernels on this GPU or build");
-    return;
-  }
+  if (!hopper_here()) return;
   const BackendScope auto_backend(ConvBackend::kAuto);
   torch::manual_seed(1);
   struct Case {
@@ -274,14 +267,10 @@ TEST_CASE("on Hopper the layers with few channels run padded and match float64",
 }
 
 TEST_CASE("on Hopper the own convolutions keep a released model's bf16 error and are counted",
-          "[conv][gpu]") {
+          "[conv][gpu][hopper]") {
   // bench --accuracy: the released Wan2.1 architecture (random weights) in bf16 against float32, once with
   // cuDNN and once with the own kernels wherever they fit; --verbose counts the kernels each call took.
-  REQUIRE(torch::cuda::is_available());
-  if (!hopper_kernels_here()) {
-    SUCCEED("no Hopper kernels on this GPU or build");
-    return;
-  }
+  if (!hopper_here()) return;
   for (const std::string op : {"decode", "encode"}) {
     INFO(op);
     const std::string common = "bench --random --op " + op +

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "io/interrupt.h"
 #include "io/probe.h"
+#include "tests/gpu_support.h"
 #include "tests/video_test_support.h"
 
 namespace vaecodec::test {
@@ -354,28 +355,27 @@ TEST_CASE("cli --devices: refused in one line where it cannot be", "[devices][cl
   }
 }
 
-TEST_CASE("gpu: a batch over --devices writes what one GPU writes", "[gpu][devices]") {
-  REQUIRE(torch::cuda::is_available());
-  ScratchDir in, one, logs;
-  for (int i = 0; i < 4; ++i)
-    make_clip(in / ("clip" + std::to_string(i) + ".mp4"),
-              "-f lavfi -i testsrc2=size=128x96:rate=24 -frames:v " + std::to_string(5 + 4 * i) +
-                  " -c:v libx264 -pix_fmt yuv420p");
-  // Bit-identical only without cuDNN timing, which may pick other kernels on another GPU (or run).
-  const std::string run =
-      "roundtrip " + quote(in.path()) + " --weights " + quote(tiny_weights()) + " --json --autotune off";
-  const CliResult reference = run_cli(run + " -o " + quote(one.path()) + " --device cuda:0");
-  REQUIRE(reference.status == 0);
-  const std::vector<std::string> names = list_dir(one.path());
-  REQUIRE(names.size() == 4);
-  // The outputs of a run over `devices`, against the one-GPU run's; the devices its JSON lines name.
-  auto check_devices = [&](const std::string& devices) {
+// Four clips run by one GPU, and a check of a run of them over `--devices`: the same outputs byte for byte,
+// and the devices its JSON lines name.
+class DeviceBatchCheck {
+ public:
+  DeviceBatchCheck() {
+    for (int i = 0; i < 4; ++i)
+      make_clip(in_ / ("clip" + std::to_string(i) + ".mp4"),
+                "-f lavfi -i testsrc2=size=128x96:rate=24 -frames:v " + std::to_string(5 + 4 * i) +
+                    " -c:v libx264 -pix_fmt yuv420p");
+    const CliResult reference = run_cli(run_ + " -o " + quote(one_.path()) + " --device cuda:0");
+    REQUIRE(reference.status == 0);
+    names_ = list_dir(one_.path());
+    REQUIRE(names_.size() == 4);
+  }
+  std::set<std::string> devices_used(const std::string& devices) const {
     ScratchDir out;
-    const CliResult r = run_cli(run + " -o " + quote(out.path()) + " --devices " + devices);
+    const CliResult r = run_cli(run_ + " -o " + quote(out.path()) + " --devices " + devices);
     INFO("--devices " << devices << "\n" << r.err);
     REQUIRE(r.status == 0);
-    CHECK(list_dir(out.path()) == names);
-    for (const std::string& name : names) CHECK(bytes_of(out / name) == bytes_of(one / name));
+    CHECK(list_dir(out.path()) == names_);
+    for (const std::string& name : names_) CHECK(bytes_of(out / name) == bytes_of(one_ / name));
     std::set<std::string> used;
     const std::vector<nlohmann::json> lines = json_lines(r.out);
     CHECK(lines.size() == 4);
@@ -384,26 +384,35 @@ TEST_CASE("gpu: a batch over --devices writes what one GPU writes", "[gpu][devic
       used.insert(line.at("device").get<std::string>());
     }
     return used;
-  };
-  CHECK(check_devices("0") == std::set<std::string>{"cuda:0"});
-  if (app::visible_cuda_devices() < 2) {
-    WARN("one CUDA device here: the two-GPU part of this test (--devices 0,1) did not run");
-    return;
   }
-  CHECK(check_devices("0,1") == std::set<std::string>{"cuda:0", "cuda:1"});
-  CHECK(check_devices("cuda:1,cuda:0") == std::set<std::string>{"cuda:0", "cuda:1"});
+
+ private:
+  ScratchDir in_, one_;
+  // Bit-identical only without cuDNN timing, which may pick other kernels on another GPU (or run).
+  std::string run_ =
+      "roundtrip " + quote(in_.path()) + " --weights " + quote(tiny_weights()) + " --json --autotune off";
+  std::vector<std::string> names_;
+};
+
+TEST_CASE("gpu: a batch over --devices 0 writes what one GPU writes", "[gpu][devices]") {
+  REQUIRE(torch::cuda::is_available());
+  const DeviceBatchCheck check;
+  CHECK(check.devices_used("0") == std::set<std::string>{"cuda:0"});
 }
 
-TEST_CASE("gpu: one clip split across --devices 0,1 writes what one GPU writes", "[gpu][devices][bands]") {
+TEST_CASE("multi-gpu: a batch over --devices 0,1 writes what one GPU writes", "[gpu][multi-gpu][devices]") {
+  if (!two_gpus_here()) return;
+  const DeviceBatchCheck check;
+  CHECK(check.devices_used("0,1") == std::set<std::string>{"cuda:0", "cuda:1"});
+  CHECK(check.devices_used("cuda:1,cuda:0") == std::set<std::string>{"cuda:0", "cuda:1"});
+}
+
+TEST_CASE("multi-gpu: one clip split across --devices 0,1 writes what one GPU writes",
+          "[gpu][multi-gpu][devices][bands]") {
   // Note [Bands across devices]: float32 latents equal the one-GPU encode's to rounding, and the decoded
-  // video equals the one-GPU decode's up to the 8-bit output's rounding.
-  REQUIRE(torch::cuda::is_available());
-  if (app::visible_cuda_devices() < 2) {
-    WARN(
-        "one CUDA device here: one clip split across two GPUs did not run (core's [bands][gpu] test splits "
-        "across two bands of one GPU)");
-    return;
-  }
+  // video equals the one-GPU decode's up to the 8-bit output's rounding. (core's [bands][gpu] test splits
+  // across two bands of one GPU.)
+  if (!two_gpus_here()) return;
   ScratchDir dir;
   make_clip(dir / "in.mp4",
             "-f lavfi -i testsrc2=size=176x208:rate=24 -frames:v 9 -c:v libx264 -pix_fmt yuv420p");

@@ -10,6 +10,7 @@
 #include "core/kernels/conv3d.h"
 #include "core/kernels/norm_silu.h"
 #include "core/layers.h"
+#include "tests/gpu_support.h"
 #include "tests/test_support.h"
 #include "tests/video_test_support.h"
 
@@ -20,12 +21,6 @@ using core::kernels::ConvTile;
 
 const auto kChannelsLast = torch::MemoryFormat::ChannelsLast3d;
 const auto kE4m3 = c10::ScalarType::Float8_e4m3fn;
-
-bool hopper_kernels_here() {
-  if (!torch::cuda::is_available()) return false;
-  const auto* props = at::cuda::getDeviceProperties(0);
-  return core::kernels::own_kernels_run_on(props->major, props->minor);
-}
 
 // The fp8 convolutions in force on this thread until the test ends (Note [Run choices]).
 struct Fp8Scope {
@@ -134,13 +129,15 @@ TEST_CASE("fp8 (--dtype fp8) is refused, with one line, where it cannot run", "[
   CHECK_FALSE(std::filesystem::exists(out));
 }
 
-TEST_CASE("on Hopper every fp8 tile matches float64 of its e4m3 inputs", "[fp8][gpu]") {
+TEST_CASE("on a GPU fp8 is refused exactly where the own kernels cannot run, in one line", "[fp8][gpu]") {
   REQUIRE(torch::cuda::is_available());
-  if (!hopper_kernels_here()) {
-    CHECK_FALSE(core::kernels::fp8_refusal(torch::Device(torch::kCUDA, 0)).empty());
-    return;
-  }
-  CHECK(core::kernels::fp8_refusal(torch::Device(torch::kCUDA, 0)).empty());
+  CHECK(core::kernels::fp8_refusal(torch::Device(torch::kCUDA, 0)).empty() == hopper_kernels_here());
+  if (!hopper_kernels_here())
+    check_one_line(run_cli("bench --random --dtype fp8 --size 64x64 --frames 1"), 2, "dtype fp8: ");
+}
+
+TEST_CASE("on Hopper every fp8 tile matches float64 of its e4m3 inputs", "[fp8][gpu][hopper]") {
+  if (!hopper_here()) return;
   torch::manual_seed(0);
   struct Case {
     int64_t c, k, t, r, s;
@@ -255,12 +252,9 @@ TEST_CASE("on CUDA the norm writes e4m3 as LibTorch rounds the float64 norm, tai
   }
 }
 
-TEST_CASE("on Hopper --dtype fp8 runs the e4m3 tiles and reports its error beside bf16's", "[fp8][gpu]") {
-  REQUIRE(torch::cuda::is_available());
-  if (!hopper_kernels_here()) {
-    check_one_line(run_cli("bench --random --dtype fp8 --size 64x64 --frames 1"), 2, "dtype fp8: ");
-    return;
-  }
+TEST_CASE("on Hopper --dtype fp8 runs the e4m3 tiles and reports its error beside bf16's",
+          "[fp8][gpu][hopper]") {
+  if (!hopper_here()) return;
   for (const std::string op : {"decode", "encode"}) {
     INFO(op);
     const auto r =

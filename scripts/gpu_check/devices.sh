@@ -1,6 +1,6 @@
-# Phases split scaling_split scaling_batch batch of scripts/gpu_check.sh, which sources this file
-# (several GPUs and batches: splits, scaling past two GPUs, a folder in one command). It uses the driver's OUT, BUILD and RUNS and scripts/gpu_check/common.sh's step, has, bench,
-# make_weights, clip and file_run.
+# Phases split scaling_split scaling_batch batch of scripts/gpu_check.sh, which sources this file (several
+# GPUs and batches: splits, scaling past two GPUs, a folder in one command). It uses the driver's OUT, BUILD
+# and RUNS and scripts/gpu_check/common.sh's step, has, bench, make_weights, clip and file_run.
 
 if has split; then  # needs two or more GPUs: one clip split across them in bands, against one GPU
   step "split: one clip across every GPU in bands (bench --split), against the first GPU alone"

@@ -1,6 +1,7 @@
-# Phases roundtrip autotune model_files margin tiers tier4k psnr control of scripts/gpu_check.sh, which sources this file
-# (file-to-file runs and budgets: round trips, cuDNN timing, the other families file to file, the allocator cap, GPU tiers, tiles against the whole frame). It uses the driver's OUT, BUILD and RUNS and scripts/gpu_check/common.sh's step, has, bench,
-# make_weights, clip and file_run.
+# Phases roundtrip autotune model_files margin tiers tier4k psnr control of scripts/gpu_check.sh, which
+# sources this file (file-to-file runs and budgets: round trips, cuDNN timing, the other families file to
+# file, the allocator cap, GPU tiers, tiles against the whole frame). It uses the driver's OUT, BUILD and RUNS
+# and scripts/gpu_check/common.sh's step, has, bench, make_weights, clip and file_run.
 
 if has roundtrip; then
   step "file-to-file roundtrip 1280x720x81 bf16"

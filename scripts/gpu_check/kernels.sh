@@ -1,6 +1,6 @@
-# Phases conv fp8 fresh coldtrace profile of scripts/gpu_check.sh, which sources this file
-# (the kernels and fresh processes: own convolutions, fp8, wall clock of fresh runs, traces). It uses the driver's OUT, BUILD and RUNS and scripts/gpu_check/common.sh's step, has, bench,
-# make_weights, clip and file_run.
+# Phases conv fp8 fresh coldtrace profile of scripts/gpu_check.sh, which sources this file (the kernels and
+# fresh processes: own convolutions, fp8, wall clock of fresh runs, traces). It uses the driver's OUT, BUILD
+# and RUNS and scripts/gpu_check/common.sh's step, has, bench, make_weights, clip and file_run.
 
 if has conv; then
   # Note [Own convolutions]: each shape on cuDNN and on every own tile that takes it, then whole models with

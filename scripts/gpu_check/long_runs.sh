@@ -1,6 +1,6 @@
-# Phases candidates encoder long musubi of scripts/gpu_check.sh, which sources this file
-# (longer file runs: cuDNN's candidates, x264's tail, long clips, a musubi-tuner dataset). It uses the driver's OUT, BUILD and RUNS and scripts/gpu_check/common.sh's step, has, bench,
-# make_weights, clip and file_run.
+# Phases candidates encoder long musubi of scripts/gpu_check.sh, which sources this file (longer file runs:
+# cuDNN's candidates, x264's tail, long clips, a musubi-tuner dataset). It uses the driver's OUT, BUILD and
+# RUNS and scripts/gpu_check/common.sh's step, has, bench, make_weights, clip and file_run.
 
 if has candidates; then
   # cuDNN's timing tries up to N candidates per convolution shape (LibTorch's default 10): fewer cost less at

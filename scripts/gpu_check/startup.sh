@@ -1,6 +1,6 @@
-# Phases startup cold heuristics reference of scripts/gpu_check.sh, which sources this file
-# (start-up and cuDNN's choices, and bf16 accuracy against plain PyTorch). It uses the driver's OUT, BUILD and RUNS and scripts/gpu_check/common.sh's step, has, bench,
-# make_weights, clip and file_run.
+# Phases startup cold heuristics reference of scripts/gpu_check.sh, which sources this file (start-up and
+# cuDNN's choices, and bf16 accuracy against plain PyTorch). It uses the driver's OUT, BUILD and RUNS and
+# scripts/gpu_check/common.sh's step, has, bench, make_weights, clip and file_run.
 
 if has startup; then
   # A file run pays a fixed start-up (first calls of every convolution shape) that bench's warm-up hides: clips
