@@ -157,7 +157,7 @@ def main():
             whole = median([sync_time(lambda: m.decode(zw))[0] for _ in range(3)]) / 81
             # The official loop on the same blocks.
             o = Official(ref)
-            raw = z * std + mean
+            raw = (z * std + mean).to(torch.bfloat16)
             sync_time(lambda: o.push(raw[:, :, :1]))
             official = []
             for k in range(min(args.official_pushes, args.pushes) + 1):

@@ -86,7 +86,7 @@ class Stream:
             return out
         if self.output == "float":
             return out.clamp(-1, 1)
-        frames = out.float().clamp_(-1, 1).add_(1).mul_(127.5).round_().to(torch.uint8).permute(0, 2, 3, 4, 1)
+        frames = out.float().clamp(-1, 1).add_(1).mul_(127.5).round_().to(torch.uint8).permute(0, 2, 3, 4, 1)
         if self.pinned and frames.is_cuda:
             host = torch.empty(frames.shape, dtype=torch.uint8, pin_memory=True)
             host.copy_(frames, non_blocking=True)
