@@ -193,9 +193,13 @@ def main():
             vw = torch.rand(1, 3, 81, height, width, device=DEVICE, generator=g).mul_(2).sub_(1).to(torch.bfloat16)
             m.encode(vw)
             whole = median([sync_time(lambda: m.encode(vw))[0] for _ in range(3)]) / 81
+            # With fewer than 4 frames a push, most pushes only wait: the mean over the pushes is the cost per
+            # push, the slowest one the latency of a push that completes a group.
             lat = median(times[1:])
+            mean = sum(times[1:]) / len(times[1:])
             record({"row": "encode_block", "size": size, "frames_per_push": push, "latency_s": lat,
-                    "per_frame_s": lat / push, "whole_per_frame_s": whole, "vs_whole": lat / (whole * push)})
+                    "mean_s": mean, "max_s": max(times[1:]), "per_frame_s": mean / push, "whole_per_frame_s": whole,
+                    "vs_whole": mean / (whole * push)})
 
     # Threads: sessions of 832x480 with blocks of 3, one stream each, against one session.
     h, w, block, n = 60, 104, 3, args.pushes
@@ -234,34 +238,46 @@ def main():
             "gain": (args.threads * frames_per_clip / many_s) / (frames_per_clip / one_s),
             "bit_identical": exact})
 
-    # Overlap: a block pushed while a matmul load runs on another stream.
-    a = torch.randn(8192, 8192, device=DEVICE, dtype=torch.bfloat16)
+    # Overlap: a block pushed while a matmul load runs on another stream, for a load of large products (which
+    # fill the GPU alone) and of small ones (which leave room). The push returns to the host before its work
+    # is done: push_host_s is the time to return.
     load = torch.cuda.Stream()
     z = torch.randn(1, 16, 4, h, w, device=DEVICE, generator=g)
     s = m.decode_stream()
-    s.push(z[:, :, :1])
+    for n_mm, count in ((8192, 20), (2048, 600)):
+        a = torch.randn(n_mm, n_mm, device=DEVICE, dtype=torch.bfloat16)
 
-    def matmuls():
-        with torch.cuda.stream(load):
-            for _ in range(20):
-                a @ a
+        def matmuls():
+            with torch.cuda.stream(load):
+                for _ in range(count):
+                    a @ a
 
-    def decode_block():
-        return s.push(z[:, :, 1:4])
+        def fresh():
+            s.reset()
+            s.push(z[:, :, :1])
+            torch.cuda.synchronize()
 
-    matmuls(); decode_block()  # noqa: E702  (warm)
-    s.reset(); s.push(z[:, :, :1])  # noqa: E702
-    t_mm = median([sync_time(matmuls)[0] for _ in range(3)])
-    t_dec = []
-    for _ in range(3):
-        s.reset(); s.push(z[:, :, :1])  # noqa: E702
-        t_dec.append(sync_time(decode_block)[0])
-    both = []
-    for _ in range(3):
-        s.reset(); s.push(z[:, :, :1])  # noqa: E702
-        both.append(sync_time(lambda: (matmuls(), decode_block()))[0])
-    record({"row": "overlap", "size": "832x480", "block_latents": 3, "matmul_s": t_mm, "decode_s": median(t_dec),
-            "together_s": median(both), "sum_apart_s": t_mm + median(t_dec)})
+        def decode_block():
+            return s.push(z[:, :, 1:4])
+
+        matmuls()
+        fresh()
+        decode_block()
+        t_mm = median([sync_time(matmuls)[0] for _ in range(3)])
+        t_dec, host, both = [], [], []
+        for _ in range(3):
+            fresh()
+            t_dec.append(sync_time(decode_block)[0])
+            fresh()
+            t0 = time.perf_counter()
+            decode_block()
+            host.append(time.perf_counter() - t0)
+            torch.cuda.synchronize()
+            fresh()
+            both.append(sync_time(lambda: (matmuls(), decode_block()))[0])
+        record({"row": "overlap", "size": "832x480", "block_latents": 3, "matmul": f"{count}x {n_mm}^2",
+                "matmul_s": t_mm, "decode_s": median(t_dec), "push_host_s": median(host),
+                "together_s": median(both), "sum_apart_s": t_mm + median(t_dec)})
 
     with open(args.out, "w") as f:
         for row in rows:
