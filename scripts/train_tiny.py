@@ -461,7 +461,8 @@ def check(a):
         dy = d.decode(dmu).sample
         e2 = tiny_vaes.rel(y, dy)
     log(f"diffusers AutoencoderKLWan (renamed weights, {missing}): encode {e1:.2e}, decode {e2:.2e}")
-    if max(e1, e2) > 1e-10:
+    # diffusers rounds some steps through float32 even for a float64 model: float32's rounding is the bound.
+    if max(e1, e2) > 1e-5:
         sys.exit("the Wan2.1 module differs from diffusers' AutoencoderKLWan")
 
 
