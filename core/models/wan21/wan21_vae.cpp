@@ -1,7 +1,8 @@
 #include "core/models/wan21/wan21_vae.h"
 
+#include <algorithm>
+
 #include "core/error.h"
-#include "core/stage_timer.h"
 
 namespace vaecodec::core {
 namespace {
@@ -10,142 +11,67 @@ bool contains(const std::vector<double>& v, double x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-}  // namespace
-
-Wan21Encoder::Wan21Encoder(const Wan21Config& config, int64_t out_channels) {
+// The paths of a Wan2.1 model: the encoder's stages of residual blocks (attention where attn_scales asks)
+// each but the last ending in a resampler, listed flat; the decoder's mirrored, one block more a stage, each
+// upsampler halving the width.
+WanPaths wan21_paths(const Wan21Config& config) {
+  WanPaths paths;
   std::vector<int64_t> dims = {config.dim};
   for (auto m : config.dim_mult) dims.push_back(config.dim * m);
-  conv1_ = register_module("conv1", wan_conv3(3, dims[0]));
-  downsamples_ = register_module("downsamples", std::make_shared<CausalSequence>());
+  paths.down = std::make_shared<CausalSequence>();
   double scale = 1.0;
   for (size_t i = 0; i + 1 < dims.size(); ++i) {
     int64_t in = dims[i];
     const int64_t out = dims[i + 1];
     for (int64_t r = 0; r < config.num_res_blocks; ++r) {
-      downsamples_->append(std::make_shared<WanResidualBlock>(in, out));
-      if (contains(config.attn_scales, scale)) downsamples_->append(std::make_shared<WanAttentionBlock>(out));
+      paths.down->append(std::make_shared<WanResidualBlock>(in, out));
+      if (contains(config.attn_scales, scale)) paths.down->append(std::make_shared<WanAttentionBlock>(out));
       in = out;
     }
     if (i != config.dim_mult.size() - 1) {
       const auto mode =
           config.temporal_downsample[i] ? ResampleMode::kDownsample3d : ResampleMode::kDownsample2d;
-      downsamples_->append(std::make_shared<WanResample>(out, mode, out));
+      paths.down->append(std::make_shared<WanResample>(out, mode, out));
       scale /= 2.0;
     }
   }
-  middle_ = register_module("middle", wan_middle(dims.back()));
-  head_ = register_module("head", std::make_shared<WanHead>(dims.back(), out_channels));
-  trunk_.add(conv1_.get());
-  trunk_.add_each(*downsamples_);
-}
+  paths.encoder_in = dims.front();
+  paths.encoder_out = dims.back();
 
-torch::Tensor Wan21Encoder::whole_frame(const torch::Tensor& features, CausalCache& cache) {
-  auto h = timed_stage("encoder.middle", [&] { return middle_->forward(features, cache); });
-  return timed_stage("encoder.head", [&] { return head_->forward(h, cache); });
-}
-
-torch::Tensor Wan21Encoder::forward(const torch::Tensor& x, CausalCache& cache) {
-  auto h = timed_stage("encoder.conv1", [&] { return conv1_->forward(x, cache); });
-  h = downsamples_->forward_stages(h, cache, "encoder.downsamples");
-  h = timed_stage("encoder.middle", [&] { return middle_->forward(h, cache); });
-  return timed_stage("encoder.head", [&] { return head_->forward(h, cache); });
-}
-
-Wan21Decoder::Wan21Decoder(const Wan21Config& config) {
   const auto& mult = config.dim_mult;
-  std::vector<int64_t> dims = {config.dim * mult.back()};
-  for (auto it = mult.rbegin(); it != mult.rend(); ++it) dims.push_back(config.dim * *it);
+  std::vector<int64_t> up_dims = {config.dim * mult.back()};
+  for (auto it = mult.rbegin(); it != mult.rend(); ++it) up_dims.push_back(config.dim * *it);
   std::vector<bool> temporal_upsample(config.temporal_downsample.rbegin(), config.temporal_downsample.rend());
-  double scale = 1.0 / static_cast<double>(1 << (mult.size() - 2));
-
-  conv1_ = register_module("conv1", wan_conv3(config.z_dim, dims[0]));
-  middle_ = register_module("middle", wan_middle(dims[0]));
-  upsamples_ = register_module("upsamples", std::make_shared<CausalSequence>());
-  int64_t out = dims[0];
-  for (size_t i = 0; i + 1 < dims.size(); ++i) {
+  scale = 1.0 / static_cast<double>(1 << (mult.size() - 2));
+  paths.up = std::make_shared<CausalSequence>();
+  int64_t out = up_dims[0];
+  for (size_t i = 0; i + 1 < up_dims.size(); ++i) {
     // Each upsampler halves the width, so every stage after the first starts at half its predecessor's.
-    int64_t in = i == 0 ? dims[i] : dims[i] / 2;
-    out = dims[i + 1];
+    int64_t in = i == 0 ? up_dims[i] : up_dims[i] / 2;
+    out = up_dims[i + 1];
     for (int64_t r = 0; r < config.num_res_blocks + 1; ++r) {
-      upsamples_->append(std::make_shared<WanResidualBlock>(in, out));
-      if (contains(config.attn_scales, scale)) upsamples_->append(std::make_shared<WanAttentionBlock>(out));
+      paths.up->append(std::make_shared<WanResidualBlock>(in, out));
+      if (contains(config.attn_scales, scale)) paths.up->append(std::make_shared<WanAttentionBlock>(out));
       in = out;
     }
     if (i != mult.size() - 1) {
       const auto mode = temporal_upsample[i] ? ResampleMode::kUpsample3d : ResampleMode::kUpsample2d;
-      upsamples_->append(std::make_shared<WanResample>(out, mode, out / 2));
+      paths.up->append(std::make_shared<WanResample>(out, mode, out / 2));
       scale *= 2.0;
     }
   }
-  head_ = register_module("head", std::make_shared<WanHead>(out, 3));
-  trunk_.add_each(*upsamples_);
-  trunk_.add(head_.get());
+  paths.decoder_in = up_dims.front();
+  paths.decoder_out = out;
+  return paths;
 }
 
-torch::Tensor Wan21Decoder::whole_frame(const torch::Tensor& x, CausalCache& cache) {
-  auto h = timed_stage("decoder.conv1", [&] { return conv1_->forward(x, cache); });
-  return timed_stage("decoder.middle", [&] { return middle_->forward(h, cache); });
-}
-
-torch::Tensor Wan21Decoder::forward(const torch::Tensor& x, CausalCache& cache) {
-  auto h = timed_stage("decoder.conv1", [&] { return conv1_->forward(x, cache); });
-  h = timed_stage("decoder.middle", [&] { return middle_->forward(h, cache); });
-  h = upsamples_->forward_stages(h, cache, "decoder.upsamples");
-  return timed_stage("decoder.head", [&] { return head_->forward(h, cache); });
-}
+}  // namespace
 
 ModelInfo Wan21Vae::describe(const Wan21Config& config) {
-  ModelInfo info;
-  info.family = "wan2.1-vae";
-  info.config = config.to_json();
-  info.latent_channels = config.z_dim;
-  info.spatial_factor = 1 << (config.dim_mult.size() - 1);
-  int64_t tf = 1;
-  for (bool t : config.temporal_downsample) tf *= t ? 2 : 1;
-  info.temporal_factor = tf;
-  info.encode_attention = info.decode_attention = config.dim * config.dim_mult.back();
-  if (config.z_dim == static_cast<int64_t>(wan21_latent_mean().size())) {
-    info.latent_mean = wan21_latent_mean();
-    info.latent_std = wan21_latent_std();
-  } else {
-    info.latent_mean.assign(config.z_dim, 0.f);
-    info.latent_std.assign(config.z_dim, 1.f);
-  }
-  if (config.latents_mean) info.latent_mean = *config.latents_mean;
-  if (config.latents_std) info.latent_std = *config.latents_std;
-  return info;
+  return describe_wan(config, wan21_latent_mean(), wan21_latent_std());
 }
 
-Wan21Vae::Wan21Vae(const Wan21Config& config) : config_(config) {
-  encoder_ = register_module("encoder", std::make_shared<Wan21Encoder>(config, 2 * config.z_dim));
-  conv1_ = register_module("conv1", wan_conv1(2 * config.z_dim, 2 * config.z_dim));
-  conv2_ = register_module("conv2", wan_conv1(config.z_dim, config.z_dim));
-  decoder_ = register_module("decoder", std::make_shared<Wan21Decoder>(config));
-
-  info_ = describe(config);
-  latents_.emplace(info_.latent_mean, info_.latent_std);
-}
-
-// Note [Latent normalization] in core/models/wan/wan_latents.h.
-torch::Tensor Wan21Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
-  cache.rewind();
-  return latents_->normalized(conv1_->forward(encoder_->forward(x, cache), cache));
-}
-
-torch::Tensor Wan21Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache) {
-  cache.rewind();
-  return decoder_->forward(conv2_->forward(latents_->raw(z, dtype()), cache), cache);
-}
-
-torch::Tensor Wan21Vae::decode_features_chunk(const torch::Tensor& z, CausalCache& cache) {
-  cache.rewind();
-  return decoder_->whole_frame(conv2_->forward(latents_->raw(z, dtype()), cache), cache);
-}
-
-torch::Tensor Wan21Vae::encode_features_chunk(const torch::Tensor& features, CausalCache& cache) {
-  cache.rewind();
-  return latents_->normalized(conv1_->forward(encoder_->whole_frame(features, cache), cache));
-}
+Wan21Vae::Wan21Vae(const Wan21Config& config) : WanVae(config, describe(config), wan21_paths(config)) {}
 
 std::optional<Wan21Config> Wan21Vae::detect(const StateDict& tensors) {
   auto find = [&](const std::string& name) -> const torch::Tensor* {

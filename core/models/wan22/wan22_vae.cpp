@@ -8,25 +8,6 @@
 namespace vaecodec::core {
 namespace {
 
-// Note [Wan2.2 patchify]
-// Before the encoder every p x p block of pixels is folded into channels,
-// `b c f (h q) (w r) -> b (c r q) f h w`: channel (c * p + r) * p + q holds row q, column r of colour c's
-// block (the column offset is the slower one). The decoder's 3 * p * p output channels unfold the same way.
-
-// x: [B, C, T, H, W] -> [B, C * p * p, T, H / p, W / p]
-torch::Tensor patchify(const torch::Tensor& x, int64_t p) {
-  if (p == 1) return x;
-  const int64_t b = x.size(0), c = x.size(1), t = x.size(2), h = x.size(3) / p, w = x.size(4) / p;
-  return x.reshape({b, c, t, h, p, w, p}).permute({0, 1, 6, 4, 2, 3, 5}).reshape({b, c * p * p, t, h, w});
-}
-
-// x: [B, C * p * p, T, h, w] -> [B, C, T, h * p, w * p]
-torch::Tensor unpatchify(const torch::Tensor& x, int64_t p) {
-  if (p == 1) return x;
-  const int64_t b = x.size(0), c = x.size(1) / (p * p), t = x.size(2), h = x.size(3), w = x.size(4);
-  return x.reshape({b, c, p, p, t, h, w}).permute({0, 1, 4, 5, 3, 6, 2}).reshape({b, c, t, h * p, w * p});
-}
-
 std::string stage_key(const std::string& side, int64_t stage, int64_t block, const std::string& rest) {
   const std::string list = side == "encoder" ? "downsamples" : "upsamples";
   return side + "." + list + "." + std::to_string(stage) + "." + list + "." + std::to_string(block) + "." +
@@ -124,133 +105,47 @@ torch::Tensor Wan22UpStage::forward(const torch::Tensor& x, CausalCache& cache) 
   return shortcut_ ? main.add_(shortcut_->forward(x, cache)) : main;
 }
 
-Wan22Encoder::Wan22Encoder(const Wan22Config& config) {
+namespace {
+
+// The paths of a Wan2.2 model: a stage per width (its residual blocks, a resampler but in the last, and the
+// stage's shortcut), the decoder's one block more a stage and as wide as dec_dim.
+WanPaths wan22_paths(const Wan22Config& config) {
+  WanPaths paths;
   std::vector<int64_t> dims = {config.dim};
   for (auto m : config.dim_mult) dims.push_back(config.dim * m);
-  const int64_t p = config.patch_size;
-  conv1_ = register_module("conv1", wan_conv3(3 * p * p, dims[0]));
-  downsamples_ = register_module("downsamples", std::make_shared<CausalSequence>());
   const size_t stages = config.dim_mult.size();
+  paths.down = std::make_shared<CausalSequence>();
   for (size_t i = 0; i < stages; ++i) {
     const bool last = i + 1 == stages;
-    downsamples_->append(std::make_shared<Wan22DownStage>(dims[i], dims[i + 1], config.num_res_blocks,
-                                                          !last && config.temporal_downsample[i], !last));
+    paths.down->append(std::make_shared<Wan22DownStage>(dims[i], dims[i + 1], config.num_res_blocks,
+                                                        !last && config.temporal_downsample[i], !last));
   }
-  middle_ = register_module("middle", wan_middle(dims.back()));
-  head_ = register_module("head", std::make_shared<WanHead>(dims.back(), 2 * config.z_dim));
-  trunk_.add(conv1_.get());
-  trunk_.add_each(*downsamples_);
-}
+  paths.encoder_in = dims.front();
+  paths.encoder_out = dims.back();
 
-torch::Tensor Wan22Encoder::whole_frame(const torch::Tensor& features, CausalCache& cache) {
-  auto h = timed_stage("encoder.middle", [&] { return middle_->forward(features, cache); });
-  return timed_stage("encoder.head", [&] { return head_->forward(h, cache); });
-}
-
-torch::Tensor Wan22Encoder::forward(const torch::Tensor& x, CausalCache& cache) {
-  auto h = timed_stage("encoder.conv1", [&] { return conv1_->forward(x, cache); });
-  h = downsamples_->forward_stages(h, cache, "encoder.downsamples");
-  h = timed_stage("encoder.middle", [&] { return middle_->forward(h, cache); });
-  return timed_stage("encoder.head", [&] { return head_->forward(h, cache); });
-}
-
-Wan22Decoder::Wan22Decoder(const Wan22Config& config) {
   const auto& mult = config.dim_mult;
-  std::vector<int64_t> dims = {config.dec_dim * mult.back()};
-  for (auto it = mult.rbegin(); it != mult.rend(); ++it) dims.push_back(config.dec_dim * *it);
+  std::vector<int64_t> up_dims = {config.dec_dim * mult.back()};
+  for (auto it = mult.rbegin(); it != mult.rend(); ++it) up_dims.push_back(config.dec_dim * *it);
   const std::vector<bool> temporal_upsample(config.temporal_downsample.rbegin(),
                                             config.temporal_downsample.rend());
-  const int64_t p = config.patch_size;
-
-  conv1_ = register_module("conv1", wan_conv3(config.z_dim, dims[0]));
-  middle_ = register_module("middle", wan_middle(dims[0]));
-  upsamples_ = register_module("upsamples", std::make_shared<CausalSequence>());
-  const size_t stages = mult.size();
+  paths.up = std::make_shared<CausalSequence>();
   for (size_t i = 0; i < stages; ++i) {
     const bool last = i + 1 == stages;
-    upsamples_->append(std::make_shared<Wan22UpStage>(dims[i], dims[i + 1], config.num_res_blocks + 1,
-                                                      !last && temporal_upsample[i], !last));
+    paths.up->append(std::make_shared<Wan22UpStage>(up_dims[i], up_dims[i + 1], config.num_res_blocks + 1,
+                                                    !last && temporal_upsample[i], !last));
   }
-  head_ = register_module("head", std::make_shared<WanHead>(dims.back(), 3 * p * p));
-  trunk_.add_each(*upsamples_);
-  trunk_.add(head_.get());
+  paths.decoder_in = up_dims.front();
+  paths.decoder_out = up_dims.back();
+  return paths;
 }
 
-torch::Tensor Wan22Decoder::whole_frame(const torch::Tensor& x, CausalCache& cache) {
-  auto h = timed_stage("decoder.conv1", [&] { return conv1_->forward(x, cache); });
-  return timed_stage("decoder.middle", [&] { return middle_->forward(h, cache); });
-}
-
-torch::Tensor Wan22Decoder::forward(const torch::Tensor& x, CausalCache& cache) {
-  auto h = timed_stage("decoder.conv1", [&] { return conv1_->forward(x, cache); });
-  h = timed_stage("decoder.middle", [&] { return middle_->forward(h, cache); });
-  h = upsamples_->forward_stages(h, cache, "decoder.upsamples");
-  return timed_stage("decoder.head", [&] { return head_->forward(h, cache); });
-}
+}  // namespace
 
 ModelInfo Wan22Vae::describe(const Wan22Config& config) {
-  ModelInfo info;
-  info.family = "wan2.2-vae";
-  info.config = config.to_json();
-  info.latent_channels = config.z_dim;
-  info.spatial_factor = config.patch_size << (config.dim_mult.size() - 1);
-  int64_t tf = 1;
-  for (bool t : config.temporal_downsample) tf *= t ? 2 : 1;
-  info.temporal_factor = tf;
-  info.encode_attention = config.dim * config.dim_mult.back();
-  info.decode_attention = (config.dec_dim > 0 ? config.dec_dim : config.dim) * config.dim_mult.back();
-  if (config.z_dim == static_cast<int64_t>(wan22_latent_mean().size())) {
-    info.latent_mean = wan22_latent_mean();
-    info.latent_std = wan22_latent_std();
-  } else {
-    info.latent_mean.assign(config.z_dim, 0.f);
-    info.latent_std.assign(config.z_dim, 1.f);
-  }
-  if (config.latents_mean) info.latent_mean = *config.latents_mean;
-  if (config.latents_std) info.latent_std = *config.latents_std;
-  return info;
+  return describe_wan(config, wan22_latent_mean(), wan22_latent_std());
 }
 
-Wan22Vae::Wan22Vae(const Wan22Config& config) : config_(config) {
-  encoder_ = register_module("encoder", std::make_shared<Wan22Encoder>(config));
-  conv1_ = register_module("conv1", wan_conv1(2 * config.z_dim, 2 * config.z_dim));
-  conv2_ = register_module("conv2", wan_conv1(config.z_dim, config.z_dim));
-  decoder_ = register_module("decoder", std::make_shared<Wan22Decoder>(config));
-
-  info_ = describe(config);
-  latents_.emplace(info_.latent_mean, info_.latent_std);
-}
-
-// Note [Latent normalization] in core/models/wan/wan_latents.h.
-torch::Tensor Wan22Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
-  cache.rewind();
-  return latents_->normalized(
-      conv1_->forward(encoder_->forward(patchify(x, config_.patch_size), cache), cache));
-}
-
-torch::Tensor Wan22Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache) {
-  cache.rewind();
-  return unpatchify(decoder_->forward(conv2_->forward(latents_->raw(z, dtype()), cache), cache),
-                    config_.patch_size);
-}
-
-torch::Tensor Wan22Vae::decode_features_chunk(const torch::Tensor& z, CausalCache& cache) {
-  cache.rewind();
-  return decoder_->whole_frame(conv2_->forward(latents_->raw(z, dtype()), cache), cache);
-}
-
-torch::Tensor Wan22Vae::encode_features_chunk(const torch::Tensor& features, CausalCache& cache) {
-  cache.rewind();
-  return latents_->normalized(conv1_->forward(encoder_->whole_frame(features, cache), cache));
-}
-
-torch::Tensor Wan22Vae::to_trunk_input(const torch::Tensor& x) const {
-  return patchify(x, config_.patch_size);
-}
-
-torch::Tensor Wan22Vae::from_trunk_output(const torch::Tensor& y) const {
-  return unpatchify(y, config_.patch_size);
-}
+Wan22Vae::Wan22Vae(const Wan22Config& config) : WanVae(config, describe(config), wan22_paths(config)) {}
 
 std::optional<Wan22Config> Wan22Vae::detect(const StateDict& tensors) {
   auto find = [&](const std::string& name) -> const torch::Tensor* {

@@ -10,8 +10,7 @@
 #include "core/layers.h"
 #include "core/models/wan/wan_blocks.h"
 #include "core/models/wan/wan_config.h"
-#include "core/models/wan/wan_latents.h"
-#include "core/vae_model.h"
+#include "core/models/wan/wan_vae.h"
 
 namespace vaecodec::core {
 
@@ -92,70 +91,16 @@ class Wan22UpStage : public CausalModule {
   std::shared_ptr<Wan22DupUp> shortcut_;  // null for the last stage
 };
 
-// Encoder: conv1 (patchified input), downsamples.N (stages), middle, head.
-class Wan22Encoder : public CausalModule {
- public:
-  explicit Wan22Encoder(const Wan22Config& config);
-  // x: [B, 3 * p * p, T, H / p, W / p] -> [B, 2z, T', H / 16, W / 16] (released p = 2)
-  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
-  // Exact tiles (Note [Exact tiles] in core/trunk.h): conv1 and the stages are the trunk; the middle and the
-  // head run on the whole frame.
-  const Trunk& trunk() const { return trunk_; }
-  torch::Tensor whole_frame(const torch::Tensor& features, CausalCache& cache);
-
- private:
-  std::shared_ptr<CausalConv3d> conv1_;
-  std::shared_ptr<CausalSequence> downsamples_, middle_;
-  std::shared_ptr<WanHead> head_;
-  Trunk trunk_;
-};
-
-// Decoder: conv1, middle, upsamples.N (stages), head (to the patchified 3 * p * p channels); unclamped.
-class Wan22Decoder : public CausalModule {
- public:
-  explicit Wan22Decoder(const Wan22Config& config);
-  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
-  // Exact tiles: conv1 and the middle run on the whole frame; the stages and the head are the trunk.
-  torch::Tensor whole_frame(const torch::Tensor& x, CausalCache& cache);
-  const Trunk& trunk() const { return trunk_; }
-
- private:
-  std::shared_ptr<CausalConv3d> conv1_;
-  std::shared_ptr<CausalSequence> middle_, upsamples_;
-  std::shared_ptr<WanHead> head_;
-  Trunk trunk_;
-};
-
-// The whole VAE: patchify, encoder, conv1 (2z -> 2z: mean and log-variance), conv2 (z -> z), decoder,
-// unpatchify; latents normalized per channel as Wan2.1's (Note [Latent normalization] in
-// core/models/wan/wan_latents.h).
-class Wan22Vae : public VaeModel {
+// The Wan2.2 VAE: the Wan skeleton (Note [One Wan skeleton] in core/models/wan/wan_vae.h) with paths of
+// nested stages and their shortcuts, a decoder of its own width, and 2x2 pixels folded into channels.
+class Wan22Vae : public WanVae {
  public:
   explicit Wan22Vae(const Wan22Config& config);
-  const ModelInfo& info() const override { return info_; }
-  torch::Tensor encode_chunk(const torch::Tensor& x, CausalCache& cache) override;
-  torch::Tensor decode_chunk(const torch::Tensor& z, CausalCache& cache) override;
-  const Trunk* trunk(bool encode) const override { return encode ? &encoder_->trunk() : &decoder_->trunk(); }
-  torch::Tensor decode_features_chunk(const torch::Tensor& z, CausalCache& cache) override;
-  torch::Tensor encode_features_chunk(const torch::Tensor& features, CausalCache& cache) override;
-  torch::Tensor to_trunk_input(const torch::Tensor& x) const override;
-  int64_t feature_channels(bool encode) const override {
-    return (encode ? config_.dim : config_.dec_dim) * config_.dim_mult.back();
-  }
-  torch::Tensor from_trunk_output(const torch::Tensor& y) const override;
 
   // Recognises a Wan2.2 state dict (original layout) and reads its config from the tensor shapes.
   static std::optional<Wan22Config> detect(const StateDict& tensors);
   // What a model of `config` is (family, latent channels, factors, statistics), without building it.
   static ModelInfo describe(const Wan22Config& config);
-
- private:
-  Wan22Config config_;
-  ModelInfo info_;
-  std::shared_ptr<Wan22Encoder> encoder_;
-  std::shared_ptr<Wan22Decoder> decoder_;
-  std::shared_ptr<CausalConv3d> conv1_, conv2_;
-  std::optional<WanLatentStats> latents_;  // Note [Latent normalization]
 };
 
 // The 48 published per-channel latent statistics of the Wan2.2 VAE.
