@@ -8,10 +8,10 @@ L1 + SSIM + a small KL. The modules are scripts/tiny_vaes.py (checked against th
   scripts/train_tiny.py check                     # the modules against tests/data/*-tiny, and diffusers
   scripts/train_tiny.py prepare --clips DIR --out DATA [--ffmpeg BIN]
                                                   # decode the clips, generate the textures (uint8 .npy)
-  scripts/train_tiny.py train --model wan2.1 --data DATA --out DIR --steps N | --seconds S
+  scripts/train_tiny.py train --model wan2.1 --data DATA --out DIR --steps N | --seconds S [--init WEIGHTS]
   scripts/train_tiny.py eval --weights DIR/weights.safetensors --model wan2.1 --data DATA
 
-DIR gets weights.safetensors (the released key layout, float32) and meta.json (config, data and credits,
+DIR gets weights.safetensors (the released key layout, float16 unless --save-dtype) and meta.json (config, data and credits,
 steps, time, held-out PSNR). Everything random (initialisation, crops, frame offsets, flips, the posterior's
 noise) comes from --seed; GPU convolutions may still round differently from run to run.
 See Note [What the demonstration models learn from] below.
@@ -251,7 +251,16 @@ def train(a):
         torch.backends.cudnn.benchmark = True
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    model = build(a.model, a.width).to(device)
+    model = build(a.model, a.width)
+    if a.init:
+        # Continue from saved weights (any saved type; trained in float32). The optimiser's state starts afresh,
+        # so the warm-up and the schedule run again over this run's steps; the data's order comes from --seed.
+        from safetensors.torch import load_file
+
+        sd = load_file(a.init)
+        model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=True)
+        log(f"initialised from {a.init}")
+    model = model.to(device)
     ema = build(a.model, a.width).to(device)
     ema.load_state_dict(model.state_dict())
     ema.requires_grad_(False)
@@ -354,7 +363,8 @@ def train(a):
             "saved_as": a.save_dtype,
             "texture_share": a.texture_share,
             "command": "scripts/train_tiny.py " + " ".join(sys.argv[1:]),
-        },
+        }
+        | ({"init": a.init} if a.init else {}),
         "data": {
             "train": {name: {"file": f, "frames": [first, end - 1], "sizes": [f"{w}x{h}" for w, h in s]}
                       for name, (f, first, end, s) in REAL_TRAIN.items()}
@@ -487,6 +497,8 @@ def main():
     c.add_argument("--max-seconds", type=float, default=0, help="stop (and say so) after this long")
     c.add_argument("--checkpoint-every", type=float, default=0, help="save the EMA weights every this many "
                    "seconds (meta.json says checkpoint) until the final ones")
+    c.add_argument("--init", help="start from these weights (weights.safetensors of an earlier run; "
+                   "--width must match) rather than from a random initialisation")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--batch", type=int, default=8)
     c.add_argument("--frames", type=int, default=17)
@@ -521,6 +533,12 @@ def main():
     c.add_argument("--json", help="write the comparison here")
     c.set_defaults(fn=verify)
     a = p.parse_args()
+    if a.cmd == "train" and a.width is None and a.init:
+        from safetensors import safe_open
+
+        with safe_open(a.init, "pt") as f:
+            key = "encoder.conv1.weight" if a.model == "wan2.1" else "encoder.conv_in.weight"
+            a.width = f.get_slice(key).get_shape()[0]
     if a.cmd == "train" and a.width is None:
         a.width = 12 if a.model == "wan2.1" else 32
     a.fn(a)

@@ -56,9 +56,10 @@ TEST_CASE("the trained Wan2.1 model round-trips a clip it never saw", "[trained]
   CHECK(model->info().family == "wan2.1-vae");
   const double trained = psnr_db(roundtrip(*model, video), video);
   std::cout << "trained Wan2.1 on held-out 192x128 x17: PSNR " << trained << " dB\n";
-  // Measured 21.3 dB; the random-weight tiny model gives 11.1 dB on this clip. The bound is this model's,
-  // below the issue's 26 dB target: see tests/data/wan21-trained/meta.json, held_out_psnr_db.
-  CHECK(trained > 20.5);
+  // Measured 24.6 dB; the random-weight tiny model gives 11.1 dB on this clip and the first trained weights
+  // (1045 steps) gave 21.3 dB. The bound is this model's, below the issue's 26 dB target: see
+  // tests/data/wan21-trained/meta.json, held_out_psnr_db.
+  CHECK(trained > 23.8);
 }
 
 TEST_CASE("on the trained Wan2.1 model exact tiles equal the whole frame, blended tiles keep the PSNR",
