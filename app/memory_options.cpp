@@ -92,6 +92,7 @@ void resolve_memory_options(MemoryOptions& memory, std::string& device, std::str
       throw UsageError("--host-memory " + memory.host_memory + " is more than the " +
                        core::format_size(host) + " of memory this host has");
     planner.host_budget_note = "--host-memory";
+    planner.host_budget_given = true;
   }
   if (!memory.tile.empty()) planner.tile = core::parse_tile(memory.tile);
   if (memory.margin != -1) {

@@ -40,12 +40,12 @@ std::unique_ptr<BandSet> make_band_set(const ChunkOptions& chunks, Device& devic
   return std::make_unique<BandSet>(chunks.bands, device, direction, grid);
 }
 
-// Exact tiles where the plan asks for them: a grid of exact parts that cuts the frame, on a model whose
-// trunks are local; with bands, the tiles are shared out among their places.
+// Tiles through time where the plan asks for them: exact parts, or SeedVR2's blended tiles, on a model whose
+// trunks are local; with bands, exact tiles are shared out among their places.
 std::unique_ptr<ExactTiles> make_exact_tiles(const ChunkOptions& chunks, VaeModel& model, Device& device,
                                              ExactTiles::Direction direction, int64_t latent_height,
                                              int64_t latent_width) {
-  if (!chunks.runs_exact_tiles()) return nullptr;
+  if (!chunks.runs_through_time()) return nullptr;
   const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
   return std::make_unique<ExactTiles>(model, device, grid, direction, chunks.latent_frames,
                                       chunks.host_window, ExactTiles::Hooks{chunks.progress, chunks.emit},

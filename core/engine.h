@@ -44,10 +44,11 @@ struct ChunkOptions {
   // they are returned when the window is done.
   std::function<void(const torch::Tensor& frames)> emit;
 
-  // Whether the run goes through exact tiles' windows (Note [Tiles through time]): an exact grid that cuts
-  // the frame, or a window of a whole frame; with bands, the tiles are shared out among their places
-  // (Note [Exact tiles across devices] in core/exact_tiles.h) instead of splitting the frame in bands.
-  bool runs_exact_tiles() const { return tiles.exact && (tiles.tiled() || window != 0); }
+  // Whether the run goes through windows of tiles through time (Note [Tiles through time]): exact tiles or
+  // SeedVR2's blended ones (Note [Norms of tiles through time]) that cut the frame, or a window of a whole
+  // frame; with bands, exact tiles are shared out among their places (Note [Exact tiles across devices] in
+  // core/exact_tiles.h) instead of splitting the frame in bands.
+  bool runs_through_time() const { return tiles.through_time && (tiles.tiled() || window != 0); }
 
   // A plan's chunks and tiles, split across `bands` when there are two or more.
   static ChunkOptions of(const Plan& plan, std::vector<BandPlace> bands = {}) {

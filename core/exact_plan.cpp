@@ -39,8 +39,9 @@ GridWork grid_work(const PlanRequest& request, const TileGrid& g, bool encode) {
   double total = 0;
   for (int64_t r = 0; r < g.rows; ++r)
     for (int64_t c = 0; c < g.cols; ++c) {
-      const auto [r0, r1] = g.part_rows(r);
-      const auto [c0, c1] = g.part_cols(c);
+      // What the tile's trunk computes: its part, or its tile and norm context (through time).
+      const auto [r0, r1] = g.computed_rows(r);
+      const auto [c0, c1] = g.computed_cols(c);
       const Area interior{{r0, r1}, {c0, c1}};
       const double area = static_cast<double>((r1 - r0) * (c1 - c0));
       const double factor = request.tile_work ? request.tile_work(encode, interior) : 1.0;
@@ -49,6 +50,49 @@ GridWork grid_work(const PlanRequest& request, const TileGrid& g, bool encode) {
     }
   w.work = total / static_cast<double>(g.latent_height * g.latent_width);
   return w;
+}
+
+// Exact tiles: the frame in rows x cols parts of at least kMinPart, or parts of --tile's size.
+std::vector<TileGrid> part_grids(const PlannerOptions& options, int64_t lh, int64_t lw) {
+  std::vector<TileGrid> grids;
+  if (options.tile) {
+    grids.push_back(TileGrid::parts(lh, lw,
+                                    std::min(lh, ceil_div(lh, std::max<int64_t>(options.tile->height, 1))),
+                                    std::min(lw, ceil_div(lw, std::max<int64_t>(options.tile->width, 1)))));
+    return grids;
+  }
+  for (int64_t rows = 1; rows <= std::min(kMaxParts, std::max<int64_t>(lh / kMinPart, 1)); ++rows)
+    for (int64_t cols = 1; cols <= std::min(kMaxParts, std::max<int64_t>(lw / kMinPart, 1)); ++cols)
+      if (rows * cols > 1) grids.push_back(TileGrid::parts(lh, lw, rows, cols));
+  return grids;
+}
+
+// Tiles through time whose norms see less than the frame (Note [Norms of tiles through time]): cover()'s
+// rows x cols tiles sharing the overlap, each larger than it and at least kMinPart, each with no context and
+// with the options' norm context (plan_run chooses: Note [What a plan's norms see] in core/planner.cpp).
+std::vector<TileGrid> blended_grids(const PlannerOptions& options, int64_t lh, int64_t lw) {
+  const int64_t o = options.tile_overlap;
+  std::vector<TileSize> sizes;
+  if (options.tile) {
+    sizes.push_back(*options.tile);
+  } else {
+    for (int64_t rows = 1; rows <= kMaxParts; ++rows) {
+      const int64_t th = rows == 1 ? lh : ceil_div(lh + (rows - 1) * o, rows);
+      if (rows > 1 && (th <= o || th < kMinPart)) break;
+      for (int64_t cols = 1; cols <= kMaxParts; ++cols) {
+        const int64_t tw = cols == 1 ? lw : ceil_div(lw + (cols - 1) * o, cols);
+        if (cols > 1 && (tw <= o || tw < kMinPart)) break;
+        const TileGrid g = TileGrid::cover(lh, lw, {th, tw}, o);
+        if (rows * cols > 1 && g.rows == rows && g.cols == cols) sizes.push_back({th, tw});
+      }
+    }
+  }
+  std::vector<int64_t> contexts{0};
+  if (options.norm_context > 0) contexts.push_back(options.norm_context);
+  std::vector<TileGrid> grids;
+  for (const TileSize& size : sizes)
+    for (int64_t context : contexts) grids.push_back(TileGrid::cover_through_time(lh, lw, size, o, context));
+  return grids;
 }
 
 }  // namespace
@@ -63,16 +107,8 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
   const int64_t clip = request.latent_frames > 0 ? request.latent_frames : 0;
   const double frames_of_clip = clip > 0 ? static_cast<double>(clip) : kAssumedLatentFrames;
 
-  std::vector<TileGrid> grids;
-  if (options.tile) {
-    grids.push_back(TileGrid::parts(lh, lw,
-                                    std::min(lh, ceil_div(lh, std::max<int64_t>(options.tile->height, 1))),
-                                    std::min(lw, ceil_div(lw, std::max<int64_t>(options.tile->width, 1)))));
-  } else {
-    for (int64_t rows = 1; rows <= std::min(kMaxParts, std::max<int64_t>(lh / kMinPart, 1)); ++rows)
-      for (int64_t cols = 1; cols <= std::min(kMaxParts, std::max<int64_t>(lw / kMinPart, 1)); ++cols)
-        if (rows * cols > 1) grids.push_back(TileGrid::parts(lh, lw, rows, cols));
-  }
+  const std::vector<TileGrid> grids =
+      request.exact_tiles ? part_grids(options, lh, lw) : blended_grids(options, lh, lw);
   // Windows: the whole clip (when its length is known), and shorter ones that park the caches.
   std::vector<int64_t> windows;
   if (clip > 0) windows.push_back(0);

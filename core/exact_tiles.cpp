@@ -9,6 +9,7 @@
 
 #include "core/device/memory_faults.h"
 #include "core/error.h"
+#include "core/tiling.h"
 
 namespace vaecodec::core {
 namespace {
@@ -80,21 +81,52 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Di
       host_window_(host_window),
       places_(std::move(places)),
       hooks_(std::move(hooks)) {
-  if (!model.exact_tiles()) throw Error(model.info().family + " cannot run exact tiles");
+  if (grid_.exact ? !model.exact_tiles() : !model.tiles_through_time())
+    throw Error(model.info().family + " cannot run " + (grid_.exact ? "exact tiles" : "tiles through time"));
+  if (!grid_.through_time) throw Error("blended tiles that do not run through time are TileSet's");
   if (chunk_ < 1) throw Error("chunk length must be at least 1 latent frame");
   if (places_.size() < 2) places_ = {{&model_, &device_}};
+  // Blended tiles add into the frames they share: one place, one tile at a time.
+  if (places_.size() > 1 && !grid_.exact) throw Error("blended tiles through time run on one device");
   check_places(places_, "tile place");
   const bool encode = direction == Direction::kEncode;
+  const int64_t scale = encode ? 1 : model_.info().spatial_factor;  // the output's pixels per latent pixel
+  const std::vector<torch::Tensor> weights =
+      grid_.exact ? std::vector<torch::Tensor>{} : blend_weights(grid_, scale);
+  const torch::ScalarType sum_dtype = model_.dtype() == torch::kDouble ? torch::kDouble : torch::kFloat;
   for (int64_t r = 0; r < grid_.rows; ++r)
     for (int64_t c = 0; c < grid_.cols; ++c) {
       Tile t;
-      const auto [r0, r1] = grid_.part_rows(r);
-      const auto [c0, c1] = grid_.part_cols(c);
+      const auto [r0, r1] = grid_.tile_rows(r);
+      const auto [c0, c1] = grid_.tile_cols(c);
+      const auto [k0, k1] = grid_.computed_rows(r);
+      const auto [l0, l1] = grid_.computed_cols(c);
       t.interior = {{r0, r1}, {c0, c1}};
-      t.input = model_.tile_input(encode, t.interior, grid_.latent_height, grid_.latent_width);
+      t.computed = {{k0, k1}, {l0, l1}};
+      t.input = model_.tile_input(encode, t.computed, grid_.latent_height, grid_.latent_width);
       t.place = places_[tiles_.size() % places_.size()];
+      if (!weights.empty()) {
+        const torch::Tensor& w = weights[tiles_.size()];
+        t.weight = w.to(t.place.device->torch_device(), sum_dtype).view({1, 1, 1, w.size(0), w.size(1)});
+      }
       tiles_.push_back(std::move(t));
     }
+}
+
+torch::Tensor ExactTiles::written(const Tile& tile, const torch::Tensor& y, int64_t scale) const {
+  const torch::Tensor inside = y.narrow(3, (tile.interior.rows.begin - tile.computed.rows.begin) * scale,
+                                        tile.interior.rows.size() * scale)
+                                   .narrow(4, (tile.interior.cols.begin - tile.computed.cols.begin) * scale,
+                                           tile.interior.cols.size() * scale);
+  if (!tile.weight.defined()) return inside;
+  return inside.to(tile.weight.scalar_type()) * tile.weight;  // in float32 (float64 models: float64)
+}
+
+void ExactTiles::put(const torch::Tensor& region, const torch::Tensor& values) const {
+  if (grid_.exact)
+    region.copy_(values);
+  else
+    region.add_(values.to(region.device()));  // computed in the wider of the two dtypes
 }
 
 ExactTiles::~ExactTiles() = default;
@@ -239,8 +271,10 @@ torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, 
     frames = time_major.to(where, /*non_blocking=*/time_major.is_pinned()).permute({0, 2, 1, 3, 4});
   }
   const torch::Tensor input = to_model(crop(frames, 0, len, tile.input), tile.place, true);
-  return tile.place.model->encode_tile(input, tile.cache, tile.interior, grid_.latent_height,
-                                       grid_.latent_width);
+  return written(tile,
+                 tile.place.model->encode_tile(input, tile.cache, tile.computed, grid_.latent_height,
+                                               grid_.latent_width),
+                 1);
 }
 
 torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
@@ -263,10 +297,13 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   // run it).
   const bool cuda = device_.torch_device().is_cuda();
   const auto options = torch::TensorOptions().dtype(model_.dtype());
-  torch::Tensor out =
-      torch::empty({features.size(0), 3, window_frames_, grid_.latent_height * f, grid_.latent_width * f},
-                   host_window_ ? options.device(torch::kCPU).pinned_memory(cuda)
-                                : options.device(device_.torch_device()));
+  const std::vector<int64_t> sizes{features.size(0), 3, window_frames_, grid_.latent_height * f,
+                                   grid_.latent_width * f};
+  const auto where =
+      host_window_ ? options.device(torch::kCPU).pinned_memory(cuda) : options.device(device_.torch_device());
+  // Blended tiles add into the frames (Note [Norms of tiles through time]).
+  torch::Tensor out = torch::empty(sizes, where);
+  if (!grid_.exact) out.zero_();
   steps_ = static_cast<int64_t>(tiles_.size() * chunks.size());
   if (places_.size() == 1) {
     std::vector<Tile*> all;
@@ -290,6 +327,7 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
   const int64_t f = model_.info().spatial_factor;
   const bool host = host_window_;
   std::vector<std::future<void>> placing;  // tiles' frames going into `out` (Note [Windows in host memory])
+  std::mutex blending;                     // blended tiles' placings add into frames they share
   for (Tile* tile : mine) {
     unpark(*tile);
     Device& device = *tile->place.device;
@@ -309,14 +347,17 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
       before_model_call();
       const torch::Tensor input =
           crop(features, at, chunks[c], tile->input).contiguous(model_.memory_format());
-      torch::Tensor y = tile->place.model->decode_tile(input, tile->cache, tile->interior,
-                                                       grid_.latent_height, grid_.latent_width);
+      const torch::Tensor y = written(*tile,
+                                      tile->place.model->decode_tile(input, tile->cache, tile->computed,
+                                                                     grid_.latent_height, grid_.latent_width),
+                                      f);
       if (stage && !tile_frames.defined())
-        tile_frames = torch::empty({y.size(0), y.size(1), out.size(2), y.size(3), y.size(4)}, y.options());
+        tile_frames = torch::empty({y.size(0), y.size(1), out.size(2), y.size(3), y.size(4)},
+                                   y.options().dtype(out.scalar_type()));
       if (stage)
         tile_frames.narrow(2, frame, y.size(2)).copy_(y);
       else
-        crop(out, frame, y.size(2), pixels).copy_(y);
+        put(crop(out, frame, y.size(2), pixels), y);
       if (emitting) hooks_.emit(out.narrow(2, frame, y.size(2)));
       frame += y.size(2);
       count_step();
@@ -326,9 +367,10 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
       down.copy_(tile_frames, /*non_blocking=*/cuda);
       if (cuda)
         c10::cuda::getCurrentCUDAStream(device.torch_device().index()).synchronize();  // the copy above
-      placing.push_back(std::async(std::launch::async, [&out, down, pixels] {
+      placing.push_back(std::async(std::launch::async, [this, &out, &blending, down, pixels] {
         torch::InferenceMode guard;  // `out` was made under it
-        crop(out, 0, out.size(2), pixels).copy_(down);
+        std::lock_guard<std::mutex> lock(blending);
+        put(crop(out, 0, out.size(2), pixels), down);
       }));
     }
     if (more)
@@ -348,10 +390,14 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
   std::mutex placing;  // places' threads put their tiles' features into `features`
   auto place = [&](const Tile& tile, const torch::Tensor& y, int64_t at) {
     std::lock_guard<std::mutex> lock(placing);
-    if (!features.defined())
-      features = torch::empty({y.size(0), y.size(1), latent, grid_.latent_height, grid_.latent_width},
-                              CausalConv3d::layout_of(y).device(device_.torch_device()));
-    crop(features, at, y.size(2), tile.interior).copy_(y);
+    if (!features.defined()) {
+      const std::vector<int64_t> sizes{y.size(0), y.size(1), latent, grid_.latent_height, grid_.latent_width};
+      // Blended tiles add into the features in the model's dtype (Note [Norms of tiles through time]).
+      const auto options = CausalConv3d::layout_of(y).device(device_.torch_device()).dtype(model_.dtype());
+      features = torch::empty(sizes, options);
+      if (!grid_.exact) features.zero_();
+    }
+    put(crop(features, at, y.size(2), tile.interior), y);
   };
   steps_ = static_cast<int64_t>(tiles_.size() * chunks.size());
   if (places_.size() == 1) {

@@ -31,6 +31,25 @@ namespace vaecodec::core {
 // frames stay on the device, or in host memory where the plan says so (`host_window`), and go to the caller
 // when the window is done. Exact tiles are a partition of the frame (TileGrid::part): nothing is blended.
 
+// Note [Norms of tiles through time]
+// SeedVR2's convolutions are local but its GroupNorms take their statistics over the whole frame (Note
+// [SeedVR2 GroupNorm per frame]), which no tile sees. Its tiles still run through time as exact ones do, and
+// differ in three ways (TileGrid::through_time without `exact`):
+//   - what runs on the whole frame runs there: the decoder's conv_in, middle (with its attention) and first
+//     up block's resnets, the encoder's last down block's resnets, middle and head - everything at latent
+//     resolution - so their norms and the attention see the whole frame, exactly;
+//   - the tiles are cover()'s, overlapping by `overlap` latent pixels, and blended in the overlaps with
+//     Note [Tile blending]'s weights (decode: the frames; encode: the features), since two tiles' norms
+//     differ slightly and a partition would show the difference as a seam;
+//   - each tile's trunk computes its tile plus `context` latent pixels on every side (clipped to the frame),
+//     which it does not write: only for its norms' statistics. With the trunk's own margins (Note [Exact
+//     tiles]) the convolutions are exact over all of that, so nothing at a tile's cut creeps inward through
+//     time; what remains inexact is the statistics alone.
+// So every norm of a tile's trunk takes its statistics, per frame and group, over the tile, its context and
+// the margin its block needs, at that block's resolution: the larger the tiles and the context, the closer to
+// the whole frame (tests/test_norm_tiles.cpp measures it). The result does not depend on the chunk or the
+// window (a frame's statistics are its own), and each tile carries its own cache through time.
+
 // Note [A window's edges stream]
 // Tile by tile through a window serialises a file's pipeline: the encoder would wait until the window's last
 // frame was read, and the writer would get nothing until the decoder's last tile is done. Two edges of the
@@ -104,8 +123,10 @@ class ExactTiles {
 
  private:
   struct Tile {
-    Area interior;  // latent pixels
-    Area input;     // what its trunk reads: latent pixels (decode) or pixels (encode)
+    Area interior;         // what it writes, latent pixels
+    Area computed;         // what its trunk computes: the interior and its norms' context (latent pixels)
+    Area input;            // what its trunk reads: latent pixels (decode) or pixels (encode)
+    torch::Tensor weight;  // blended tiles: the blend weights of the interior as the output has it
     CausalCache cache;
     bool parked = false;  // its cache is in host memory
     BandPlace place;      // where it runs
@@ -127,6 +148,11 @@ class ExactTiles {
   void unpark(Tile& tile);
   // x on `place`'s device as its model takes it.
   torch::Tensor to_model(const torch::Tensor& x, const BandPlace& place, bool convert_dtype) const;
+  // A trunk's output over tile.computed cut to its interior (`scale` output pixels per latent pixel) and,
+  // blended, weighted.
+  torch::Tensor written(const Tile& tile, const torch::Tensor& y, int64_t scale) const;
+  // Puts `values` (from written()) into `region`: copied, or added where the tiles blend.
+  void put(const torch::Tensor& region, const torch::Tensor& values) const;
   // Encode: `tile`'s trunk over frames [at, at + len) of the window `x`.
   torch::Tensor encode_chunk(Tile& tile, const Pieces& x, int64_t at, int64_t len);
   // The first encode chunk of a window in frames, and every later one.

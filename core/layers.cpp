@@ -152,6 +152,7 @@ Reach CausalSequence::reach() const {
     if (!r.local || (r.resize != Resize::kSame && i + 1 < blocks_.size())) return Reach::whole_frame();
     total.margin += r.margin;
     total.resize = r.resize;
+    total.frame_norm = total.frame_norm || r.frame_norm;
   }
   return total;
 }

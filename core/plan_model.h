@@ -40,6 +40,9 @@ constexpr double kCallSeconds = 2e-3;    // fixed cost of one model call
 constexpr double kAttentionRate = 120e12;
 constexpr double kOverlapLoss = 0.3;
 constexpr double kCostTolerance = 0.03;
+// Tiles whose norms see less than the frame: time given up for norms that see more (Note [What a plan's
+// norms see] in core/planner.cpp).
+constexpr double kNormTolerance = 0.10;
 
 // Note [Memory model]
 // The peak device memory of a run, in parts (MemoryEstimate):

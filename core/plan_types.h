@@ -20,11 +20,14 @@ namespace vaecodec::core {
 
 // What the planner may choose from. Presets and the command line fill it; the defaults plan for no budget.
 struct PlannerOptions {
-  int64_t budget_bytes = 0;      // peak device memory the run must stay under; 0: no budget
-  int64_t max_chunk = 8;         // the largest number of latent frames per model call the planner may pick
-  int64_t chunk = 0;             // a fixed chunk length (--chunk); 0: the planner picks
-  bool tiling = true;            // spatial tiles are allowed when nothing untiled fits
-  int64_t tile_overlap = 8;      // latent pixels shared by neighbouring tiles (Note [Tile blending])
+  int64_t budget_bytes = 0;  // peak device memory the run must stay under; 0: no budget
+  int64_t max_chunk = 8;     // the largest number of latent frames per model call the planner may pick
+  int64_t chunk = 0;         // a fixed chunk length (--chunk); 0: the planner picks
+  bool tiling = true;        // spatial tiles are allowed when nothing untiled fits
+  int64_t tile_overlap = 8;  // latent pixels shared by neighbouring tiles (Note [Tile blending])
+  // Tiles through time whose norms see the frame (Note [Norms of tiles through time] in core/exact_tiles.h):
+  // the latent pixels each tile computes around itself, beyond the overlap it writes, for its norms.
+  int64_t norm_context = 8;
   int64_t min_tile = 32;         // the smallest tile side the planner tries, latent pixels
   bool offload = true;           // tile caches may wait in host memory between visits when they do not fit
   std::optional<TileSize> tile;  // a fixed tile size (--tile), overriding the planner's
@@ -37,6 +40,7 @@ struct PlannerOptions {
   // set (every plan fits). host_budget_note says where it comes from.
   int64_t host_budget_bytes = 0;
   std::string host_budget_note;
+  bool host_budget_given = false;  // the user's (--host-memory): a plan it cannot hold is a usage error
   // A budget larger than the device's free memory is planned for anyway (--vram-force), not refused.
   bool budget_forced = false;
   // The budget is only what happens to be free (none was given): where the plan of a run without a budget
@@ -59,9 +63,11 @@ struct PlanRequest {
   // The family's measured peaks (ModelFamily::calibration): at least one row for each of encode and decode.
   std::vector<MemoryCalibration> calibration;
   int64_t latent_frames = 0;  // the clip's length, 0 when not known
-  // Exact tiles (Note [Exact tiles] in core/trunk.h): whether the model runs them, the channels of its
+  // Exact tiles (Note [Exact tiles] in core/trunk.h): whether the model runs them, or (SeedVR2) tiles through
+  // time whose norms see less than the frame (Note [Norms of tiles through time]); the channels of its
   // features per op, and a tile's work with its margins against its interior's (VaeModel::tile_work).
   bool exact_tiles = false;
+  bool tiles_through_time = false;
   int64_t encode_features = 0, decode_features = 0;
   std::function<double(bool encode, const Area& interior)> tile_work;
   static PlanRequest of(const ModelInfo& info, std::vector<MemoryCalibration> calibration,
@@ -106,6 +112,9 @@ struct Plan {
   std::string calibration;      // where the coefficients come from
   std::string summary() const;  // one line for stderr
   nlohmann::json to_json() const;
+  // Which tiles run ("untiled", "exact", "through time", "blended") and what their norms' statistics see.
+  std::string tile_kind() const;
+  std::string norm_statistics() const;
 };
 
 }  // namespace vaecodec::core

@@ -37,8 +37,9 @@ PlanRequest PlanRequest::of(const VaeModel& model, std::vector<MemoryCalibration
   PlanRequest r =
       of(model.info(), std::move(calibration), model.parameter_count(), op, width, height, model.dtype());
   r.latent_frames = latent_frames;
-  if (!model.exact_tiles()) return r;
-  r.exact_tiles = true;
+  if (!model.tiles_through_time()) return r;
+  r.exact_tiles = model.exact_tiles();
+  r.tiles_through_time = true;
   r.encode_features = model.feature_channels(true);
   r.decode_features = model.feature_channels(false);
   const int64_t lh = height / r.spatial_factor, lw = width / r.spatial_factor;
@@ -156,7 +157,9 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
   for (int64_t n = min_chunk; n <= max_chunk && whole; ++n)
     plans.push_back(plan_of(n, TileGrid::whole(lh, lw), false));
   if (!options.tiling && !options.tile) return plans;
-  if (request.exact_tiles) {
+  // Tiles through time, exact or not, replace the blended tiles of TileSet where the family has them: they
+  // hold one tile's cache at a time, and their convolutions are exact (Note [Norms of tiles through time]).
+  if (request.tiles_through_time && options.tiling) {  // a split's columns (plan_band_run) stay blended
     for (Plan& p : exact_plans(request, options, min_chunk, max_chunk, untiled_cost * latent_frames))
       plans.push_back(std::move(p));
     return plans;
@@ -190,6 +193,16 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
   return plans;
 }
 
+// Latent pixels the norms of a grid's tile see at the least: the smallest tile with its context.
+int64_t norm_seen(const TileGrid& g) {
+  int64_t rows = g.latent_height, cols = g.latent_width;
+  for (int64_t r = 0; r < g.rows; ++r)
+    rows = std::min(rows, g.computed_rows(r).second - g.computed_rows(r).first);
+  for (int64_t c = 0; c < g.cols; ++c)
+    cols = std::min(cols, g.computed_cols(c).second - g.computed_cols(c).first);
+  return rows * cols;
+}
+
 }  // namespace
 
 Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
@@ -214,10 +227,14 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
     }
   }
   std::vector<Plan> fits;
-  std::optional<Plan> smallest, smallest_host;
+  // For a refusal: the smallest device peak within the host budget, the smallest host need of the plans
+  // that fit the device, and of all plans.
+  std::optional<Plan> smallest, device_host, smallest_host;
   for (const Plan& p : candidate_plans(request, options)) {
-    if ((budget <= 0 || p.estimate.total() <= usable) && fits_host(p)) fits.push_back(p);
+    const bool fits_device = budget <= 0 || p.estimate.total() <= usable;
+    if (fits_device && fits_host(p)) fits.push_back(p);
     if (fits_host(p) && (!smallest || p.estimate.total() < smallest->estimate.total())) smallest = p;
+    if (fits_device && (!device_host || p.estimate.host < device_host->estimate.host)) device_host = p;
     if (!smallest_host || p.estimate.host < smallest_host->estimate.host) smallest_host = p;
   }
   // The whole frame wins whenever it fits: tiles only add work, whatever the estimate says (Note [Planner]).
@@ -231,6 +248,14 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
     for (const Plan& p : fits)
       if (p.cost <= cheapest * (1 + kCostTolerance) && (!best || p.estimate.total() < best->estimate.total()))
         best = &p;
+    // Tiles whose norms see less than the frame: the norms that see most, within kNormTolerance of the
+    // cheapest (Note [What a plan's norms see]).
+    if (!best->tiles.exact && best->tiles.through_time)
+      for (const Plan& p : fits)
+        if (p.cost <= cheapest * (1 + kNormTolerance) &&
+            (norm_seen(p.tiles) > norm_seen(best->tiles) ||
+             (norm_seen(p.tiles) == norm_seen(best->tiles) && p.cost < best->cost)))
+          best = &p;
     Plan plan = *best;
     plan.host_budget_bytes = host_budget;
     plan.host_budget_note = options.host_budget_note;
@@ -238,13 +263,23 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
     return plan;
   }
   std::ostringstream s;
-  if (!smallest && smallest_host) {
+  auto gib = [](double bytes) { return std::ceil(bytes / kGiB * 10) / 10; };
+  if (device_host || (!smallest && smallest_host)) {
+    // Plans fit the device but not the host (a host budget too small for one tile's window), or none fits
+    // either: the plan that keeps least in host memory names the host budget it needs, and the device budget
+    // too where the one given does not hold it.
+    const Plan& p = device_host ? *device_host : *smallest_host;
     s << op_name(request.op) << " of " << request.width << "x" << request.height << " needs "
-      << format_size(smallest_host->estimate.host) << " of host memory, more than the "
-      << format_size(host_budget)
+      << format_size(p.estimate.host) << " of host memory, more than the " << format_size(host_budget)
       << (options.host_budget_note.empty() ? "" : " (" + options.host_budget_note + ")")
-      << " it may use; give --host-memory " << std::ceil(smallest_host->estimate.host / kGiB * 10) / 10
-      << "G or more";
+      << " it may use; give --host-memory " << gib(static_cast<double>(p.estimate.host)) << "G or more";
+    if (budget > 0 && p.estimate.total() > usable)
+      s << " and --vram " << gib(static_cast<double>(p.estimate.total()) / (1.0 - options.margin))
+        << "G or more";
+    if (device_host && smallest)  // the other way out: a device budget for the host's
+      s << ", or --vram " << gib(static_cast<double>(smallest->estimate.total()) / (1.0 - options.margin))
+        << "G or more";
+    if (options.host_budget_given) throw UsageError(s.str());
     throw Error(s.str());
   }
   s << op_name(request.op) << " of " << request.width << "x" << request.height << " does not fit in "
@@ -252,12 +287,12 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
   if (smallest)
     s << ": the smallest plan (chunk " << smallest->chunk << ", "
       << (smallest->tiles.tiled()
-              ? std::to_string(smallest->tiles.count()) + (smallest->tiles.exact ? " exact tiles" : " tiles")
+              ? std::to_string(smallest->tiles.count()) + " " + smallest->tile_kind() + " tiles"
               : "untiled")
       << (smallest->offload ? ", caches offloaded" : "") << ") needs "
       << format_size(smallest->estimate.total())
       << (host_budget > 0 ? " (within the host's " + format_size(host_budget) + ")" : std::string())
-      << "; give --vram " << std::ceil(smallest->estimate.total() / (1.0 - options.margin) / kGiB * 10) / 10
+      << "; give --vram " << gib(static_cast<double>(smallest->estimate.total()) / (1.0 - options.margin))
       << "G or more";
   if (!options.tiling && !options.tile) s << ", or allow tiling";
   throw Error(s.str());
@@ -273,9 +308,12 @@ int64_t smallest_budget(const PlanRequest& request, const PlannerOptions& option
 std::string Plan::summary() const {
   std::ostringstream s;
   s << "plan: " << op_name(op) << " chunk " << chunk << " latent frame" << (chunk == 1 ? "" : "s") << ", ";
-  if (tiles.tiled() && tiles.exact)
-    s << tiles.rows << "x" << tiles.cols << " exact tiles of up to " << tiles.tile_width << "x"
-      << tiles.tile_height << " latent px, "
+  if (tiles.tiled() && tiles.through_time)
+    s << tiles.rows << "x" << tiles.cols << " " << tile_kind() << " tiles of up to " << tiles.tile_width
+      << "x" << tiles.tile_height << " latent px"
+      << (tiles.exact ? std::string()
+                      : " (overlap " + std::to_string(tiles.overlap) + "; norms: " + norm_statistics() + ")")
+      << ", "
       << (window > 0 ? "windows of " + std::to_string(window) + " latent frames" : std::string("one window"))
       << (host_window ? " kept in host memory" : "")
       << (tile_devices > 1 ? ", shared out among " + std::to_string(tile_devices) + " devices" : "");
@@ -295,12 +333,39 @@ std::string Plan::summary() const {
   return s.str();
 }
 
+// Note [What a plan's norms see]
+// A plan says what the statistics of its norms are taken over, the one thing besides the blend that makes a
+// tiled run differ from the untiled one: untiled, bands and exact tiles (whose norms are per pixel, or whose
+// families have none over the frame) the whole frame; SeedVR2's tiles through time each tile with its
+// context (Note [Norms of tiles through time]); blended tiles (TileSet) each tile alone.
+// The closer a tile's statistics come to the frame's, the closer the run to the untiled one, and they come
+// closer the more of the frame a tile computes: larger tiles, or a context around each. Both cost memory, the
+// context also time (its pixels are computed at every resolution, then dropped). So where tiles through time
+// are not exact the planner takes, among the plans that fit, within kNormTolerance of the fastest, the one
+// whose smallest tile sees most (tile and context, norm_seen), trading at most that much time for
+// statistics; the candidates have no context or the options' norm_context (8 latent pixels by default).
+// More memory is then never slower than kNormTolerance beyond the plan of less memory.
+std::string Plan::tile_kind() const {
+  if (!tiles.tiled()) return "untiled";
+  if (tiles.exact) return "exact";
+  return tiles.through_time ? "through time" : "blended";
+}
+
+std::string Plan::norm_statistics() const {
+  if (!tiles.tiled() || tiles.exact) return "the whole frame";
+  if (tiles.through_time)
+    return "each tile and " + std::to_string(tiles.context) +
+           " latent px around it; the latent-resolution blocks the whole frame";
+  return "each tile alone";
+}
+
 nlohmann::json Plan::to_json() const {
   nlohmann::json tile_json = {{"rows", tiles.rows},
                               {"cols", tiles.cols},
                               {"tile_width", tiles.tile_width},
                               {"tile_height", tiles.tile_height},
                               {"overlap", tiles.overlap},
+                              {"context", tiles.context},
                               {"latent_width", tiles.latent_width},
                               {"latent_height", tiles.latent_height}};
   return {{"op", op_name(op)},
@@ -314,6 +379,8 @@ nlohmann::json Plan::to_json() const {
           {"relative_time", cost},
           {"estimated_seconds", seconds},
           {"exact_tiles", tiles.tiled() && tiles.exact},
+          {"tile_kind", tile_kind()},
+          {"norm_statistics", norm_statistics()},
           {"window", window},
           {"host_window", host_window},
           {"tile_devices", tile_devices},

@@ -67,8 +67,37 @@ TileGrid TileGrid::parts(int64_t latent_height, int64_t latent_width, int64_t ro
   g.cols = cols;
   g.tile_height = ceil_div(latent_height, rows);
   g.tile_width = ceil_div(latent_width, cols);
-  g.exact = true;
+  g.exact = g.through_time = true;
   return g;
+}
+
+TileGrid TileGrid::cover_through_time(int64_t latent_height, int64_t latent_width, TileSize tile,
+                                      int64_t overlap, int64_t context) {
+  if (context < 0) throw Error("a tile's statistics context cannot be negative");
+  TileGrid g = cover(latent_height, latent_width, tile, overlap);
+  g.through_time = true;
+  g.context = context;
+  return g;
+}
+
+std::pair<int64_t, int64_t> TileGrid::tile_rows(int64_t r) const {
+  if (exact) return part_rows(r);
+  return {row_origin(r), row_origin(r) + tile_height};
+}
+
+std::pair<int64_t, int64_t> TileGrid::tile_cols(int64_t c) const {
+  if (exact) return part_cols(c);
+  return {col_origin(c), col_origin(c) + tile_width};
+}
+
+std::pair<int64_t, int64_t> TileGrid::computed_rows(int64_t r) const {
+  const auto [begin, end] = tile_rows(r);
+  return {std::max<int64_t>(begin - context, 0), std::min(end + context, latent_height)};
+}
+
+std::pair<int64_t, int64_t> TileGrid::computed_cols(int64_t c) const {
+  const auto [begin, end] = tile_cols(c);
+  return {std::max<int64_t>(begin - context, 0), std::min(end + context, latent_width)};
 }
 
 TileGrid TileGrid::whole(int64_t latent_height, int64_t latent_width) {

@@ -22,6 +22,11 @@ struct TileGrid {
   // Exact tiles (Note [Exact tiles] in core/trunk.h): the tiles partition the frame, no overlap, no blend;
   // tile_height/width are the largest part's.
   bool exact = false;
+  // Tiles through time (Note [Tiles through time] in core/exact_tiles.h): exact ones, or (a family whose
+  // norms see the whole frame) the blended tiles of cover(), each computing `context` latent pixels around
+  // itself that it does not write, for its norms' statistics (Note [Norms of tiles through time]).
+  bool through_time = false;
+  int64_t context = 0;
   bool tiled() const { return rows * cols > 1; }
   int64_t count() const { return rows * cols; }
   // Origin of row r / column c.
@@ -35,6 +40,15 @@ struct TileGrid {
   static TileGrid whole(int64_t latent_height, int64_t latent_width);
   // Tiles of (at most) `tile` with `overlap`; a side at least as large as the frame is not cut.
   static TileGrid cover(int64_t latent_height, int64_t latent_width, TileSize tile, int64_t overlap);
+  // The same tiles run through time with `context` latent pixels of statistics around each.
+  static TileGrid cover_through_time(int64_t latent_height, int64_t latent_width, TileSize tile,
+                                     int64_t overlap, int64_t context);
+  // Tile r, c's rectangle, latent pixels: exact parts, or cover()'s tiles with their overlaps.
+  std::pair<int64_t, int64_t> tile_rows(int64_t r) const;
+  std::pair<int64_t, int64_t> tile_cols(int64_t c) const;
+  // What its trunk computes: the tile and `context` around it, clipped to the frame.
+  std::pair<int64_t, int64_t> computed_rows(int64_t r) const;
+  std::pair<int64_t, int64_t> computed_cols(int64_t c) const;
 };
 
 }  // namespace vaecodec::core

@@ -83,6 +83,10 @@ bool Trunk::local() const {
   return std::all_of(reaches_.begin(), reaches_.end(), [](const Reach& r) { return r.local; });
 }
 
+bool Trunk::frame_norms() const {
+  return std::any_of(reaches_.begin(), reaches_.end(), [](const Reach& r) { return r.frame_norm; });
+}
+
 int64_t Trunk::scale() const {
   int64_t up = 1, down = 1;
   for (const Reach& r : reaches_) {

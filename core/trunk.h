@@ -58,8 +58,10 @@ class Trunk {
   // Adds `block` with its own reach; add_each adds every block of `sequence`, in order.
   void add(CausalModule* block);
   void add_each(const CausalSequence& sequence);
-  // Whether every block is local (else tiles cannot be exact).
+  // Whether every block is local (else tiles cannot run it at all).
   bool local() const;
+  // Whether a block normalises over the whole frame (Reach::frame_norm): then tiles are not exact.
+  bool frame_norms() const;
   // Output pixels per input pixel, as a power of two (decoder trunks: 8; encoder trunks: -8 means 1/8).
   int64_t scale() const;
   // The input area the trunk reads to compute `out` (output pixels) of a frame `height` x `width` input

@@ -39,10 +39,14 @@ torch::Tensor VaeModel::decode(const torch::Tensor& z, CausalCache& cache) {
   return decode_chunk(z, cache);
 }
 
-bool VaeModel::exact_tiles() const {
+bool VaeModel::tiles_through_time() const {
   const Trunk* e = trunk(true);
   const Trunk* d = trunk(false);
   return e && d && e->local() && d->local();
+}
+
+bool VaeModel::exact_tiles() const {
+  return tiles_through_time() && !trunk(true)->frame_norms() && !trunk(false)->frame_norms();
 }
 
 namespace {
@@ -56,7 +60,7 @@ Area scaled(Area a, int64_t k) {
 const Trunk& local_trunk(const VaeModel& model, const Trunk* trunk) {
   if (!trunk || !trunk->local())
     throw Error(model.info().family +
-                ": this model cannot run exact tiles (its trunk looks at the whole frame)");
+                ": this model cannot run tiles through time (its trunk looks at the whole frame)");
   return *trunk;
 }
 

@@ -71,7 +71,11 @@ class VaeModel : public torch::nn::Module {
 
   // --- exact tiles (Note [Exact tiles] in core/trunk.h): where the family's trunks are local, each op splits
   // into a trunk that tiles run and a whole-frame part at latent resolution. Areas are in latent pixels
-  // (`interior`) of a frame latent_height x latent_width.
+  // (`interior`: what the trunk computes) of a frame latent_height x latent_width.
+  // Whether the trunks are local, so that tiles can run them through time (Note [Tiles through time] in
+  // core/exact_tiles.h), and whether those tiles are exact: not where a trunk normalises over the frame
+  // (SeedVR2: Note [Norms of tiles through time]).
+  bool tiles_through_time() const;
   bool exact_tiles() const;
   // What a tile's trunk reads: decode, an area of the features (latent pixels); encode, of the frames
   // (pixels).

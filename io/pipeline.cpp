@@ -325,8 +325,8 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
       run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor)));
   Progress progress("encode", reader.frame_count_hint(), progress_options(options));
   const core::ChunkOptions chunking = reporting(core::ChunkOptions::of(memory_plan, options.bands), progress);
-  // Exact tiles encode a window once it is read: the engine counts the frames, not the reader.
-  const bool count_read = !chunking.runs_exact_tiles();
+  // Tiles through time encode a window once it is read: the engine counts the frames, not the reader.
+  const bool count_read = !chunking.runs_through_time();
   EncodeFeeder feeder(model, chunking, geometry, device);
   std::vector<core::HostTensor> chunks;
   std::vector<int64_t> pts;

@@ -80,7 +80,7 @@ TEST_CASE("the planner's time: the calibration run's own, and attention that gro
   CHECK(at_4k.seconds > 9.5 * at_hd.seconds);
 }
 
-TEST_CASE("the Wan VAEs plan exact tiles where the whole frame does not fit, SeedVR2 blended ones",
+TEST_CASE("the Wan VAEs plan exact tiles where the whole frame does not fit, SeedVR2 tiles through time",
           "[planner][exact]") {
   for (const auto& [name, op] :
        std::vector<std::pair<std::string, core::Op>>{{"wan2.1-vae", core::Op::kDecode},
@@ -106,10 +106,13 @@ TEST_CASE("the Wan VAEs plan exact tiles where the whole frame does not fit, See
   }
   const core::PlanRequest seedvr2 = request("seedvr2-vae", core::Op::kDecode, 1920, 1080);
   CHECK_FALSE(seedvr2.exact_tiles);
-  const core::Plan blended = core::plan_run(seedvr2, budget(8 * kGiB));
-  CHECK(blended.tiles.tiled());
-  CHECK_FALSE(blended.tiles.exact);
-  CHECK(blended.to_json().at("exact_tiles") == false);
+  CHECK(seedvr2.tiles_through_time);
+  const core::Plan through_time = core::plan_run(seedvr2, budget(8 * kGiB));
+  CHECK(through_time.tiles.tiled());
+  CHECK_FALSE(through_time.tiles.exact);
+  CHECK(through_time.tiles.through_time);
+  CHECK(through_time.to_json().at("exact_tiles") == false);
+  CHECK(through_time.to_json().at("tile_kind") == "through time");
 }
 
 TEST_CASE("more memory is never slower by the planner's estimate", "[planner][exact]") {

@@ -42,7 +42,7 @@ TEST_CASE("a trunk's reach: what each block reads shrinks towards the output", "
   CHECK(core::output_span(down, {10, 20}) == core::Span{5, 10});
 }
 
-TEST_CASE("the Wan families run exact tiles, SeedVR2 keeps blended ones", "[exact]") {
+TEST_CASE("the Wan families run exact tiles, SeedVR2 tiles through time", "[exact]") {
   for (const TinyModel& tiny : tiny_models()) {
     INFO(tiny.family);
     auto model = load_tiny(tiny);

@@ -40,6 +40,8 @@ class SeedVR2ResnetBlock : public CausalModule {
  public:
   SeedVR2ResnetBlock(int64_t in, int64_t out, int64_t groups);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  // Two 3x3 convolutions; its norms see the frame (Note [Norms of tiles through time] in core/exact_tiles.h).
+  Reach reach() const override { return {2, Resize::kSame, true, /*frame_norm=*/true}; }
 
  private:
   std::shared_ptr<FrameGroupNorm> norm1_, norm2_;
@@ -76,6 +78,7 @@ class SeedVR2Downsample : public CausalModule {
  public:
   SeedVR2Downsample(int64_t channels, bool temporal);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  Reach reach() const override { return {0, Resize::kDown2}; }  // Wan's rule: a zero row after, stride 2
 
  private:
   std::shared_ptr<CausalConv3d> conv_;
@@ -92,6 +95,8 @@ class SeedVR2Upsample : public CausalModule {
  public:
   SeedVR2Upsample(int64_t channels, bool temporal);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  // Each new pixel comes from one input pixel, then a 3x3 convolution: Wan's rule for 2x up.
+  Reach reach() const override { return {0, Resize::kUp2}; }
 
  private:
   std::shared_ptr<CausalConv3d> upscale_conv_, conv_;
@@ -105,10 +110,27 @@ class SeedVR2Stage : public CausalModule {
   SeedVR2Stage(int64_t in, int64_t out, int64_t layers, int64_t groups, const std::string& sampler_key = {},
                std::shared_ptr<CausalModule> sampler = nullptr);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  CausalSequence& resnets() const { return *resnets_; }
+  CausalModule* sampler() const { return sampler_.get(); }  // nullptr without one
 
  private:
   std::shared_ptr<CausalSequence> resnets_;
   std::shared_ptr<CausalModule> sampler_;
+};
+
+// conv_norm_out -> SiLU -> conv_out as one block of a trunk (the modules stay registered by their owner).
+class SeedVR2Head : public CausalModule {
+ public:
+  SeedVR2Head(std::shared_ptr<FrameGroupNorm> norm, std::shared_ptr<CausalConv3d> conv)
+      : norm_(std::move(norm)), conv_(std::move(conv)) {}
+  torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override {
+    return norm_silu_conv(*norm_, *conv_, x, cache);
+  }
+  Reach reach() const override { return {1, Resize::kSame, true, /*frame_norm=*/true}; }
+
+ private:
+  std::shared_ptr<FrameGroupNorm> norm_;
+  std::shared_ptr<CausalConv3d> conv_;
 };
 
 // A causal 3x3x3 conv with temporal padding 1 and replicated frame 0: the convolution of most SeedVR2 layers.

@@ -65,17 +65,31 @@ SeedVR2Encoder::SeedVR2Encoder(const SeedVR2Config& config) {
     if (i != blocks - 1)
       down = std::make_shared<SeedVR2Downsample>(ch[i],
                                                  /*temporal=*/i >= blocks - 1 - config.temporal_scale_num);
-    down_blocks_->append(std::make_shared<SeedVR2Stage>(
-        ch[i == 0 ? 0 : i - 1], ch[i], config.layers_per_block, groups, "downsamplers", down));
+    stages_.push_back(std::make_shared<SeedVR2Stage>(ch[i == 0 ? 0 : i - 1], ch[i], config.layers_per_block,
+                                                     groups, "downsamplers", down));
+    down_blocks_->append(stages_.back());
   }
   mid_block_ = register_module("mid_block", std::make_shared<SeedVR2MidBlock>(ch.back(), groups));
   conv_norm_out_ = register_module("conv_norm_out", std::make_shared<FrameGroupNorm>(ch.back(), groups));
   conv_out_ = register_module("conv_out", seedvr2_conv3(ch.back(), 2 * config.latent_channels));
+  if (blocks < 2) return;  // no resolution to tile at
+  trunk_.add(conv_in_.get());
+  for (int64_t i = 0; i + 1 < blocks; ++i) {
+    trunk_.add_each(stages_[i]->resnets());
+    trunk_.add(stages_[i]->sampler());
+  }
 }
 
 torch::Tensor SeedVR2Encoder::forward(const torch::Tensor& x, CausalCache& cache) {
   auto h = timed_stage("encoder.conv_in", [&] { return conv_in_->forward(x, cache); });
   h = down_blocks_->forward_stages(h, cache, "encoder.down_blocks");
+  h = timed_stage("encoder.mid_block", [&] { return mid_block_->forward(h, cache); });
+  return timed_stage("encoder.head", [&] { return norm_silu_conv(*conv_norm_out_, *conv_out_, h, cache); });
+}
+
+torch::Tensor SeedVR2Encoder::whole_frame(const torch::Tensor& features, CausalCache& cache) {
+  auto h =
+      timed_stage("encoder.down_blocks", [&] { return stages_.back()->resnets().forward(features, cache); });
   h = timed_stage("encoder.mid_block", [&] { return mid_block_->forward(h, cache); });
   return timed_stage("encoder.head", [&] { return norm_silu_conv(*conv_norm_out_, *conv_out_, h, cache); });
 }
@@ -92,18 +106,33 @@ SeedVR2Decoder::SeedVR2Decoder(const SeedVR2Config& config) {
     std::shared_ptr<CausalModule> up;
     if (i != blocks - 1)
       up = std::make_shared<SeedVR2Upsample>(ch[i], /*temporal=*/i < config.temporal_scale_num);
-    up_blocks_->append(std::make_shared<SeedVR2Stage>(ch[i == 0 ? 0 : i - 1], ch[i],
-                                                      config.layers_per_block + 1, groups, "upsamplers", up));
+    stages_.push_back(std::make_shared<SeedVR2Stage>(ch[i == 0 ? 0 : i - 1], ch[i],
+                                                     config.layers_per_block + 1, groups, "upsamplers", up));
+    up_blocks_->append(stages_.back());
   }
   conv_norm_out_ = register_module("conv_norm_out", std::make_shared<FrameGroupNorm>(ch.back(), groups));
   conv_out_ = register_module("conv_out", seedvr2_conv3(ch.back(), 3));
+  head_ = std::make_shared<SeedVR2Head>(conv_norm_out_, conv_out_);
+  if (blocks < 2) return;
+  trunk_.add(stages_.front()->sampler());
+  for (int64_t i = 1; i < blocks; ++i) {
+    trunk_.add_each(stages_[i]->resnets());
+    if (stages_[i]->sampler()) trunk_.add(stages_[i]->sampler());
+  }
+  trunk_.add(head_.get());
 }
 
 torch::Tensor SeedVR2Decoder::forward(const torch::Tensor& x, CausalCache& cache) {
   auto h = timed_stage("decoder.conv_in", [&] { return conv_in_->forward(x, cache); });
   h = timed_stage("decoder.mid_block", [&] { return mid_block_->forward(h, cache); });
   h = up_blocks_->forward_stages(h, cache, "decoder.up_blocks");
-  return timed_stage("decoder.head", [&] { return norm_silu_conv(*conv_norm_out_, *conv_out_, h, cache); });
+  return timed_stage("decoder.head", [&] { return head_->forward(h, cache); });
+}
+
+torch::Tensor SeedVR2Decoder::whole_frame(const torch::Tensor& z, CausalCache& cache) {
+  auto h = timed_stage("decoder.conv_in", [&] { return conv_in_->forward(z, cache); });
+  h = timed_stage("decoder.mid_block", [&] { return mid_block_->forward(h, cache); });
+  return timed_stage("decoder.up_blocks", [&] { return stages_.front()->resnets().forward(h, cache); });
 }
 
 ModelInfo SeedVR2Vae::describe(const SeedVR2Config& config) {
@@ -125,16 +154,42 @@ SeedVR2Vae::SeedVR2Vae(const SeedVR2Config& config) : config_(config) {
   info_ = describe(config);
 }
 
-torch::Tensor SeedVR2Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
-  cache.rewind();
-  auto moments = encoder_->forward(x, cache);  // [B, 2z, t', h, w]: mean, then log-variance
+// The posterior mean of the encoder's moments [B, 2z, t', h, w] (mean, then log-variance): Note [SeedVR2
+// latents].
+torch::Tensor SeedVR2Vae::mean_of(const torch::Tensor& moments) const {
   const auto out_type = moments.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   return moments.narrow(1, 0, config_.latent_channels).to(out_type).contiguous();
+}
+
+torch::Tensor SeedVR2Vae::encode_chunk(const torch::Tensor& x, CausalCache& cache) {
+  cache.rewind();
+  return mean_of(encoder_->forward(x, cache));
 }
 
 torch::Tensor SeedVR2Vae::decode_chunk(const torch::Tensor& z, CausalCache& cache) {
   cache.rewind();
   return decoder_->forward(z.to(dtype()), cache);
+}
+
+const Trunk* SeedVR2Vae::trunk(bool encode) const {
+  const Trunk& t = encode ? encoder_->trunk() : decoder_->trunk();
+  return t.scale() == 1 ? nullptr : &t;  // a config of one block has nothing to tile
+}
+
+int64_t SeedVR2Vae::feature_channels(bool encode) const {
+  const auto& ch = config_.block_out_channels;
+  // Encode: the last downsampler's output (block -2's width); decode: the widest, after the middle.
+  return ch.size() < 2 ? 0 : encode ? ch[ch.size() - 2] : ch.back();
+}
+
+torch::Tensor SeedVR2Vae::decode_features_chunk(const torch::Tensor& z, CausalCache& cache) {
+  cache.rewind();
+  return decoder_->whole_frame(z.to(dtype()), cache);
+}
+
+torch::Tensor SeedVR2Vae::encode_features_chunk(const torch::Tensor& features, CausalCache& cache) {
+  cache.rewind();
+  return mean_of(encoder_->whole_frame(features, cache));
 }
 
 std::optional<SeedVR2Config> SeedVR2Vae::detect(const StateDict& tensors) {

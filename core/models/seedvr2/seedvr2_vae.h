@@ -9,6 +9,7 @@
 
 #include "core/layers.h"
 #include "core/models/seedvr2/seedvr2_blocks.h"
+#include "core/trunk.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
@@ -36,12 +37,19 @@ class SeedVR2Encoder : public CausalModule {
  public:
   explicit SeedVR2Encoder(const SeedVR2Config& config);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  // Tiles through time (Note [Norms of tiles through time] in core/exact_tiles.h): conv_in and every down
+  // block that halves space are the trunk; the last block's resnets, the middle and the head run on the whole
+  // frame, at latent resolution. Empty for a config of one block.
+  const Trunk& trunk() const { return trunk_; }
+  torch::Tensor whole_frame(const torch::Tensor& features, CausalCache& cache);
 
  private:
   std::shared_ptr<CausalConv3d> conv_in_, conv_out_;
   std::shared_ptr<CausalSequence> down_blocks_;
+  std::vector<std::shared_ptr<SeedVR2Stage>> stages_;  // down_blocks_'s
   std::shared_ptr<SeedVR2MidBlock> mid_block_;
   std::shared_ptr<FrameGroupNorm> conv_norm_out_;
+  Trunk trunk_;
 };
 
 // Decoder: conv_in, mid_block, up_blocks.N (resnets, upsamplers.0), conv_norm_out, SiLU, conv_out. Output
@@ -50,12 +58,19 @@ class SeedVR2Decoder : public CausalModule {
  public:
   explicit SeedVR2Decoder(const SeedVR2Config& config);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
+  // Tiles through time: conv_in, the middle and the first up block's resnets run on the whole frame, at
+  // latent resolution; from its upsampler on, the up path and the head are the trunk.
+  const Trunk& trunk() const { return trunk_; }
+  torch::Tensor whole_frame(const torch::Tensor& z, CausalCache& cache);
 
  private:
   std::shared_ptr<CausalConv3d> conv_in_, conv_out_;
   std::shared_ptr<SeedVR2MidBlock> mid_block_;
   std::shared_ptr<CausalSequence> up_blocks_;
+  std::vector<std::shared_ptr<SeedVR2Stage>> stages_;  // up_blocks_'s
   std::shared_ptr<FrameGroupNorm> conv_norm_out_;
+  std::shared_ptr<SeedVR2Head> head_;  // conv_norm_out_ and conv_out_ as a trunk block
+  Trunk trunk_;
 };
 
 // Note [SeedVR2 latents]
@@ -74,8 +89,16 @@ class SeedVR2Vae : public VaeModel {
   static std::optional<SeedVR2Config> detect(const StateDict& tensors);
   // What a model of `config` is (family, latent channels, factors, statistics), without building it.
   static ModelInfo describe(const SeedVR2Config& config);
+  int64_t feature_channels(bool encode) const override;
+
+ protected:
+  const Trunk* trunk(bool encode) const override;
+  torch::Tensor decode_features_chunk(const torch::Tensor& z, CausalCache& cache) override;
+  torch::Tensor encode_features_chunk(const torch::Tensor& features, CausalCache& cache) override;
 
  private:
+  torch::Tensor mean_of(const torch::Tensor& moments) const;
+
   SeedVR2Config config_;
   ModelInfo info_;
   std::shared_ptr<SeedVR2Encoder> encoder_;

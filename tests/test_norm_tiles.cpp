@@ -1,0 +1,234 @@
+// SeedVR2's tiles through time (Note [Norms of tiles through time] in core/exact_tiles.h): how close the
+// tiled decode and encode come to the untiled run on the tiny model (they are not exact: each tile's norms
+// see the tile and its context, not the frame), that a wider context comes closer, that the result does not
+// depend on chunks, windows or where the window waits, and the plans and refusals the planner gives SeedVR2's
+// users.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iostream>
+
+#include "core/engine.h"
+#include "core/error.h"
+#include "core/models/registry.h"
+#include "core/planner.h"
+#include "core/presets.h"
+#include "tests/tiny_models.h"
+#include "tests/video_test_support.h"
+
+namespace vaecodec::test {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+// The test frames: 24 x 16 latent pixels (192 x 128 pixels), 5 frames (2 latent frames), in float32: the
+// model's full-resolution layers make larger or float64 runs take tens of seconds on two cores.
+constexpr int64_t kRows = 16, kCols = 24, kFrames = 5;
+// What the tiled runs must stay within, relative L2 against the untiled run (measured: see the tests' lines;
+// a random-weight model on a picture whose halves differ, which is hard on per-tile statistics).
+constexpr double kDecodeBound = 0.3, kEncodeBound = 0.3;
+
+// A picture whose halves differ (a bright smooth left, a dark textured right), moving: a tile sees other
+// statistics than the frame, as in natural video, which a stationary pattern would hide.
+torch::Tensor uneven_video() {
+  auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  const int64_t h = kRows * 8, w = kCols * 8;
+  auto t = torch::arange(kFrames, opts).view({1, 1, kFrames, 1, 1});
+  auto y = torch::linspace(0, 1, h, opts).view({1, 1, 1, h, 1});
+  auto x = torch::linspace(0, 1, w, opts).view({1, 1, 1, 1, w});
+  auto phase = torch::tensor({0.0, 2.0, 4.0}, opts).view({1, 3, 1, 1, 1});
+  auto smooth = torch::sin(3.0 * x + 0.2 * t + phase) * torch::cos(2.0 * y) * 0.3 + 0.4;
+  auto texture = torch::sin(40.0 * x + 0.5 * t + phase) * torch::cos(30.0 * y - 0.3 * t) * 0.6 - 0.3;
+  auto right = torch::sigmoid((x - 0.55) * 30.0);
+  return (smooth * (1 - right) + texture * right).clamp(-1, 1).to(torch::kFloat).contiguous();
+}
+
+std::shared_ptr<core::VaeModel> tiny_seedvr2() {
+  return load_tiny(tiny_model("seedvr2-vae"), torch::kCPU, torch::kFloat);
+}
+
+// 1x2 tiles through time of 14x16 latent pixels sharing 4, with `context` around each.
+core::ChunkOptions through_time(int64_t context, int64_t chunk = 1, int64_t window = 0, bool host = false) {
+  core::ChunkOptions o;
+  o.latent_frames = chunk;
+  o.tiles = core::TileGrid::cover_through_time(kRows, kCols, {kRows, 14}, 4, context);
+  o.window = window;
+  o.host_window = host;
+  return o;
+}
+
+struct Quality {
+  double relative = 0, db = 0;
+};
+
+Quality quality(const torch::Tensor& got, const torch::Tensor& reference) {
+  return {relative_error(got, reference), psnr(got.clamp(-1, 1), reference.clamp(-1, 1))};
+}
+
+core::PlanRequest released_request(core::Op op, int64_t width, int64_t height) {
+  static std::shared_ptr<core::VaeModel> model = [] {
+    const auto& family = core::find_model_family("seedvr2-vae");
+    auto m = family.build(family.released_config);
+    m->to(torch::kBFloat16);
+    return m;
+  }();
+  return core::PlanRequest::of(*model, core::find_model_family("seedvr2-vae").calibration, op, width, height,
+                               /*latent_frames=*/21);  // 81 frames
+}
+
+}  // namespace
+
+TEST_CASE("SeedVR2 runs tiles through time, not exact ones; the Wan families exact ones", "[norm-tiles]") {
+  for (const TinyModel& tiny : tiny_models()) {
+    INFO(tiny.family);
+    auto model = load_tiny(tiny);
+    CHECK(model->tiles_through_time());
+    CHECK(model->exact_tiles() == (tiny.family != "seedvr2-vae"));
+  }
+}
+
+TEST_CASE("SeedVR2's tiled decode comes close to the untiled one, closer with a wider norm context",
+          "[norm-tiles]") {
+  auto model = tiny_seedvr2();
+  const auto latents = core::encode_video(*model, uneven_video(), {1});
+  const auto whole = core::decode_latents(*model, latents, {1});
+  // The split into a whole-frame part and a trunk, alone: one tile over the frame sees the frame.
+  core::ChunkOptions one;
+  one.tiles = core::TileGrid::whole(kRows, kCols);
+  one.tiles.through_time = true;
+  one.window = 1;
+  CHECK(relative_error(core::decode_latents(*model, latents, one), whole) <= 1e-5);
+  const Quality local = quality(core::decode_latents(*model, latents, through_time(0)), whole);
+  // A window of one latent frame kept in host memory, chunks of one: each frame's statistics are its own, so
+  // nothing changes but where the frames wait (the whole clip in one window, below).
+  const auto wide_frames = core::decode_latents(*model, latents, through_time(4, 1, 1, true));
+  const Quality wide = quality(wide_frames, whole);
+  // Today's blended tiles (TileSet) of the same grid: every tile runs the whole model on its own pixels.
+  core::ChunkOptions blended;
+  blended.tiles = core::TileGrid::cover(kRows, kCols, {kRows, 14}, 4);
+  const Quality old = quality(core::decode_latents(*model, latents, blended), whole);
+  std::cout << "norm tiles: tiny SeedVR2 decode 192x128 x5, 1x2 tiles of 14x16 (overlap 4) against untiled: "
+            << "through time, context 0: " << local.relative << " (" << local.db
+            << " dB); context 4: " << wide.relative << " (" << wide.db
+            << " dB); blended (TileSet): " << old.relative << " (" << old.db << " dB)\n";
+  CHECK(wide.relative < local.relative);
+  CHECK(wide.relative < old.relative);
+  CHECK(wide.relative < kDecodeBound);
+  CHECK(relative_error(core::decode_latents(*model, latents, through_time(4, 2)), wide_frames) <= 1e-5);
+}
+
+TEST_CASE("SeedVR2's tiled encode comes close to the untiled one, closer with a wider norm context",
+          "[norm-tiles]") {
+  auto model = tiny_seedvr2();
+  const auto video = uneven_video();
+  const auto whole = core::encode_video(*model, video, {1});
+  core::ChunkOptions one;
+  one.tiles = core::TileGrid::whole(kRows, kCols);
+  one.tiles.through_time = true;
+  one.window = 1;
+  CHECK(relative_error(core::encode_video(*model, video, one), whole) <= 1e-5);
+  const double local = relative_error(core::encode_video(*model, video, through_time(0)), whole);
+  const auto wide_latents = core::encode_video(*model, video, through_time(4, 1, 1, true));
+  const double wide = relative_error(wide_latents, whole);
+  core::ChunkOptions blended;
+  blended.tiles = core::TileGrid::cover(kRows, kCols, {kRows, 14}, 4);
+  const double old = relative_error(core::encode_video(*model, video, blended), whole);
+  std::cout << "norm tiles: tiny SeedVR2 encode 192x128 x5, 1x2 tiles of 14x16 (overlap 4), relative error "
+            << "against untiled: through time, context 0: " << local << "; context 4: " << wide
+            << "; blended (TileSet): " << old << "\n";
+  CHECK(wide < local);
+  CHECK(wide < old);
+  CHECK(wide < kEncodeBound);
+  CHECK(relative_error(core::encode_video(*model, video, through_time(4, 2)), wide_latents) <= 1e-5);
+}
+
+TEST_CASE("SeedVR2 at 1080p and 4K plans tiles through time on 8-24 GB cards and 12 GiB of host memory",
+          "[norm-tiles][planner]") {
+  for (core::Op op : {core::Op::kDecode, core::Op::kEncode})
+    for (const auto& [w, h] : std::vector<std::pair<int64_t, int64_t>>{{1920, 1080}, {3840, 2160}})
+      for (const std::string& budget : {"rtx4060-8g", "rtx5070ti-16g", "rtx4090-24g", "12G"}) {
+        core::PlannerOptions options =
+            budget == "12G" ? core::PlannerOptions{} : core::find_preset(budget).planner;
+        if (budget == "12G") options.budget_bytes = 12 * kGiB;
+        options.host_budget_bytes = 12 * kGiB;
+        const core::PlanRequest r = released_request(op, w, h);
+        CHECK(r.tiles_through_time);
+        CHECK_FALSE(r.exact_tiles);
+        core::Plan p;
+        REQUIRE_NOTHROW(p = core::plan_run(r, options));
+        INFO(p.summary());
+        if (!p.tiles.tiled()) {  // 1080p encode fits a 24 GB card whole
+          CHECK(p.norm_statistics() == "the whole frame");
+          continue;
+        }
+        CHECK(p.tile_kind() == "through time");
+        CHECK(p.estimate.total() <= static_cast<int64_t>(static_cast<double>(options.budget_bytes) * 0.85));
+        CHECK(p.estimate.host <= 12 * kGiB);
+        const nlohmann::json j = p.to_json();
+        CHECK(j.at("tile_kind") == "through time");
+        CHECK(j.at("tiles").at("context").get<int64_t>() == p.tiles.context);
+        CHECK_THAT(j.at("norm_statistics").get<std::string>(), Catch::Contains("around it"));
+      }
+  // Where the whole frame fits, it runs: its norms see the frame.
+  const core::Plan whole = core::plan_run(released_request(core::Op::kDecode, 1920, 1080),
+                                          core::PlannerOptions{.budget_bytes = 80 * kGiB});
+  CHECK_FALSE(whole.tiles.tiled());
+  CHECK(whole.norm_statistics() == "the whole frame");
+}
+
+TEST_CASE("SeedVR2 plans that fit neither budget are refused naming the budgets that would do",
+          "[norm-tiles][planner]") {
+  const core::PlanRequest r = released_request(core::Op::kDecode, 3840, 2160);
+  core::PlannerOptions options = core::find_preset("rtx4060-8g").planner;
+  SECTION("a host budget given too small for one tile's window: a usage error naming the smallest") {
+    options.host_budget_bytes = 2 * kGiB;
+    options.host_budget_note = "--host-memory";
+    options.host_budget_given = true;
+    try {
+      core::plan_run(r, options);
+      FAIL("planned 4K in 2 GiB of host memory");
+    } catch (const UsageError& e) {
+      // The window's frames (4K x81 in bf16: 3.9 GiB) and the process's 1 GiB.
+      const std::string m = e.what();
+      CHECK_THAT(m, Catch::Contains("needs 4.89 GiB of host memory, more than the 2 GiB (--host-memory)") &&
+                        Catch::Contains("give --host-memory 4.9G or more, or --vram"));
+      CHECK(m.find('\n') == std::string::npos);
+    }
+    options.host_budget_given = false;  // what the host has available: not the user's mistake
+    CHECK_THROWS_MATCHES(core::plan_run(r, options), Error,
+                         Catch::Matchers::Predicate<Error>(
+                             [](const Error& e) { return dynamic_cast<const UsageError*>(&e) == nullptr; }));
+  }
+  SECTION("a device budget too small for any tile: both budgets named") {
+    options.budget_bytes = kGiB;
+    options.host_budget_bytes = 12 * kGiB;
+    try {
+      core::plan_run(r, options);
+      FAIL("planned 4K in 1 GiB");
+    } catch (const Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("does not fit in 1 GiB") && Catch::Contains("give --vram") &&
+                               Catch::Contains("within the host's 12 GiB"));
+    }
+  }
+}
+
+TEST_CASE("cli plan says which tiles run for SeedVR2 and what their norms see", "[norm-tiles][cli]") {
+  const CliResult r = run_cli(
+      "plan --model seedvr2-vae --size 1920x1080 --op decode --preset rtx4060-8g --host-memory 4G --json");
+  REQUIRE(r.status == 0);
+  const auto plan = nlohmann::json::parse(r.out).at("plan");
+  CHECK(plan.at("tile_kind") == "through time");
+  CHECK(plan.at("exact_tiles") == false);
+  CHECK_THAT(plan.at("norm_statistics").get<std::string>(), Catch::Contains("latent px around it"));
+  const CliResult line = run_cli(
+      "plan --model seedvr2-vae --size 1920x1080 --op decode --preset rtx4060-8g "
+      "--host-memory 4G");
+  REQUIRE(line.status == 0);
+  CHECK_THAT(line.out, Catch::Contains("through time tiles") && Catch::Contains("norms: each tile and"));
+  const CliResult small = run_cli(
+      "plan --model seedvr2-vae --size 3840x2160 --op decode --preset rtx4060-8g --host-memory 1500M");
+  CHECK(small.status == 2);
+  CHECK_THAT(small.err, Catch::Contains("give --host-memory 4.9G or more"));
+  CHECK(std::count(small.err.begin(), small.err.end(), '\n') == 1);
+}
+
+}  // namespace vaecodec::test
