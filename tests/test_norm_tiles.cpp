@@ -77,7 +77,8 @@ core::PlanRequest released_request(core::Op op, int64_t width, int64_t height) {
 
 }  // namespace
 
-TEST_CASE("SeedVR2 runs tiles through time, not exact ones; the Wan families exact ones", "[norm-tiles]") {
+TEST_CASE("SeedVR2 runs tiles through time, not exact ones, and the Wan families exact ones",
+          "[norm-tiles]") {
   for (const TinyModel& tiny : tiny_models()) {
     INFO(tiny.family);
     auto model = load_tiny(tiny);
