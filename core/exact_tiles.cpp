@@ -369,7 +369,9 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
         c10::cuda::getCurrentCUDAStream(device.torch_device().index()).synchronize();  // the copy above
       placing.push_back(std::async(std::launch::async, [this, &out, &blending, down, pixels] {
         torch::InferenceMode guard;  // `out` was made under it
-        std::lock_guard<std::mutex> lock(blending);
+        // Exact tiles write disjoint pixels and go in at once; blended ones add into pixels they share.
+        std::unique_lock<std::mutex> lock(blending, std::defer_lock);
+        if (!grid_.exact) lock.lock();
         put(crop(out, 0, out.size(2), pixels), down);
       }));
     }

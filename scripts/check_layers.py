@@ -31,14 +31,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"((?:app|io|core)/[^"]+)"', re.M)
 MAX_LINES = 600
 
 files = {}
-for top in FOLDERS:
-    for folder, _, names in os.walk(os.path.join(ROOT, top)):
-        for name in names:
-            if name.endswith(SOURCES):
-                path = os.path.relpath(os.path.join(folder, name), ROOT)
-                with open(os.path.join(ROOT, path), encoding="utf-8") as f:
-                    files[path] = f.read()
-for top in FRONT_ENDS:
+for top in FOLDERS + FRONT_ENDS:
     for folder, _, names in os.walk(os.path.join(ROOT, top)):
         for name in names:
             if name.endswith(SOURCES):

@@ -56,6 +56,16 @@ core::ChunkOptions through_time(int64_t context, int64_t chunk = 1, int64_t wind
   return o;
 }
 
+// One tile over the whole frame, through time in windows of one latent frame: the split into a whole-frame
+// part and a trunk alone, which sees the whole frame.
+core::ChunkOptions one_tile() {
+  core::ChunkOptions o;
+  o.tiles = core::TileGrid::whole(kRows, kCols);
+  o.tiles.through_time = true;
+  o.window = 1;
+  return o;
+}
+
 struct Quality {
   double relative = 0, db = 0;
 };
@@ -93,11 +103,7 @@ TEST_CASE("SeedVR2's tiled decode comes close to the untiled one, closer with a 
   const auto latents = core::encode_video(*model, uneven_video(), {1});
   const auto whole = core::decode_latents(*model, latents, {1});
   // The split into a whole-frame part and a trunk, alone: one tile over the frame sees the frame.
-  core::ChunkOptions one;
-  one.tiles = core::TileGrid::whole(kRows, kCols);
-  one.tiles.through_time = true;
-  one.window = 1;
-  CHECK(relative_error(core::decode_latents(*model, latents, one), whole) <= 1e-5);
+  CHECK(relative_error(core::decode_latents(*model, latents, one_tile()), whole) <= 1e-5);
   const Quality local = quality(core::decode_latents(*model, latents, through_time(0)), whole);
   // A window of one latent frame kept in host memory, chunks of one: each frame's statistics are its own, so
   // nothing changes but where the frames wait (the whole clip in one window, below).
@@ -122,11 +128,7 @@ TEST_CASE("SeedVR2's tiled encode comes close to the untiled one, closer with a 
   auto model = tiny_seedvr2();
   const auto video = uneven_video();
   const auto whole = core::encode_video(*model, video, {1});
-  core::ChunkOptions one;
-  one.tiles = core::TileGrid::whole(kRows, kCols);
-  one.tiles.through_time = true;
-  one.window = 1;
-  CHECK(relative_error(core::encode_video(*model, video, one), whole) <= 1e-5);
+  CHECK(relative_error(core::encode_video(*model, video, one_tile()), whole) <= 1e-5);
   const double local = relative_error(core::encode_video(*model, video, through_time(0)), whole);
   const auto wide_latents = core::encode_video(*model, video, through_time(4, 1, 1, true));
   const double wide = relative_error(wide_latents, whole);
