@@ -128,6 +128,8 @@ void plan(const PlanOptions& o) {
         {"padded_size", std::to_string(padded_w) + "x" + std::to_string(padded_h)},
         {"dtype", dtype_name(dtype)},
         {"preset", o.memory.chosen ? nlohmann::json(o.memory.chosen->name) : nlohmann::json()},
+        {"tile_overlap", planner.tile_overlap},
+        {"norm_context", planner.norm_context},
         {"plan", p.to_json()}};
     if (!devices.empty()) {
       j["devices"] = nlohmann::json::array();

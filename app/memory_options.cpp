@@ -34,6 +34,15 @@ void add_memory_options(CLI::App& sub, MemoryOptions& memory, std::string& devic
       "--tile", memory.tile,
       "fixed spatial tiles in latent pixels, 64 or WIDTHxHEIGHT (default: the planner's, only when "
       "needed); one input split across --devices takes its width for the bands' columns");
+  sub.add_option(
+         "--tile-overlap", memory.tile_overlap,
+         "latent pixels neighbouring blended tiles share and blend (default 8, or the preset's; exact "
+         "tiles have none)")
+      ->check(CLI::Range(int64_t{0}, core::kMaxTileMargin));
+  sub.add_option("--norm-context", memory.norm_context,
+                 "SeedVR2's tiles: latent pixels around each tile that its norms' statistics also see (more "
+                 "is closer to the untiled run, and slower; default: none or 8, the planner's choice)")
+      ->check(CLI::Range(int64_t{0}, core::kMaxTileMargin));
   CLI::Option* device_option = sub.get_option_no_throw("--device");
   CLI::Option* dtype_option = sub.get_option_no_throw("--dtype");
   CLI::Option* chunk_option = sub.get_option_no_throw("--chunk");
@@ -95,6 +104,11 @@ void resolve_memory_options(MemoryOptions& memory, std::string& device, std::str
     planner.host_budget_given = true;
   }
   if (!memory.tile.empty()) planner.tile = core::parse_tile(memory.tile);
+  if (memory.tile_overlap >= 0) planner.tile_overlap = memory.tile_overlap;
+  if (memory.norm_context >= 0) {
+    planner.norm_context = memory.norm_context;
+    planner.norm_context_fixed = true;
+  }
   if (memory.margin != -1) {
     if (!(memory.margin >= 0 && memory.margin < 1))
       throw UsageError(
@@ -120,6 +134,7 @@ std::string describe_presets(bool json) {
                      {"max_chunk", p.planner.max_chunk},
                      {"tiling", p.planner.tiling},
                      {"tile_overlap", p.planner.tile_overlap},
+                     {"norm_context", p.planner.norm_context},
                      {"margin", p.planner.margin}});
     return core::json_text(out) + "\n";
   }

@@ -11,15 +11,17 @@
 namespace vaecodec::app {
 
 // The memory options of the commands that run a model (roundtrip, encode, decode, bench, plan): a preset, a
-// budget, a fixed tile. CLI11 fills the strings; at the end of parsing they are resolved into `planner`
-// (Note [Presets] in core/presets.h) and the preset's device and dtype are filled in where the command line
-// gave none.
+// budget, fixed tiles, their overlap and norm context. CLI11 fills the strings; at the end of parsing they
+// are resolved into `planner` (Note [Presets] in core/presets.h) and the preset's device and dtype are filled
+// in where the command line gave none.
 struct MemoryOptions {
-  std::string preset;       // --preset NAME: a built-in tier
-  std::string preset_file;  // --preset-file F: a tier in a JSON file of the same format
-  std::string vram;         // --vram 8G: the budget, over the preset's
-  std::string tile;         // --tile 64 or 80x48: fixed tiles in latent pixels
-  std::string host_memory;  // --host-memory 16G: what a GPU run may keep in host memory
+  std::string preset;         // --preset NAME: a built-in tier
+  std::string preset_file;    // --preset-file F: a tier in a JSON file of the same format
+  std::string vram;           // --vram 8G: the budget, over the preset's
+  std::string tile;           // --tile 64 or 80x48: fixed tiles in latent pixels
+  std::string host_memory;    // --host-memory 16G: what a GPU run may keep in host memory
+  int64_t tile_overlap = -1;  // --tile-overlap 16: latent pixels neighbouring tiles share; -1: not given
+  int64_t norm_context = -1;  // --norm-context 16: latent pixels tiles' norms see around them; -1: not given
   double margin = -1;  // --vram-margin 0.1: the share of the budget kept for fragmentation; -1: not given
   bool force = false;  // --vram-force: plan for the budget even where the device has less free
   // Resolved after parsing.
@@ -32,7 +34,8 @@ struct MemoryOptions {
 // not a --device the user never typed.
 void check_preset_device(const MemoryOptions& memory, const std::string& device);
 
-// Adds --preset, --preset-file, --vram, --vram-margin and --tile to `sub`. `device`, `dtype` and `chunk` are
+// Adds --preset, --preset-file, --vram, --vram-margin, --host-memory, --tile, --tile-overlap and
+// --norm-context to `sub`. `device`, `dtype` and `chunk` are
 // the command's own options (already added): a preset sets device and dtype unless --device/--dtype were
 // given, and --chunk, when given, fixes the chunk length instead of letting the planner choose up to the
 // preset's max_chunk.

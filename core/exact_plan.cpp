@@ -69,7 +69,8 @@ std::vector<TileGrid> part_grids(const PlannerOptions& options, int64_t lh, int6
 
 // Tiles through time whose norms see less than the frame (Note [Norms of tiles through time]): cover()'s
 // rows x cols tiles sharing the overlap, each larger than it and at least kMinPart, each with no context and
-// with the options' norm context (plan_run chooses: Note [What a plan's norms see] in core/planner.cpp).
+// with the options' norm context (plan_run chooses: Note [What a plan's norms see] in core/planner.cpp), or
+// only the latter where it was given.
 std::vector<TileGrid> blended_grids(const PlannerOptions& options, int64_t lh, int64_t lw) {
   const int64_t o = options.tile_overlap;
   std::vector<TileSize> sizes;
@@ -87,8 +88,8 @@ std::vector<TileGrid> blended_grids(const PlannerOptions& options, int64_t lh, i
       }
     }
   }
-  std::vector<int64_t> contexts{0};
-  if (options.norm_context > 0) contexts.push_back(options.norm_context);
+  std::vector<int64_t> contexts{options.norm_context_fixed ? options.norm_context : 0};
+  if (!options.norm_context_fixed && options.norm_context > 0) contexts.push_back(options.norm_context);
   std::vector<TileGrid> grids;
   for (const TileSize& size : sizes)
     for (int64_t context : contexts) grids.push_back(TileGrid::cover_through_time(lh, lw, size, o, context));

@@ -28,6 +28,9 @@ struct PlannerOptions {
   // Tiles through time whose norms see the frame (Note [Norms of tiles through time] in core/exact_tiles.h):
   // the latent pixels each tile computes around itself, beyond the overlap it writes, for its norms.
   int64_t norm_context = 8;
+  // The context was given (--norm-context, vaecodec.load()'s norm_context): tiles through time take it, not
+  // the planner's choice between none and it.
+  bool norm_context_fixed = false;
   int64_t min_tile = 32;         // the smallest tile side the planner tries, latent pixels
   bool offload = true;           // tile caches may wait in host memory between visits when they do not fit
   std::optional<TileSize> tile;  // a fixed tile size (--tile), overriding the planner's

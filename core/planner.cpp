@@ -112,9 +112,12 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
     if (value < 0 || value > kMaxChunk)
       throw Error(std::string("cannot plan with ") + name + " " + std::to_string(value) +
                   " latent frames per call: at most " + std::to_string(kMaxChunk));
-  if (options.tile_overlap < 0 || options.tile_overlap > kMaxFrameSide)
+  if (options.tile_overlap < 0 || options.tile_overlap > kMaxTileMargin)
     throw Error("cannot plan with a tile overlap of " + std::to_string(options.tile_overlap) +
-                " latent pixels: at most " + std::to_string(kMaxFrameSide));
+                " latent pixels: at most " + std::to_string(kMaxTileMargin));
+  if (options.norm_context < 0 || options.norm_context > kMaxTileMargin)
+    throw Error("cannot plan with a norm context of " + std::to_string(options.norm_context) +
+                " latent pixels: at most " + std::to_string(kMaxTileMargin));
   if (options.tile && (options.tile->width > kMaxFrameSide || options.tile->height > kMaxFrameSide))
     throw Error("cannot plan with tiles of " + std::to_string(options.tile->width) + "x" +
                 std::to_string(options.tile->height) + " latent pixels: each side at most " +

@@ -24,6 +24,9 @@ namespace vaecodec::core {
 // video frames, far past where longer chunks stop paying).
 constexpr int64_t kMaxFrameSide = 16384;
 constexpr int64_t kMaxChunk = 1024;
+// The largest tile overlap or norm context a user may give, latent pixels: a side of kMaxFrameSide pixels at
+// 8 pixels per latent pixel.
+constexpr int64_t kMaxTileMargin = kMaxFrameSide / 8;
 
 // The estimate for one candidate plan.
 MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const TileGrid& tiles, bool offload,

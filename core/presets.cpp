@@ -24,6 +24,12 @@ int64_t positive_int(const nlohmann::json& v, const std::string& key, const std:
   return v.get<int64_t>();
 }
 
+int64_t non_negative_int(const nlohmann::json& v, const std::string& key, const std::string& origin) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0)
+    throw Error(origin + ": \"" + key + "\" must be an integer of at least 0, got " + v.dump());
+  return v.get<int64_t>();
+}
+
 std::string string_field(const nlohmann::json& v, const std::string& key, const std::string& origin) {
   if (!v.is_string()) throw Error(origin + ": \"" + key + "\" must be a string, got " + v.dump());
   return v.get<std::string>();
@@ -80,6 +86,8 @@ Preset parse_preset(const nlohmann::json& j, const std::string& origin) {
         p.planner.tiling = value.get<bool>();
       } else if (key == "tile_overlap") {
         p.planner.tile_overlap = positive_int(value, where, origin);
+      } else if (key == "norm_context") {
+        p.planner.norm_context = non_negative_int(value, where, origin);
       } else if (key == "min_tile") {
         p.planner.min_tile = positive_int(value, where, origin);
       } else if (key == "offload") {
@@ -91,7 +99,7 @@ Preset parse_preset(const nlohmann::json& j, const std::string& origin) {
         p.planner.margin = value.get<double>();
       } else {
         throw Error(origin + ": unknown engine option \"" + key +
-                    "\" (max_chunk, tiling, tile_overlap, min_tile, offload, margin)");
+                    "\" (max_chunk, tiling, tile_overlap, norm_context, min_tile, offload, margin)");
       }
     }
   }

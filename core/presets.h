@@ -22,6 +22,8 @@ namespace vaecodec::core {
 // Format, one JSON object per file:
 //   {"name": "rtx4090-24g", "description": "...", "gpu": "RTX 4090", "device": "cuda",
 //    "budget": "22.5GiB", "dtype": "bf16", "engine": {"max_chunk": 4, "tiling": true, "tile_overlap": 8}}
+// The engine options are PlannerOptions' of the same names (max_chunk, tiling, tile_overlap, norm_context,
+// min_tile, offload, margin); a preset's norm_context is the planner's to take or leave, as the default's.
 // "budget" is a size (parse_size) or a number of bytes, or "none" for no budget; "gpu" is a piece of the
 // device name that `vaecodec info` uses to choose between tiers of the same budget. Unknown keys are errors,
 // so a misspelt option is not silently ignored.

@@ -116,8 +116,9 @@ TileGrid TileGrid::cover(int64_t latent_height, int64_t latent_width, TileSize t
   if (!cut) return g;
   if ((g.tile_height < latent_height && g.tile_height <= overlap) ||
       (g.tile_width < latent_width && g.tile_width <= overlap))
-    throw Error("a tile of " + std::to_string(tile.width) + "x" + std::to_string(tile.height) +
-                " latent pixels is not larger than its overlap of " + std::to_string(overlap));
+    throw UsageError("a tile of " + std::to_string(tile.width) + "x" + std::to_string(tile.height) +
+                     " latent pixels is not larger than its overlap of " + std::to_string(overlap) +
+                     ": give larger tiles or a smaller overlap");
   g.overlap = overlap;
   g.rows = tiles_along(latent_height, g.tile_height, overlap);
   g.cols = tiles_along(latent_width, g.tile_width, overlap);

@@ -99,6 +99,8 @@ TEST_CASE("cli exit status: 2 for what was typed wrong, 1 for what failed, nothi
       {rt + w + " --model wan3-vae", 2, "unknown model 'wan3-vae'"},
       {"decode " + quote(in) + " -o " + out + w + " --fps abc", 2, "--fps abc is not a frame rate"},
       {rt + w + " --tile 0x", 2, "--tile 0x is not a tile size"},
+      {rt + w + " --tile-overlap 9000", 2, "--tile-overlap: Value 9000 not in range 0 to 2048"},
+      {rt + w + " --norm-context -2", 2, "--norm-context: Value -2 not in range 0 to 2048"},
       {rt + w + " --preset rtx4090-24g --preset-file x.json", 2, "--preset and --preset-file"},
       {rt + w + " -y -n", 2, "excludes"},
       {"rountrip " + quote(in) + " -o " + out + w, 2,

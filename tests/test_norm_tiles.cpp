@@ -1,8 +1,8 @@
 // SeedVR2's tiles through time (Note [Norms of tiles through time] in core/exact_tiles.h): how close the
 // tiled decode and encode come to the untiled run on the tiny model (they are not exact: each tile's norms
 // see the tile and its context, not the frame), that a wider context comes closer, that the result does not
-// depend on chunks, windows or where the window waits, and the plans and refusals the planner gives SeedVR2's
-// users.
+// depend on chunks, windows or where the window waits, the plans and refusals the planner gives SeedVR2's
+// users, and the tile overlap and norm context they may choose.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "core/models/registry.h"
 #include "core/planner.h"
 #include "core/presets.h"
+#include "core/safetensors.h"
 #include "tests/tiny_models.h"
 #include "tests/video_test_support.h"
 
@@ -232,6 +233,70 @@ TEST_CASE("cli plan says which tiles run for SeedVR2 and what their norms see", 
   CHECK(small.status == 2);
   CHECK_THAT(small.err, Catch::Contains("give --host-memory 4.9G or more"));
   CHECK(std::count(small.err.begin(), small.err.end(), '\n') == 1);
+}
+
+TEST_CASE("cli plan takes --tile-overlap and --norm-context for SeedVR2's tiles and reports them",
+          "[norm-tiles][cli]") {
+  const std::string plan = "plan --model seedvr2-vae --size 1920x1080 --op decode --tile 64 --json";
+  const auto defaults = nlohmann::json::parse(run_cli(plan).out);
+  CHECK(defaults.at("tile_overlap") == 8);
+  CHECK(defaults.at("norm_context") == 8);
+  CHECK(defaults.at("plan").at("tiles").at("overlap") == 8);
+  const CliResult given = run_cli(plan + " --tile-overlap 24 --norm-context 12");
+  REQUIRE(given.status == 0);
+  const auto j = nlohmann::json::parse(given.out);
+  CHECK(j.at("tile_overlap") == 24);
+  CHECK(j.at("norm_context") == 12);
+  const auto& tiles = j.at("plan").at("tiles");
+  CHECK(tiles.at("overlap") == 24);
+  CHECK(tiles.at("context") == 12);  // given: taken, not the planner's choice between none and it
+  CHECK(tiles.at("cols") == 6);      // 240 latent columns in tiles of 64 sharing 24 (5 when sharing 8)
+  CHECK(defaults.at("plan").at("tiles").at("cols") == 5);
+  const auto none = nlohmann::json::parse(run_cli(plan + " --norm-context 0").out);
+  CHECK(none.at("plan").at("tiles").at("context") == 0);
+  const CliResult line =
+      run_cli("plan --model seedvr2-vae --size 1920x1080 --tile 64 --tile-overlap 24 --norm-context 8");
+  CHECK_THAT(line.out, Catch::Contains("(overlap 24; norms: each tile and 8 latent px around it"));
+
+  check_one_line(run_cli("plan --tile-overlap -1"), 2, "--tile-overlap: Value -1 not in range 0 to 2048");
+  check_one_line(run_cli("plan --norm-context 2049"), 2, "--norm-context: Value 2049 not in range 0 to 2048");
+  check_one_line(run_cli("plan --norm-context eight"), 2, "--norm-context");
+  check_one_line(run_cli("plan --model seedvr2-vae --tile 16 --tile-overlap 16"), 2,
+                 "a tile of 16x16 latent pixels is not larger than its overlap of 16");
+}
+
+TEST_CASE("bench's SeedVR2 tiles come closer to the untiled run with the --norm-context given",
+          "[norm-tiles][cli]") {
+  // The tiny model states its 8 norm groups in the file (Note [Config in the weights file]).
+  TempDir dir;
+  const TinyModel tiny = tiny_model("seedvr2-vae");
+  const auto weights = dir / "seedvr2-tiny.safetensors";
+  core::write_safetensors(weights, read_tensors(tiny.folder / "weights.safetensors"),
+                          {{"vaecodec_config", read_json(tiny.folder / "meta.json").at("config").dump()}});
+  auto bench = [&](const std::string& options) {
+    const CliResult r = run_cli("bench --weights " + quote(weights) +
+                                " --device cpu --dtype fp32 --size 128x128 --frames 5 --op decode --runs 1"
+                                " --warmup 0 --compare-untiled --json --tile 10 " +
+                                options);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  };
+  const auto local = bench("--tile-overlap 4 --norm-context 0");
+  const auto wide = bench("--tile-overlap 4 --norm-context 4");
+  const auto wider_overlap = bench("--tile-overlap 6 --norm-context 0");
+  CHECK(local.at("plan").at("tiles").at("context") == 0);
+  CHECK(wide.at("plan").at("tiles").at("context") == 4);
+  CHECK(wider_overlap.at("plan").at("tiles").at("overlap") == 6);
+  CHECK(wider_overlap.at("plan").at("tiles").at("cols") == 3);  // 16 latent columns: 2 tiles of 10 share 4
+  const double e0 = local.at("tiled_vs_untiled_relative_l2"), e4 = wide.at("tiled_vs_untiled_relative_l2"),
+               o6 = wider_overlap.at("tiled_vs_untiled_relative_l2");
+  std::cout
+      << "norm tiles: bench tiny SeedVR2 decode 128x128 x5, tiles of 10 against untiled: overlap 4 context "
+         "0: "
+      << e0 << ", context 4: " << e4 << "; overlap 6 context 0: " << o6 << "\n";
+  CHECK(e4 < e0);
+  CHECK(o6 != e0);
 }
 
 }  // namespace vaecodec::test

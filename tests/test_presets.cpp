@@ -110,7 +110,7 @@ TEST_CASE("preset files: the format, and every error names the file and the key"
   TempDir dir;
   const auto path = dir / "mine.json";
   write(path, R"({"name": "mine", "description": "a 10 GB card", "budget": "9.5G", "dtype": "fp16",
-                  "engine": {"max_chunk": 3, "tiling": false, "tile_overlap": 4, "min_tile": 24, "offload": false,
+                  "engine": {"max_chunk": 3, "tiling": false, "tile_overlap": 4, "norm_context": 0, "min_tile": 24, "offload": false,
                              "margin": 0.05}})");
   const core::Preset p = core::load_preset_file(path);
   CHECK(p.name == "mine");
@@ -121,6 +121,8 @@ TEST_CASE("preset files: the format, and every error names the file and the key"
   CHECK(p.planner.max_chunk == 3);
   CHECK_FALSE(p.planner.tiling);
   CHECK(p.planner.tile_overlap == 4);
+  CHECK(p.planner.norm_context == 0);
+  CHECK_FALSE(p.planner.norm_context_fixed);  // the planner's to take or leave
   CHECK(p.planner.min_tile == 24);
   CHECK_FALSE(p.planner.offload);
   CHECK(p.planner.margin == 0.05);
@@ -144,6 +146,8 @@ TEST_CASE("preset files: the format, and every error names the file and the key"
        "\"engine.max_chunk\" must be a positive"},
       {R"({"name": "a", "budget": "8G", "engine": {"margin": 1.5}})",
        "\"engine.margin\" must be a number from 0"},
+      {R"({"name": "a", "budget": "8G", "engine": {"norm_context": -1}})",
+       "\"engine.norm_context\" must be an integer of at least 0"},
       {R"({"name": "a", "budget": "8G", "engine": {"tiling": "yes"}})",
        "\"engine.tiling\" must be true or false"},
       {R"([1, 2])", "a preset is a JSON object"},

@@ -1,5 +1,7 @@
 #include "model.h"
 
+#include <utility>
+
 #include <ATen/Context.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/cuda.h>
@@ -68,6 +70,24 @@ core::PlannerOptions planner_options(const LoadOptions& options, std::string& de
     throw UsageError("chunk " + std::to_string(options.chunk) + ": at most " +
                      std::to_string(core::kMaxChunk) + " latent frames per call (0: the planner's choice)");
   if (options.chunk > 0) planner.chunk = options.chunk;
+  if (!options.tile.empty()) {
+    try {
+      planner.tile = core::parse_tile(options.tile);
+    } catch (const UsageError&) {
+      throw UsageError("tile '" + options.tile +
+                       "' is not a tile size: give 64, (80, 48) or '80x48' (width, height in latent pixels)");
+    }
+  }
+  for (const auto& [name, value] :
+       {std::pair{"tile_overlap", options.tile_overlap}, std::pair{"norm_context", options.norm_context}})
+    if (value && (*value < 0 || *value > core::kMaxTileMargin))
+      throw UsageError(std::string(name) + " " + std::to_string(*value) + ": from 0 to " +
+                       std::to_string(core::kMaxTileMargin) + " latent pixels");
+  if (options.tile_overlap) planner.tile_overlap = *options.tile_overlap;
+  if (options.norm_context) {
+    planner.norm_context = *options.norm_context;
+    planner.norm_context_fixed = true;
+  }
   return planner;
 }
 

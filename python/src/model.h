@@ -18,7 +18,7 @@
 namespace vaecodec::python {
 
 // How a model is loaded and run, as vaecodec.load() takes it (the CLI's --device, --dtype, --vram, --preset,
-// --conv and --autotune). Strings as the CLI spells them.
+// --conv, --autotune, --chunk, --tile, --tile-overlap and --norm-context). Strings as the CLI spells them.
 struct LoadOptions {
   std::string device = "auto";  // "auto" (cuda when available), "cpu", "cuda", "cuda:N"
   std::string dtype = "auto";   // "auto" (bf16 on CUDA, fp32 on the CPU), "fp32", "bf16", "fp16", "fp8"
@@ -28,6 +28,10 @@ struct LoadOptions {
   bool autotune = false;        // cuDNN times its algorithms (Note [Autotuning] in core/run_choices.h)
   int64_t chunk = 0;            // fixed latent frames per model call; 0: the planner's
   std::string family;           // overrides detection; empty: detected from the tensors
+  std::string tile;             // fixed tiles in latent pixels, "64" or "80x48"; empty: the planner's
+  std::optional<int64_t> tile_overlap;  // latent pixels tiles share; none: the preset's, else 8
+  std::optional<int64_t>
+      norm_context;  // SeedVR2: latent pixels tiles' norms see around them; none: planner's
 };
 
 // Note [Process-wide switches]

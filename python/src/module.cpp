@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <exception>
+#include <optional>
 #include <string>
 
 #include <c10/util/Exception.h>
@@ -78,8 +79,9 @@ void check_tensor(const Model& model, const torch::Tensor& t, const char* what, 
 
 LoadOptions load_options(const std::string& device, const std::string& dtype, const std::string& vram,
                          const std::string& preset, const std::string& conv, bool autotune, int64_t chunk,
-                         const std::string& family) {
-  return {device, dtype, vram, preset, conv, autotune, chunk, family};
+                         const std::string& family, const std::string& tile,
+                         std::optional<int64_t> tile_overlap, std::optional<int64_t> norm_context) {
+  return {device, dtype, vram, preset, conv, autotune, chunk, family, tile, tile_overlap, norm_context};
 }
 
 }  // namespace
@@ -153,23 +155,29 @@ PYBIND11_MODULE(_vaecodec, m) {
       "load_path",
       [](const std::string& path, const std::string& device, const std::string& dtype,
          const std::string& vram, const std::string& preset, const std::string& conv, bool autotune,
-         int64_t chunk, const std::string& family) {
-        const LoadOptions options = load_options(device, dtype, vram, preset, conv, autotune, chunk, family);
+         int64_t chunk, const std::string& family, const std::string& tile,
+         std::optional<int64_t> tile_overlap, std::optional<int64_t> norm_context) {
+        const LoadOptions options = load_options(device, dtype, vram, preset, conv, autotune, chunk, family,
+                                                 tile, tile_overlap, norm_context);
         return without_gil([&] { return Model::from_path(path, options); });
       },
       py::arg("path"), py::arg("device"), py::arg("dtype"), py::arg("vram"), py::arg("preset"),
-      py::arg("conv"), py::arg("autotune"), py::arg("chunk"), py::arg("family"));
+      py::arg("conv"), py::arg("autotune"), py::arg("chunk"), py::arg("family"), py::arg("tile"),
+      py::arg("tile_overlap"), py::arg("norm_context"));
   m.def(
       "load_tensors",
       [](std::map<std::string, torch::Tensor> tensors, const std::string& config_json,
          const std::string& device, const std::string& dtype, const std::string& vram,
          const std::string& preset, const std::string& conv, bool autotune, int64_t chunk,
-         const std::string& family) {
-        const LoadOptions options = load_options(device, dtype, vram, preset, conv, autotune, chunk, family);
+         const std::string& family, const std::string& tile, std::optional<int64_t> tile_overlap,
+         std::optional<int64_t> norm_context) {
+        const LoadOptions options = load_options(device, dtype, vram, preset, conv, autotune, chunk, family,
+                                                 tile, tile_overlap, norm_context);
         return without_gil([&] { return Model::from_tensors(std::move(tensors), config_json, options); });
       },
       py::arg("tensors"), py::arg("config_json"), py::arg("device"), py::arg("dtype"), py::arg("vram"),
-      py::arg("preset"), py::arg("conv"), py::arg("autotune"), py::arg("chunk"), py::arg("family"));
+      py::arg("preset"), py::arg("conv"), py::arg("autotune"), py::arg("chunk"), py::arg("family"),
+      py::arg("tile"), py::arg("tile_overlap"), py::arg("norm_context"));
   m.def("families", [] { return vaecodec::core::model_family_names(); });
   m.def("version", [] { return std::string(VAECODEC_VERSION); });
 }

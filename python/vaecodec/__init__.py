@@ -58,6 +58,29 @@ def _vram_text(vram) -> str:
     return str(vram)
 
 
+def _tile_text(tile) -> str:
+    if tile is None:
+        return ""
+    if isinstance(tile, bool):
+        raise TypeError("tile must be a size in latent pixels such as 64, (80, 48) or '80x48', got bool")
+    if isinstance(tile, int):
+        return str(tile)
+    if isinstance(tile, str):
+        return tile
+    if isinstance(tile, (tuple, list)) and len(tile) == 2 and all(
+            isinstance(side, int) and not isinstance(side, bool) for side in tile):
+        return f"{tile[0]}x{tile[1]}"
+    raise TypeError(f"tile must be a size in latent pixels such as 64, (80, 48) or '80x48', got {tile!r}")
+
+
+def _latent_pixels(value, name: str) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a number of latent pixels, got {type(value).__name__}")
+    return value
+
+
 def _check_tensor(value, op: str, what: str) -> None:
     if not torch.is_tensor(value):
         raise TypeError(f"{op} expects a tensor of {what}, got {type(value).__name__}")
@@ -138,7 +161,9 @@ class Model:
 
 def load(weights: Union[str, os.PathLike, Mapping[str, torch.Tensor]], device=None, dtype=None,
          vram: Optional[Union[str, int]] = None, preset: Optional[str] = None, *, config: Optional[dict] = None,
-         conv: str = "auto", autotune: bool = False, chunk: int = 0, model: Optional[str] = None) -> Model:
+         conv: str = "auto", autotune: bool = False, chunk: int = 0, model: Optional[str] = None,
+         tile: Optional[Union[int, str, Sequence[int]]] = None, tile_overlap: Optional[int] = None,
+         norm_context: Optional[int] = None) -> Model:
     """Loads a VAE for vaecodec's engine.
 
     weights: anything the CLI's --weights takes (a .safetensors or .pth file, a diffusers model or pipeline
@@ -151,9 +176,15 @@ def load(weights: Union[str, os.PathLike, Mapping[str, torch.Tensor]], device=No
         on the device at each call.
     preset: a GPU tier of `vaecodec presets` (budget, dtype, engine options).
     conv, autotune, chunk, model: the CLI's --conv, --autotune, --chunk and --model.
+    tile, tile_overlap, norm_context: the CLI's --tile, --tile-overlap and --norm-context, in latent pixels:
+        fixed tiles (64, (width, height) or "80x48"; None: the planner's, only where the frame does not fit),
+        the pixels neighbouring tiles share and blend (None: the preset's, else 8) and, for SeedVR2's tiles,
+        the pixels around each tile its norms' statistics also see (None: none or 8, the planner's choice).
     """
     options = dict(device=_device_name(device), dtype=_dtype_name(dtype), vram=_vram_text(vram),
-                   preset=preset or "", conv=conv, autotune=bool(autotune), chunk=int(chunk), family=model or "")
+                   preset=preset or "", conv=conv, autotune=bool(autotune), chunk=int(chunk), family=model or "",
+                   tile=_tile_text(tile), tile_overlap=_latent_pixels(tile_overlap, "tile_overlap"),
+                   norm_context=_latent_pixels(norm_context, "norm_context"))
     if isinstance(weights, Mapping):
         tensors = {}
         for name, tensor in weights.items():
