@@ -1,7 +1,8 @@
-// Quality on natural statistics: the trained demonstration model (tests/data/wan21-trained, made by
-// scripts/train_tiny.py) round-trips a clip it never saw, and exact tiles, blended tiles and bf16 keep its
-// PSNR. The clip (heldout_bbb.mp4: Big Buck Bunny frames 103-119, (c) Blender Foundation, CC BY 3.0, at
-// 320x180 cropped to 192x128) comes from frames the training never cropped (meta.json, data.held_out).
+// Quality on natural statistics: the trained demonstration models (tests/data/wan21-trained and
+// tests/data/seedvr2-trained, made by scripts/train_tiny.py) round-trip a clip they never saw, and exact
+// tiles, blended tiles, SeedVR2's tiles through time and bf16 keep their PSNR. The clip (heldout_bbb.mp4: Big
+// Buck Bunny frames 103-119, (c) Blender Foundation, CC BY 3.0, at 320x180 cropped to 192x128) comes from
+// frames the training never cropped (meta.json, data.held_out).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -21,6 +22,11 @@ std::filesystem::path trained_dir() {
 
 std::shared_ptr<core::VaeModel> trained_wan21(torch::ScalarType dtype = torch::kFloat) {
   return core::build_model(core::load_checkpoint(trained_dir() / "weights.safetensors"),
+                           {"", torch::kCPU, dtype});
+}
+
+std::shared_ptr<core::VaeModel> trained_seedvr2(torch::ScalarType dtype = torch::kFloat) {
+  return core::build_model(core::load_checkpoint(data_dir() / "seedvr2-trained" / "weights.safetensors"),
                            {"", torch::kCPU, dtype});
 }
 
@@ -102,6 +108,49 @@ TEST_CASE("bf16 keeps the trained Wan2.1 model's PSNR", "[trained][bf16]") {
             << " dB\n";
   CHECK(pb > pa - 0.3);
   CHECK(ab > 35);
+}
+
+TEST_CASE("the trained SeedVR2 model round-trips a clip it never saw", "[trained][seedvr2]") {
+  const auto video = held_out_clip(17);
+  auto model = trained_seedvr2();
+  CHECK(model->info().family == "seedvr2-vae");
+  const double trained = psnr_db(roundtrip(*model, video), video);
+  std::cout << "trained SeedVR2 on held-out 192x128 x17: PSNR " << trained << " dB\n";
+  // Measured 24.3 dB (the CLI's --metrics likewise); tests/data/seedvr2-trained/meta.json, held_out_psnr_db.
+  CHECK(trained > 23.5);
+}
+
+// What tiles through time cost on trained weights (Note [Norms of tiles through time] in core/exact_tiles.h).
+// On this model the whole frame's norm statistics are dominated by a few columns near the frame's left edge
+// (its groups hold one channel each): a tile whose statistics do not reach that edge is far off, and one that
+// almost reaches it is further off still (context 8: 0.42 relative, the right tile 0.7), while a context that
+// takes the tile to the edge is within 4% (context 9) and one that covers the frame is exact. The bounds
+// below are this model's measurements; a change that moves them is a change in what tiles cost.
+TEST_CASE("on the trained SeedVR2 model tiles through time stay within their measured cost",
+          "[trained][seedvr2][tiling]") {
+  const auto video = held_out_clip(5);  // 2 latent frames of 16 x 24
+  auto model = trained_seedvr2();
+  const auto latents = core::encode_video(*model, video, {1});
+  const auto whole = core::decode_latents(*model, latents, {1});
+  const double whole_psnr = psnr_db(whole, video);
+  // 1x2 tiles of 14 latent pixels wide sharing 4, each norm's statistics over its tile and `context` latent
+  // pixels around it.
+  const auto tiled = [&](int64_t context) {
+    core::ChunkOptions o{1};
+    o.tiles = core::TileGrid::cover_through_time(16, 24, {16, 14}, 4, context);
+    return core::decode_latents(*model, latents, o);
+  };
+  const auto bare = tiled(0), to_edge = tiled(9), whole_context = tiled(10);
+  const double bare_db = psnr_db(bare, whole), edge_db = psnr_db(to_edge, whole);
+  std::cout << "trained SeedVR2, 192x128 x5: whole " << whole_psnr
+            << " dB against the clip; tiles through time "
+            << "against the whole frame: context 0 " << bare_db << " dB (relative "
+            << relative_error(bare, whole) << "), context 9 " << edge_db << " dB; against the clip "
+            << psnr_db(bare, video) << " / " << psnr_db(to_edge, video) << " dB\n";
+  CHECK(relative_error(whole_context, whole) < 1e-6);  // every tile's context covers the frame: exact
+  CHECK(relative_error(bare, whole) < 0.3);            // measured 0.276
+  CHECK(relative_error(to_edge, whole) < 0.05);        // measured 0.036
+  CHECK(psnr_db(to_edge, video) > whole_psnr - 0.5);
 }
 
 }  // namespace vaecodec::test
