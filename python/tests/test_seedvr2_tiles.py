@@ -1,15 +1,25 @@
 """SeedVR2's tiles through time from Python: load()'s tile, tile_overlap and norm_context reach the plan and
-the result."""
+the result, and the tiles come closer to the untiled run than ComfyUI-SeedVR2's on the same grid (its figures
+measured by scripts/seedvr2_peer.py, recorded in tests/data/seedvr2-peer-tiny.json)."""
+
+import json
+import sys
 
 import pytest
 import torch
 
 import vaecodec
-from conftest import TINY, relative_error
+from conftest import DATA, ROOT, TINY, relative_error
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import seedvr2_peer  # noqa: E402  (its helpers import nothing of the peer)
+
+PEER_RECORD = DATA / "seedvr2-peer-tiny.json"
 
 
-def _latents(width: int = 16, height: int = 16):
-    return torch.randn(1, 16, 2, height, width, generator=torch.Generator().manual_seed(3))
+def _latents():
+    # One latent frame of 20x12: 1x2 tiles of 12 sharing 4, a second on two cores.
+    return torch.randn(1, 16, 1, 12, 20, generator=torch.Generator().manual_seed(3))
 
 
 def test_tile_options_reach_the_plan():
@@ -28,7 +38,7 @@ def test_a_given_norm_context_changes_the_result():
     whole = vaecodec.load(TINY["seedvr2-vae"], device="cpu").decode(z)
     errors = {}
     for context in (0, 4):
-        m = vaecodec.load(TINY["seedvr2-vae"], device="cpu", tile=10, tile_overlap=4, norm_context=context)
+        m = vaecodec.load(TINY["seedvr2-vae"], device="cpu", tile=12, tile_overlap=4, norm_context=context)
         errors[context] = relative_error(m.decode(z), whole)
     assert errors[4] < errors[0]
 
@@ -48,3 +58,46 @@ def test_bad_tile_options_are_refused_at_load():
     m = vaecodec.load(path, device="cpu", tile=4, tile_overlap=4)
     with pytest.raises(ValueError, match="is not larger than its overlap of 4"):
         m.decode(_latents())
+
+
+def _recorded(record: dict, op: str, run: str) -> dict:
+    return next(r for r in record["results"] if r["op"] == op and r["run"] == run)
+
+
+@pytest.mark.parametrize("op", ["decode", "encode"])
+def test_tiles_come_closer_to_the_untiled_run_than_comfyui_seedvr2s(op):
+    """The recorded run's input (the clip, its latents for decode), grid and overlap; vaecodec's tiled run
+    against its untiled run, as the script measures it, beside the peer's recorded tiled-against-untiled.
+    Without a context vaecodec's tiles must be at least as close, with one closer still; in the overlap bands
+    closer than the peer's, and no more of a seam (error in the bands against elsewhere) than the peer's."""
+    record = json.loads(PEER_RECORD.read_text())
+    width, height = record["size"]
+    video = seedvr2_peer.clip_video(ROOT / record["clip"], width, height, record["frames"])
+    runner = seedvr2_peer.Runner(torch.device("cpu"))
+    x = video
+    if op == "decode":
+        x = runner(lambda: seedvr2_peer.vaecodec_op(vaecodec.load(TINY["seedvr2-vae"], device="cpu"), "encode",
+                                                    video))[0]
+    assert list(x.shape) == record["inputs"][op]["shape"]
+    tile, overlap = record["tile_px"] // 8, record["overlap_px"] // 8
+    ours = seedvr2_peer.vaecodec_runs(TINY["seedvr2-vae"], op, x, (tile, tile), overlap, [0, 4], "cpu", "fp32",
+                                      runner)
+    peer = _recorded(record, op, "ComfyUI-SeedVR2 tiled")
+    measured = {}
+    for context in (0, 4):
+        result, _, grid = ours[f"context {context}"]
+        assert [list(s) for s in grid["rows"]] == peer["rows"] and [list(s) for s in grid["cols"]] == peer["cols"]
+        band = seedvr2_peer.band_mask(grid["rows"], grid["cols"], result.size(-2), result.size(-1),
+                                      8 if op == "decode" else 1)
+        measured[context] = seedvr2_peer.compare(result, ours["untiled"][0], band, op == "decode")
+        # The same figures as when the record was made: the input is the same.
+        want = _recorded(record, op, f"vaecodec tiled, norm context {context}")["relative_l2"]
+        assert measured[context]["relative_l2"] == pytest.approx(want, rel=0.05)
+    print(f"{op}: relative L2 against the untiled run, ComfyUI-SeedVR2 {peer['relative_l2']:.4f} (recorded), "
+          f"vaecodec context 0 {measured[0]['relative_l2']:.4f}, context 4 {measured[4]['relative_l2']:.4f}")
+    assert measured[0]["relative_l2"] <= peer["relative_l2"]
+    assert measured[4]["relative_l2"] < measured[0]["relative_l2"]
+    peer_seam = peer["band_relative_l2"] / peer["elsewhere_relative_l2"]
+    for m in measured.values():
+        assert m["band_relative_l2"] < peer["band_relative_l2"]
+        assert m["band_relative_l2"] / m["elsewhere_relative_l2"] <= max(1.0, peer_seam)
