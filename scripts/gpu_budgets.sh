@@ -6,6 +6,9 @@
 #   BUDGET_ROWS     MODEL:OP:SIZE rows (unset: the Wan2.1 rows; set and empty: none, e.g. for ROUNDTRIP alone)
 #   BUDGETS         the --vram values and presets of each row (default: 8G 12G 16G 24G)
 #   ROUNDTRIP=1     also the 1080p x41 round trip with 10 GiB left free by another process
+#   BUDGET_EXTRA    arguments added to every budgeted row (e.g. --host-memory 16G)
+#   COMPARE=0       no --compare-untiled (an untiled run that cannot fit the GPU); NONE=0: no unconstrained row
+#   WARMUP          untimed runs before each timed one (default 1)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -18,11 +21,16 @@ row() {  # row MODEL OP SIZE BUDGET(none, 8G, or a preset name)
   local model=$1 op=$2 size=$3 budget=$4 args=()
   case $budget in
     none) ;;
-    *G) args=(--vram "$budget" --compare-untiled) ;;
-    *) args=(--preset "$budget" --compare-untiled) ;;
+    *G) args=(--vram "$budget") ;;
+    *) args=(--preset "$budget") ;;
   esac
+  if [[ $budget != none ]]; then
+    [[ ${COMPARE:-1} == 1 ]] && args+=(--compare-untiled)
+    read -ra extra <<<"${BUDGET_EXTRA:-}"
+    args+=("${extra[@]}")
+  fi
   if timeout -k 10 "${BENCH_TIMEOUT:-200}" "$BUILD/vaecodec" bench -y --random --model "$model" --op "$op" --size "$size" \
-    --frames 81 --runs 1 --warmup 1 --json "${args[@]}" >"$OUT/budget_last.json" 2>>"$OUT/budgets.err"; then
+    --frames 81 --runs 1 --warmup "${WARMUP:-1}" --json "${args[@]}" >"$OUT/budget_last.json" 2>>"$OUT/budgets.err"; then
     python3 - "$OUT/budget_last.json" "$budget" >>"$OUT/budgets.jsonl" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1])); j["budget"] = sys.argv[2]; print(json.dumps(j))
@@ -30,11 +38,13 @@ PY
     python3 - "$OUT/budget_last.json" "$budget" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1])); p = j.get("plan") or {}; t = p.get("tiles") or {}
-print("  %s %s %s %s: %.3f s (estimate %.3f s), chunk %s, %s, device %.2f GiB (estimate %.2f), host %.2f GiB, error %s"
+print("  %s %s %s %s: %.3f s (estimate %.3f s), chunk %s, %s, device %.2f GiB (estimate %.2f), host %.2f GiB (estimate %.2f), error %s"
       % (j["model"], j["op"], j["size"], sys.argv[2], j["median_s"], p.get("estimated_seconds", 0), p.get("chunk"),
-         "%sx%s %s tiles" % (t.get("rows"), t.get("cols"), "exact" if p.get("exact_tiles") else "blended")
+         "%sx%s %s tiles%s" % (t.get("rows"), t.get("cols"), p.get("tile_kind") or ("exact" if p.get("exact_tiles") else "blended"),
+                               " context %s" % t.get("context") if t.get("context") is not None else "")
          if p.get("tiled") else "untiled", j.get("peak_allocated_gib", 0), j.get("estimate_gib", 0),
-         j.get("peak_host_rss_bytes", 0) / 2**30, j.get("tiled_vs_untiled_relative_l2")))
+         j.get("peak_host_rss_bytes", 0) / 2**30, p.get("host_estimate_bytes", 0) / 2**30,
+         j.get("tiled_vs_untiled_relative_l2")))
 PY
   else
     echo "  FAILED: $model $op $size $budget"; tail -2 "$OUT/budgets.err"
@@ -44,7 +54,9 @@ PY
 echo "== budgets ($(date +%T))"
 for r in $ROWS; do
   IFS=: read -r model op size <<<"$r"
-  for budget in none $BUDGETS; do row "$model" "$op" "$size" "$budget"; done
+  first=none
+  [[ ${NONE:-1} == 1 ]] || first=
+  for budget in $first $BUDGETS; do row "$model" "$op" "$size" "$budget"; done
 done
 
 if [[ ${ROUNDTRIP:-0} == 1 ]]; then

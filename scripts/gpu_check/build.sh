@@ -2,10 +2,15 @@
 # machine's LibTorch (and CUTLASS from .devkit), then `vaecodec info` into $OUT/info.txt.
 step configure
 # CUTLASS's headers for the Hopper convolution kernels: the nvidia-cutlass wheel carried in .devkit (the GPU
-# machines have no PyPI), unpacked once.
+# machines have no PyPI), unpacked once; or, where what travels is short of room, only the headers the build
+# reads (cutlass_library/source/{include,tools/util/include} of the wheel) as .devkit/cutlass_headers.tar.xz.
 cutlass_args=()
 wheel=$(ls .devkit/nvidia_cutlass-*.whl 2>/dev/null | head -1)
-if [[ -n "$wheel" ]]; then
+if [[ -f .devkit/cutlass_headers.tar.xz ]]; then
+  mkdir -p /tmp/cutlass
+  [[ -d /tmp/cutlass/cutlass_library ]] || tar -xJf .devkit/cutlass_headers.tar.xz -C /tmp/cutlass
+  cutlass_args=(-DVAECODEC_CUTLASS_DIR=/tmp/cutlass/cutlass_library/source)
+elif [[ -n "$wheel" ]]; then
   [[ -d /tmp/cutlass/cutlass_library ]] || python3 -m zipfile -e "$wheel" /tmp/cutlass >/dev/null
   cutlass_args=(-DVAECODEC_CUTLASS_DIR=/tmp/cutlass/cutlass_library/source)
 fi
