@@ -25,7 +25,19 @@ namespace {
 //           whole-frame part runs it untiled), kCallSeconds per model call (every tile and the
 //           whole-frame part, once per chunk), and the copies of the window's frames (an encode window once
 //           per tile) and parked caches at kCopyRate (on the compute stream: they add up)
+//   measured: decode tiles through time (not exact: SeedVR2's) peak above the terms above by a part none of
+//           them names yet (Note [Decode tiles through time, measured])
 constexpr double kWholeFactor = 8;
+
+// Note [Decode tiles through time, measured]
+// On the H100 (docs/benchmarks.md, "SeedVR2 on the cards it is run on", released config, bf16, x81), the
+// device peaks of SeedVR2's decode tiles through time exceeded the estimate above by 1.05-1.36 GiB at 1080p
+// (1x2, 4x1 and 1x5 tiles; the 1x9 tiles of 8 GB ran out of memory past 6.6 GiB against 5.86) and by 3.2 GiB
+// at 4K (7x2 tiles), where encode's were within 2%. Until the term is found, the estimate adds what those
+// rows fit: kThroughTimeDecodeBase plus kThroughTimeDecodePerPixel per latent pixel of the frame (1.3 GiB at
+// 1080p, 3.2 GiB at 4K), so that a budget these rows broke holds.
+constexpr double kThroughTimeDecodeBase = 0.67 * (1 << 30);
+constexpr double kThroughTimeDecodePerPixel = 1.95e-5 * (1 << 30);
 constexpr int64_t kMinPart = 8;    // latent pixels: a smaller part is nearly all margin
 constexpr int64_t kMaxParts = 12;  // per side
 
@@ -151,6 +163,8 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             io += channels * latent_pixels * w_frames * size + (host_window ? staging : frames) +
                   2.0 * 3.0 * static_cast<double>(tf * n) * tile_pixels * size +
                   channels * work[i].largest * static_cast<double>(n) * size;
+            if (!encode && !g.exact)
+              activations += kThroughTimeDecodeBase + kThroughTimeDecodePerPixel * latent_pixels;
             host_frames += host_window ? frames : 0.0;
             uploads += host_window && encode ? frames * static_cast<double>(g.count() - 1) : 0.0;
             if (parks) parked += k.cache_elements * size * pixels * work[i].work;
