@@ -69,6 +69,39 @@ int64_t host_peak_bytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
+namespace {
+
+// A "Name:   123 kB" line of /proc/self/status, in bytes; 0 where absent.
+int64_t status_bytes(const std::string& name) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(name + ":", 0) != 0) continue;
+    std::istringstream fields(line.substr(name.size() + 1));
+    int64_t kib = 0;
+    fields >> kib;
+    return kib * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool reset_host_window_peak() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";  // resets the peak resident set size to the present one
+  clear.flush();
+  return static_cast<bool>(clear) && status_bytes("VmHWM") > 0;
+}
+
+int64_t host_window_peak_bytes() {
+  return status_bytes("VmHWM");
+}
+
+int64_t host_rss_bytes() {
+  return status_bytes("VmRSS");
+}
+
 void check_host_memory(int64_t needed_bytes, const std::string& what) {
   const int64_t host = host_memory_bytes();
   if (host <= 0 || needed_bytes <= host) return;

@@ -23,6 +23,13 @@ int64_t host_available_bytes();
 int64_t host_budget_bytes();
 // The peak resident memory of this process so far (getrusage's ru_maxrss).
 int64_t host_peak_bytes();
+// A peak that can start over (Linux: /proc/self/clear_refs resets VmHWM, which /proc/self/status reports), so
+// that a benchmark measures its runs and not the input it prepared first. reset_host_window_peak() says
+// whether it could; host_window_peak_bytes() is VmHWM since then (0 where unknown); host_rss_bytes() is the
+// resident memory now (VmRSS; 0 where unknown).
+bool reset_host_window_peak();
+int64_t host_window_peak_bytes();
+int64_t host_rss_bytes();
 
 // Throws vaecodec::Error naming both numbers when `needed_bytes` (a plan's estimated peak, for a run on the
 // CPU) exceeds host_memory_bytes(): such a run would swap for hours or be killed, so it is refused before it

@@ -38,12 +38,12 @@ PY
     python3 - "$OUT/budget_last.json" "$budget" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1])); p = j.get("plan") or {}; t = p.get("tiles") or {}
-print("  %s %s %s %s: %.3f s (estimate %.3f s), chunk %s, %s, device %.2f GiB (estimate %.2f), host %.2f GiB (estimate %.2f), error %s"
+print("  %s %s %s %s: %.3f s (estimate %.3f s), chunk %s, %s, device %.2f GiB (estimate %.2f), host of the runs %.2f GiB (estimate %.2f), error %s"
       % (j["model"], j["op"], j["size"], sys.argv[2], j["median_s"], p.get("estimated_seconds", 0), p.get("chunk"),
          "%sx%s %s tiles%s" % (t.get("rows"), t.get("cols"), p.get("tile_kind") or ("exact" if p.get("exact_tiles") else "blended"),
                                " context %s" % t.get("context") if t.get("context") is not None else "")
          if p.get("tiled") else "untiled", j.get("peak_allocated_gib", 0), j.get("estimate_gib", 0),
-         j.get("peak_host_rss_bytes", 0) / 2**30, p.get("host_estimate_bytes", 0) / 2**30,
+         j.get("peak_host_rss_runs_bytes", j.get("peak_host_rss_bytes", 0)) / 2**30, p.get("host_estimate_bytes", 0) / 2**30,
          j.get("tiled_vs_untiled_relative_l2")))
 PY
   else

@@ -121,6 +121,14 @@ TEST_CASE("bench times the model, prints JSON and writes a kernel trace", "[cli]
   CHECK(j.at("runs").size() == 2);
   CHECK(j.at("median_s").get<double>() > 0);
   CHECK(j.at("model_tflop").get<double>() > 0);
+  // The timed runs' own host peak (Linux resets VmHWM after the clip is made): what the process held as they
+  // began (the kernel updates the peak page by page: within a few MiB), and the runs of a 64x48 clip add far
+  // less than a GiB to it.
+  const auto before = j.at("host_rss_before_runs_bytes").get<int64_t>();
+  const auto peak = j.at("peak_host_rss_runs_bytes").get<int64_t>();
+  CHECK(before > 0);
+  CHECK(peak >= before - (int64_t{4} << 20));
+  CHECK(peak - before < (int64_t{1} << 30));
   REQUIRE(std::filesystem::exists(trace));
   const auto events = read_json(trace).at("traceEvents");
   int convolutions = 0;
