@@ -139,7 +139,9 @@ TEST_CASE("bench times the model, prints JSON and writes a kernel trace", "[cli]
 }
 
 TEST_CASE("bench compares a tiled plan with the untiled run", "[cli][basic]") {
-  // Exact tiles (Note [Exact tiles] in core/trunk.h): in float32 the 2x2 tiles give the untiled frames.
+  // Exact tiles (Note [Exact tiles] in core/trunk.h): in float32 the 2x2 tiles give the untiled frames to
+  // float32's rounding (oneDNN picks its algorithm by shape, Note [Convolutions on the CPU]: 2.4e-6 measured;
+  // float64 is exact to 1e-12 in test_exact_tiles.cpp).
   const auto weights = data_dir() / "wan21-tiny" / "weights.safetensors";
   const auto r = run_cli("bench --weights " + weights.string() +
                          " --device cpu --dtype fp32 --size 128x96 --frames 9 --runs 1 --warmup 0 --tile 8"
@@ -150,7 +152,7 @@ TEST_CASE("bench compares a tiled plan with the untiled run", "[cli][basic]") {
   CHECK(j.at("plan").at("exact_tiles") == true);
   CHECK(j.at("plan").at("tiles").at("rows") == 2);
   CHECK(j.at("plan").at("tiles").at("cols") == 2);
-  CHECK(j.at("tiled_vs_untiled_relative_l2").get<double>() <= 1e-6);
+  CHECK(j.at("tiled_vs_untiled_relative_l2").get<double>() <= 1e-5);
   CHECK(j.at("tiled_vs_untiled_psnr_db").get<double>() > 100);
 }
 

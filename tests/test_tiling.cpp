@@ -217,10 +217,12 @@ TEST_CASE("cli: a tiled plan runs through the file pipeline, the plan is in --js
   REQUIRE(a.sizes() == b.sizes());
   const double db = psnr(a, b);
   std::cout << "tiling: cli roundtrip 256x192 x9, 2x2 tiles vs untiled: PSNR " << db << " dB\n";
-  // Wan's tiles are exact (Note [Exact tiles] in core/trunk.h): the same frames, to float32's rounding
-  // (measured: identical, PSNR inf); blended tiles gave 34.1 dB here.
+  // Wan's tiles are exact (Note [Exact tiles] in core/trunk.h): the same frames, to float32's rounding, which
+  // oneDNN's choice of algorithm by shape (Note [Convolutions on the CPU] in core/layers.cpp) lets differ in
+  // the last bits; through 8-bit frames and x264 that measured 52.1 dB (identical frames before oneDNN took
+  // the narrow layers); blended tiles gave 34.1 dB here.
   CHECK(plan.at("exact_tiles") == true);
-  CHECK(db > 60);
+  CHECK(db > 45);
 
   // Encode and decode through latent files, tiled, give the frames back; the plan line goes to stderr.
   const CliResult enc = run_cli("encode " + quote(in) + " -o " + quote(dir / "z.safetensors") +
