@@ -117,6 +117,13 @@ std::unique_ptr<Model> Model::from_tensors(std::map<std::string, torch::Tensor> 
   if (!config_json.empty()) {
     checkpoint.config = core::parse_untrusted_json(config_json);
     if (!checkpoint.config.is_object()) throw UsageError("config: not a JSON object");
+    // vaecodec's own config keys for what the tensors cannot tell (vaecodec.load's model_config): what a
+    // file would carry in its metadata (Note [Config in the weights file] in core/models/registry.cpp).
+    if (const auto it = checkpoint.config.find("vaecodec_config"); it != checkpoint.config.end()) {
+      if (!it->is_object()) throw UsageError("model_config: not a JSON object");
+      checkpoint.metadata["vaecodec_config"] = it->dump();
+      checkpoint.config.erase(it);
+    }
   }
   try {
     checkpoint.layout = core::normalize_layout(checkpoint.tensors);

@@ -177,3 +177,19 @@ def test_the_gil_is_released_while_the_engine_runs(models):
     assert not errors
     # Holding the GIL for the whole call would leave this thread a tick or two; it ran throughout.
     assert seconds > 0.05 and ticks >= 20
+
+
+def test_model_config_tells_a_state_dict_what_its_tensors_cannot():
+    # The tiny SeedVR2's 8 norm groups: in a file's metadata (conftest's copy), or model_config for its
+    # state dict; without it the released 32 groups are assumed, which do not divide its channels.
+    tensors = load_file(str(TINY["seedvr2-vae"]))
+    from_file = vaecodec.load(TINY["seedvr2-vae"], device="cpu", dtype="fp32")
+    from_dict = vaecodec.load(tensors, device="cpu", dtype="fp32", model_config={"norm_num_groups": 8})
+    z = torch.randn(1, from_file.latent_channels, 2, 6, 8, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(from_dict.decode(z), from_file.decode(z))
+    with pytest.raises(Exception, match="norm groups"):
+        vaecodec.load(tensors, device="cpu", dtype="fp32")
+    with pytest.raises(TypeError, match="model_config is for a state dict"):
+        vaecodec.load(TINY["seedvr2-vae"], device="cpu", model_config={"norm_num_groups": 8})
+    with pytest.raises(TypeError, match="model_config must be a dict"):
+        vaecodec.load(tensors, device="cpu", model_config=8)

@@ -163,7 +163,7 @@ def load(weights: Union[str, os.PathLike, Mapping[str, torch.Tensor]], device=No
          vram: Optional[Union[str, int]] = None, preset: Optional[str] = None, *, config: Optional[dict] = None,
          conv: str = "auto", autotune: bool = False, chunk: int = 0, model: Optional[str] = None,
          tile: Optional[Union[int, str, Sequence[int]]] = None, tile_overlap: Optional[int] = None,
-         norm_context: Optional[int] = None) -> Model:
+         norm_context: Optional[int] = None, model_config: Optional[dict] = None) -> Model:
     """Loads a VAE for vaecodec's engine.
 
     weights: anything the CLI's --weights takes (a .safetensors or .pth file, a diffusers model or pipeline
@@ -180,6 +180,9 @@ def load(weights: Union[str, os.PathLike, Mapping[str, torch.Tensor]], device=No
         fixed tiles (64, (width, height) or "80x48"; None: the planner's, only where the frame does not fit),
         the pixels neighbouring tiles share and blend (None: the preset's, else 8) and, for SeedVR2's tiles,
         the pixels around each tile its norms' statistics also see (None: none or 8, the planner's choice).
+    model_config: for a state dict, vaecodec's config keys for what its tensors cannot tell, as a weights file
+        carries them in its metadata (`vaecodec_config`), e.g. {"norm_num_groups": 8} for a SeedVR2 VAE of
+        another group count.
     """
     options = dict(device=_device_name(device), dtype=_dtype_name(dtype), vram=_vram_text(vram),
                    preset=preset or "", conv=conv, autotune=bool(autotune), chunk=int(chunk), family=model or "",
@@ -191,12 +194,19 @@ def load(weights: Union[str, os.PathLike, Mapping[str, torch.Tensor]], device=No
             if not torch.is_tensor(tensor):
                 raise TypeError(f"weights['{name}'] is a {type(tensor).__name__}, not a tensor")
             tensors[str(name)] = tensor.detach().to("cpu")
-        config_json = json.dumps(_plain(config)) if config is not None else ""
+        merged = dict(_plain(config)) if config is not None else {}
+        if model_config is not None:
+            if not isinstance(model_config, Mapping):
+                raise TypeError(f"model_config must be a dict, got {type(model_config).__name__}")
+            merged["vaecodec_config"] = _plain(model_config)
+        config_json = json.dumps(merged) if (config is not None or model_config is not None) else ""
         return Model(_vaecodec.load_tensors(tensors, config_json, **options))
     if not isinstance(weights, (str, os.PathLike)):
         raise TypeError(f"weights must be a path or a state dict, got {type(weights).__name__}")
     if config is not None:
         raise TypeError("config is for a state dict; a weights folder brings its own config.json")
+    if model_config is not None:
+        raise TypeError("model_config is for a state dict; a file carries it in its metadata (vaecodec_config)")
     return Model(_vaecodec.load_path(os.fspath(weights), **options))
 
 

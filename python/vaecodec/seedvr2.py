@@ -21,18 +21,15 @@ squeezed away as the class squeezes it. Results are in the VAE's dtype, on the d
 What the tensors cannot tell is read off the VAE's modules: the norm groups (every GroupNorm's) and whether
 its mid blocks attend and it has quant convs; the activation is its config's `act_fn`. A setting the engine
 does not compute, or a dtype it does not run, is refused with one line naming it, before anything is changed.
-The weights reach the engine through a temporary safetensors file whose metadata carries the norm groups
-(Note [Config in the weights file] in core/models/registry.cpp): a state dict's config gives the engine only
-latent statistics.
+The weights reach the engine as a state dict, with the norm groups as the engine's own config key
+(`load(model_config=)`, what a file carries in its metadata: Note [Config in the weights file] in
+core/models/registry.cpp).
 """
 
 from __future__ import annotations
 
 import inspect
-import json
-import os
 import sys
-import tempfile
 from typing import Optional
 
 import torch
@@ -127,14 +124,9 @@ def _check(vae, dtype) -> int:
 
 
 def _load_engine(vae, groups: int, **load_args) -> Model:
-    from safetensors.torch import save_file
-
-    tensors = {name: t.detach().to("cpu").contiguous() for name, t in vae.state_dict().items()}
-    with tempfile.TemporaryDirectory(prefix="vaecodec-seedvr2-") as folder:
-        path = os.path.join(folder, "vae.safetensors")
-        save_file(tensors, path, metadata={"vaecodec_config": json.dumps({"norm_num_groups": groups})})
-        del tensors
-        model = load(path, **load_args)
+    tensors = {name: t.detach() for name, t in vae.state_dict().items()}
+    # The group count is what SeedVR2's tensors cannot tell: given as the engine's own config key.
+    model = load(tensors, model_config={"norm_num_groups": groups}, **load_args)
     if model.family != "seedvr2-vae":
         raise TypeError(f"the VAE's weights are a {model.family}'s, not SeedVR2's")
     return model
