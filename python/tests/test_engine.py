@@ -193,3 +193,13 @@ def test_model_config_tells_a_state_dict_what_its_tensors_cannot():
         vaecodec.load(TINY["seedvr2-vae"], device="cpu", model_config={"norm_num_groups": 8})
     with pytest.raises(TypeError, match="model_config must be a dict"):
         vaecodec.load(tensors, device="cpu", model_config=8)
+
+
+def test_decode_clamps_unless_asked_not_to(models):
+    # Random latents through a tiny random-weight model overshoot [-1, 1]: clamp=False gives them as they are.
+    model = models["seedvr2-vae"]
+    z = 3 * torch.randn(1, model.latent_channels, 2, 4, 6, generator=torch.Generator().manual_seed(5))
+    raw, clamped = model.decode(z, clamp=False), model.decode(z)
+    assert raw.abs().max() > 1
+    assert torch.equal(clamped, raw.clamp(-1, 1))
+    raw.add_(0)  # a plain tensor the caller may change, not an inference-mode one

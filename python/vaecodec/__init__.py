@@ -127,16 +127,20 @@ class Model:
             latents = latents * std + mean
         return latents
 
-    def decode(self, latents: torch.Tensor, normalized: bool = True) -> torch.Tensor:
+    def decode(self, latents: torch.Tensor, normalized: bool = True, clamp: bool = True) -> torch.Tensor:
         """Latents [B, C, t, h, w] (normalized as `encode` gives them, or raw with `normalized=False`) ->
-        frames [B, 3, 1 + 4(t - 1), H, W] in [-1, 1], in the model's dtype on the model's device."""
+        frames [B, 3, 1 + 4(t - 1), H, W] in [-1, 1], in the model's dtype on the model's device; with
+        `clamp=False` as the network gives them (SeedVR2's reference does not clamp)."""
         _check_tensor(latents, "decode", "latents")
         if not normalized and self.latent_mean is not None \
                 and latents.is_floating_point() and latents.dim() == 5 and latents.size(1) == self.latent_channels:
             mean, std = self._statistics(latents)
             latents = (latents.float() - mean) / std
         # Out of place: the engine's result may be an inference-mode tensor, which the caller could not change.
-        return self._native.decode(latents).clamp(-1, 1)
+        video = self._native.decode(latents)
+        if clamp:
+            return video.clamp(-1, 1)
+        return video.clone() if video.is_inference() else video
 
     def decode_stream(self, normalized: bool = True, output: str = "float", pinned: bool = False,
                       chunk: int = 0) -> "Stream":

@@ -169,10 +169,7 @@ class Accelerated(_Handle):
         z = self._first_argument("decode", args, kwargs)
         if z.dim() == 4:  # one latent frame
             z = z.unsqueeze(2)
-        # The engine's decode without Model.decode's clamp: SeedVR2's decode returns unclamped pixels.
-        video = self.model._native.decode(z)
-        if video.is_inference():  # made under the engine's inference mode: a plain tensor for the caller
-            video = video.clone()
+        video = self.model.decode(z, clamp=False)  # SeedVR2's decode returns unclamped pixels
         return self._decoder_output(video.to(self._result_dtype()).squeeze(2))
 
 
