@@ -147,32 +147,30 @@ def diffusers_config(vae):
     )
 
 
+# diffusers' key patterns -> the original VAE-only file's keys (the inverse of diffusers' conversion renames);
+# `e` is the encoder's count of down blocks (its mid block is the original's last down block).
+ORIGINAL_NAMES = [
+    (r"encoder\.down_blocks\.(\d+)\.resnets\.(\d+)\.(.*)",
+     lambda m, e: f"encoder.down_blocks.{2 * int(m[1])}.res_blocks.{m[2]}.{m[3]}"),
+    (r"encoder\.down_blocks\.(\d+)\.downsamplers\.0\.(.*)",
+     lambda m, e: f"encoder.down_blocks.{2 * int(m[1]) + 1}.{m[2]}"),
+    (r"encoder\.mid_block\.resnets\.(\d+)\.(.*)", lambda m, e: f"encoder.down_blocks.{2 * e}.res_blocks.{m[1]}.{m[2]}"),
+    (r"decoder\.mid_block\.resnets\.(\d+)\.(.*)", lambda m, e: f"decoder.up_blocks.0.res_blocks.{m[1]}.{m[2]}"),
+    (r"decoder\.up_blocks\.(\d+)\.upsamplers\.0\.(.*)", lambda m, e: f"decoder.up_blocks.{2 * int(m[1]) + 1}.{m[2]}"),
+    (r"decoder\.up_blocks\.(\d+)\.resnets\.(\d+)\.(.*)",
+     lambda m, e: f"decoder.up_blocks.{2 * int(m[1]) + 2}.res_blocks.{m[2]}.{m[3]}"),
+    (r"(encoder|decoder)\.conv_(in|out)\.conv\.(weight|bias)", lambda m, e: m[0]),
+    (r"latents_mean", lambda m, e: "per_channel_statistics.mean-of-means"),
+    (r"latents_std", lambda m, e: "per_channel_statistics.std-of-means"),
+]
+
+
 def to_original(name, enc_blocks):
-    """diffusers' key -> the original VAE-only file's key (the inverse of diffusers' conversion renames)."""
-    if name == "latents_mean":
-        return "per_channel_statistics.mean-of-means"
-    if name == "latents_std":
-        return "per_channel_statistics.std-of-means"
-    m = re.fullmatch(r"encoder\.down_blocks\.(\d+)\.resnets\.(\d+)\.(.*)", name)
-    if m:
-        return f"encoder.down_blocks.{2 * int(m[1])}.res_blocks.{m[2]}.{m[3]}"
-    m = re.fullmatch(r"encoder\.down_blocks\.(\d+)\.downsamplers\.0\.(.*)", name)
-    if m:
-        return f"encoder.down_blocks.{2 * int(m[1]) + 1}.{m[2]}"
-    m = re.fullmatch(r"encoder\.mid_block\.resnets\.(\d+)\.(.*)", name)
-    if m:
-        return f"encoder.down_blocks.{2 * enc_blocks}.res_blocks.{m[1]}.{m[2]}"
-    m = re.fullmatch(r"decoder\.mid_block\.resnets\.(\d+)\.(.*)", name)
-    if m:
-        return f"decoder.up_blocks.0.res_blocks.{m[1]}.{m[2]}"
-    m = re.fullmatch(r"decoder\.up_blocks\.(\d+)\.upsamplers\.0\.(.*)", name)
-    if m:
-        return f"decoder.up_blocks.{2 * int(m[1]) + 1}.{m[2]}"
-    m = re.fullmatch(r"decoder\.up_blocks\.(\d+)\.resnets\.(\d+)\.(.*)", name)
-    if m:
-        return f"decoder.up_blocks.{2 * int(m[1]) + 2}.res_blocks.{m[2]}.{m[3]}"
-    if re.fullmatch(r"(encoder|decoder)\.conv_(in|out)\.conv\.(weight|bias)", name):
-        return name
+    """diffusers' key -> the original VAE-only file's key."""
+    for pattern, original in ORIGINAL_NAMES:
+        m = re.fullmatch(pattern, name)
+        if m:
+            return original(m, enc_blocks)
     raise ValueError(f"no original name known for {name}")
 
 

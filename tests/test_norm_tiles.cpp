@@ -67,6 +67,14 @@ core::ChunkOptions one_tile() {
   return o;
 }
 
+// The blended tiles of before (TileSet) on through_time()'s grid: every tile runs the whole model on its own
+// pixels.
+core::ChunkOptions blended_tiles() {
+  core::ChunkOptions o;
+  o.tiles = core::TileGrid::cover(kRows, kCols, {kRows, 14}, 4);
+  return o;
+}
+
 struct Quality {
   double relative = 0, db = 0;
 };
@@ -110,10 +118,7 @@ TEST_CASE("SeedVR2's tiled decode comes close to the untiled one, closer with a 
   // nothing changes but where the frames wait (the whole clip in one window, below).
   const auto wide_frames = core::decode_latents(*model, latents, through_time(4, 1, 1, true));
   const Quality wide = quality(wide_frames, whole);
-  // Today's blended tiles (TileSet) of the same grid: every tile runs the whole model on its own pixels.
-  core::ChunkOptions blended;
-  blended.tiles = core::TileGrid::cover(kRows, kCols, {kRows, 14}, 4);
-  const Quality old = quality(core::decode_latents(*model, latents, blended), whole);
+  const Quality old = quality(core::decode_latents(*model, latents, blended_tiles()), whole);
   std::cout << "norm tiles: tiny SeedVR2 decode 192x128 x5, 1x2 tiles of 14x16 (overlap 4) against untiled: "
             << "through time, context 0: " << local.relative << " (" << local.db
             << " dB); context 4: " << wide.relative << " (" << wide.db
@@ -133,9 +138,7 @@ TEST_CASE("SeedVR2's tiled encode comes close to the untiled one, closer with a 
   const double local = relative_error(core::encode_video(*model, video, through_time(0)), whole);
   const auto wide_latents = core::encode_video(*model, video, through_time(4, 1, 1, true));
   const double wide = relative_error(wide_latents, whole);
-  core::ChunkOptions blended;
-  blended.tiles = core::TileGrid::cover(kRows, kCols, {kRows, 14}, 4);
-  const double old = relative_error(core::encode_video(*model, video, blended), whole);
+  const double old = relative_error(core::encode_video(*model, video, blended_tiles()), whole);
   std::cout << "norm tiles: tiny SeedVR2 encode 192x128 x5, 1x2 tiles of 14x16 (overlap 4), relative error "
             << "against untiled: through time, context 0: " << local << "; context 4: " << wide
             << "; blended (TileSet): " << old << "\n";
