@@ -48,13 +48,24 @@ fi
 if has scaling_split; then
   gpus=$(nvidia-smi -L | wc -l)
   step "scaling_split: one clip across 2..$gpus GPUs (bench --split)"
-  for n in 2 4 8; do
+  for n in ${SCALING_SPLIT_COUNTS:-2 3 4 8}; do
     ((n > gpus)) && break
     list=$(seq -s, 0 $((n - 1)))
-    for row in wan2.1-vae:decode:3840x2160 seedvr2-vae:decode:1920x1080; do
-      IFS=: read -r model op size <<<"$row"
-      timeout 400 "$BUILD/vaecodec" bench --random --model "$model" --op "$op" --size "$size" --frames 81 \
-        --dtype bf16 --runs "$RUNS" --devices "$list" --split --json | tee -a "$OUT/scaling.jsonl"
+    # model:op:size[:extra bench arguments, comma-separated]
+    for row in ${SCALING_ROWS-wan2.1-vae:decode:1280x720 wan2.1-vae:encode:1280x720 wan2.1-vae:decode:3840x2160 \
+               seedvr2-vae:decode:1920x1080}; do
+      IFS=: read -r model op size extra <<<"$row"
+      echo "  -- $n GPUs $row $(date +%T)" >>"$OUT/scaling.err"
+      timeout "${SCALING_TIMEOUT:-400}" "$BUILD/vaecodec" bench --random --model "$model" --op "$op" --size "$size" \
+        --frames 81 --dtype bf16 --runs "$RUNS" --devices "$list" --split --json ${extra//,/ } >"$OUT/last.json" \
+        2>>"$OUT/scaling.err"
+      rc=$?
+      if ((rc == 0)); then
+        cat "$OUT/last.json" >>"$OUT/scaling.jsonl"
+        python3 -c "import json,sys; j=json.load(open(sys.argv[1])); s=j['split']; print('  %s GPUs %s: split %.3f s, one GPU %.3f s, %.2fx, error %s; ' % (sys.argv[3], sys.argv[2], s['median_s'], j['one_device']['median_s'], j['speedup_vs_one_device'], s['relative_error_vs_one_device']) + ', '.join('%s %.1f GiB %.0f MiB in' % (d['device'], d['peak_allocated_bytes']/2**30, d['received_bytes_per_run']/2**20) for d in s['devices']))" "$OUT/last.json" "$row" "$n"
+      else
+        echo "  FAILED ($rc): $n GPUs $row"; tail -3 "$OUT/scaling.err"
+      fi
     done
   done
 fi
@@ -65,14 +76,18 @@ if has scaling_batch; then
   clip 81 /tmp/clip81.mp4
   rm -rf /tmp/scale_in && mkdir -p /tmp/scale_in
   for i in $(seq 1 "${SCALING_CLIPS:-32}"); do cp /tmp/clip81.mp4 "/tmp/scale_in/clip$i.mp4"; done
-  for n in 1 2 4 8; do
+  for n in ${SCALING_COUNTS:-1 2 4 8}; do
     ((n > gpus)) && break
     list=$(seq -s, 0 $((n - 1)))
     rm -rf /tmp/scale_out
     start=$(date +%s.%N)
+    # --json: a line per clip with its device and its seconds by stage (the per-device timelines)
     timeout 590 "$BUILD/vaecodec" roundtrip /tmp/scale_in -o /tmp/scale_out -y --weights /tmp/wan21_random.pth \
-      --quiet --devices "$list" >/dev/null 2>>"$OUT/runs.err"
+      --json --manifest "$OUT/scaling_manifest_$n.jsonl" --devices "$list" >"$OUT/scaling_batch_$n.jsonl" \
+      2>>"$OUT/runs.err"
     rc=$?
+    python3 scripts/dev/batch_timeline.py "$OUT/scaling_batch_$n.jsonl" "$OUT/scaling_manifest_$n.jsonl" \
+      | sed 's/^/    /'
     python3 -c "import sys,time; s=time.time()-float(sys.argv[1]); n=int(sys.argv[2]); print('  batch of %d on %s GPUs: %.1f s, %.2f clips/s (exit %s)' % (n, sys.argv[3], s, n/s, sys.argv[4]))" \
       "$start" "${SCALING_CLIPS:-32}" "$n" "$rc" | tee -a "$OUT/scaling.log"
   done
