@@ -7,12 +7,12 @@
 #include <map>
 #include <mutex>
 #include <optional>
-
-#include <c10/cuda/CUDAGuard.h>
+#include <utility>
 
 #include "app/device_workers.h"
 #include "app/devices.h"
 #include "app/errors.h"
+#include "core/device/device.h"
 #include "core/error.h"
 #include "core/models/registry.h"
 #include "io/interrupt.h"
@@ -202,7 +202,11 @@ void run_worker(RunCommand command, const io::PipelineOptions& base, const Worke
                 SharedBatch& shared) {
   const std::string device = worker.device.str();
   InputLoop loop;
-  loop.take = [&] { return shared.take(device, worker.slot); };
+  bool first = true;
+  loop.take = [&] {
+    if (std::exchange(first, false)) io::startup_note(device + " takes its first input");
+    return shared.take(device, worker.slot);
+  };
   loop.pipeline = [&](size_t i) {
     io::PipelineOptions pipeline = base;
     pipeline.frames_done = [&shared, i](int64_t done) { shared.frames(i, done); };
@@ -255,14 +259,17 @@ DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
                                  const std::vector<BatchItem>& items,
                                  const std::vector<torch::Device>& devices, RecordLog& log) {
   const Clock::time_point start = Clock::now();
+  io::startup_note("a batch of " + std::to_string(items.size()) + " inputs on " + device_list(devices));
+  // The GPUs' contexts are made while the inputs are probed and the weights read (Note [Contexts while the
+  // weights load] in core/device/device.h); the models are then built at once (Note [Models built at once]).
+  std::optional<core::ContextWarmup> contexts(devices);
   std::vector<io::InputLength> lengths;
   for (const BatchItem& item : items) lengths.push_back(io::probe_length(item.input));
   std::vector<size_t> order = longest_first(items, lengths);
   io::PipelineOptions pipeline = pipeline_options(options);
   pipeline.quiet = true;  // one progress line for the batch instead of one per run
+  io::startup_note("inputs probed");
 
-  // The weights once; a model on each device, one after the other (building one sets process-wide switches,
-  // Note [Devices] in core/device/device.h).
   auto fail_all = [&](const std::string& message) {
     for (const BatchItem& item : items)
       log.write({item.input, item.output, Status::kFailed, 0, 0, "", message});
@@ -276,23 +283,24 @@ DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
     fail_all(error_line(std::current_exception()));
     throw;
   }
+  io::startup_note("weights read");
+  contexts.reset();  // waits
+  io::startup_note("contexts made");
+  const Clock::time_point build_start = Clock::now();
+  BuiltModels built = build_models(*checkpoint, options, devices);
+  const double build_seconds = seconds_since(build_start);
+  io::startup_note("models built");
   std::vector<Worker> workers;
   std::string first_error;
   for (size_t slot = 0; slot < devices.size(); ++slot) {
-    const torch::Device& device = devices[slot];
-    const Clock::time_point built = Clock::now();
-    try {
-      c10::cuda::OptionalCUDAGuard guard;
-      if (device.is_cuda()) guard.set_device(device);
-      workers.push_back(
-          {slot, device, core::build_model(*checkpoint, model_options(options, device)), {read_seconds, 0}});
-      workers.back().load.build = seconds_since(built);
-    } catch (const std::exception&) {
-      const std::string message = error_line(std::current_exception());
-      if (first_error.empty()) first_error = message;
-      io::warn(device.str() + ": cannot build the model there (" + message +
-               "); the other devices run its share");
+    if (built.models[slot]) {
+      workers.push_back({slot, devices[slot], built.models[slot], {read_seconds, build_seconds}});
+      continue;
     }
+    const std::string message = error_line(built.errors[slot]);
+    if (first_error.empty()) first_error = message;
+    io::warn(devices[slot].str() + ": cannot build the model there (" + message +
+             "); the other devices run its share");
   }
   checkpoint.reset();
   if (workers.empty()) {

@@ -337,7 +337,9 @@ void run_command(RunCommand command, const RunOptions& options) {
   io::set_verbose(options.verbose);
   fs::path current_output = options.output;  // what an interrupt leaves unwritten
   try {
+    io::startup_note(std::string(command_name(command)) + " begins");
     const Prepared p = prepare(command, options);
+    io::startup_note("inputs listed");
     if (p.plan.items.empty()) {  // a shard of an array with more tasks than inputs may hold none
       std::cerr << "vaecodec: shard " << p.plan.shard->text() << " holds none of the " << p.plan.all_items
                 << " inputs; nothing to do" << std::endl;
@@ -354,6 +356,7 @@ void run_command(RunCommand command, const RunOptions& options) {
     }
     if (!p.devices.empty()) return run_over_devices(command, p, pending, log);
     const Loaded loaded = load(p, pending, log);
+    io::startup_note("weights read, model built");
     run_here(command, p, pending, loaded, log, current_output);
   } catch (const io::Interrupted&) {
     throw RunInterrupted(

@@ -10,6 +10,7 @@ extern "C" {
 #include <libavutil/parseutils.h>
 }
 
+#include "app/device_workers.h"
 #include "core/checkpoint.h"
 #include "core/device/device.h"
 #include "core/error.h"
@@ -254,13 +255,32 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
   const core::Checkpoint checkpoint = core::load_checkpoint(weights);
   const Clock::time_point read = Clock::now();
   contexts.wait();  // counted as building
-  std::vector<std::shared_ptr<core::VaeModel>> built;
-  for (const torch::Device& device : devices)
-    built.push_back(core::build_model(checkpoint, model_options(options, device)));
+  BuiltModels built = build_models(checkpoint, options, devices);
+  for (const std::exception_ptr& error : built.errors)
+    if (error) std::rethrow_exception(error);  // as a build on this thread would throw it
   if (seconds) {
     seconds->read = std::chrono::duration<double>(read - start).count();
     seconds->build = std::chrono::duration<double>(Clock::now() - read).count();
   }
+  return built.models;
+}
+
+BuiltModels build_models(const core::Checkpoint& checkpoint, const RunOptions& options,
+                         const std::vector<torch::Device>& devices) {
+  BuiltModels built;
+  built.models.resize(devices.size());
+  if (devices.size() == 1) {  // on this thread: a single model needs no other
+    try {
+      built.models[0] = core::build_model(checkpoint, model_options(options, devices[0]));
+      built.errors.resize(1);
+    } catch (...) {
+      built.errors = {std::current_exception()};
+    }
+    return built;
+  }
+  built.errors = run_device_workers(devices, [&](size_t slot, torch::Device device) {
+    built.models[slot] = core::build_model(checkpoint, model_options(options, device));
+  });
   return built;
 }
 

@@ -104,10 +104,28 @@ core::ModelOptions model_options(const RunOptions& options, torch::Device device
 // Loads the weights and builds the model on the chosen device and dtype; `seconds`, when given, gets the
 // time of each step.
 std::shared_ptr<core::VaeModel> load_model(const RunOptions& options, LoadSeconds* seconds = nullptr);
-// The same on each of `devices`, the weights read once (a clip split across devices: one model per device).
+// The same on each of `devices`, the weights read once (a clip split across devices: one model per device);
+// the models are built at once (build_models), the first failure thrown.
 std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& options,
                                                          const std::vector<torch::Device>& devices,
                                                          LoadSeconds* seconds = nullptr);
+
+// Note [Models built at once]
+// Building a model on a GPU is the module's setup and the weights' copy to the device in its dtype and layout:
+// 1.1-1.4 s each on H200s, so a batch over four GPUs that built them one after the other started its last GPU
+// 4.4 s late (docs/benchmarks.md, "Four GPUs"). Each model is built on a thread of its own, with its device
+// current (run_device_workers). What Device::prepare sets process-wide (TF32, cuDNN's heuristics and timing)
+// is the same for every model of one command - one dtype, one set of choices - so the order in which the
+// threads set it does not matter, and no run starts before every build has returned.
+
+// The models of one checkpoint on each of `devices`, built at once; by slot, with the exception of each one
+// that failed (its model null).
+struct BuiltModels {
+  std::vector<std::shared_ptr<core::VaeModel>> models;
+  std::vector<std::exception_ptr> errors;
+};
+BuiltModels build_models(const core::Checkpoint& checkpoint, const RunOptions& options,
+                         const std::vector<torch::Device>& devices);
 
 // The pipeline's options from the command line's.
 io::PipelineOptions pipeline_options(const RunOptions& options);

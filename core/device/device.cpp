@@ -212,13 +212,13 @@ HostTensor Device::download(const torch::Tensor& device_tensor) {
 ContextWarmup::ContextWarmup(const std::vector<torch::Device>& devices) {
   std::vector<int> gpus;
   for (const torch::Device& d : devices)
-    if (d.is_cuda()) gpus.push_back(d.has_index() ? d.index() : 0);
-  if (gpus.empty()) return;
-  thread_ = std::thread([gpus] {
-    for (int gpu : gpus)
+    if (d.is_cuda() && std::find(gpus.begin(), gpus.end(), d.has_index() ? d.index() : 0) == gpus.end())
+      gpus.push_back(d.has_index() ? d.index() : 0);
+  for (const int gpu : gpus)
+    threads_.emplace_back([gpu] {
       if (cudaSetDevice(gpu) == cudaSuccess) cudaFree(nullptr);
-    cudaGetLastError();  // a failure is the first real call's to report
-  });
+      cudaGetLastError();  // a failure is the first real call's to report
+    });
 }
 
 ContextWarmup::~ContextWarmup() {
@@ -226,7 +226,8 @@ ContextWarmup::~ContextWarmup() {
 }
 
 void ContextWarmup::wait() {
-  if (thread_.joinable()) thread_.join();
+  for (std::thread& thread : threads_)
+    if (thread.joinable()) thread.join();
 }
 
 }  // namespace vaecodec::core

@@ -126,9 +126,10 @@ class Device {
 // Note [Contexts while the weights load]
 // A GPU's CUDA context is made by the first call that needs it, a few hundred milliseconds of a short run's
 // start (docs/benchmarks.md, "Start-up"), and nothing needs it while the weights are read from disk. So the
-// CLI starts making the contexts of the GPUs it will use on a helper thread (a plain cudaFree(0) per device,
-// which leaves LibTorch's allocator and settings alone) and reads the weights meanwhile; the models are built
-// once both are done. A failure here is left to the first real call on that device, which reports it.
+// CLI starts making the contexts of the GPUs it will use on helper threads, one per GPU since the driver
+// makes several at once (a plain cudaFree(0) per device, which leaves LibTorch's allocator and settings
+// alone), and reads the weights meanwhile; the models are built once both are done. A failure here is left to
+// the first real call on that device, which reports it.
 class ContextWarmup {
  public:
   // Starts the contexts of `devices`' GPUs; nothing for CPU devices.
@@ -139,7 +140,7 @@ class ContextWarmup {
   void wait();
 
  private:
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace vaecodec::core
