@@ -83,7 +83,8 @@ if has scaling_batch; then
     start=$(date +%s.%N)
     # --json: a line per clip with its device and its seconds by stage (the per-device timelines)
     timeout 590 "$BUILD/vaecodec" roundtrip /tmp/scale_in -o /tmp/scale_out -y --weights /tmp/wan21_random.pth \
-      --json --manifest "$OUT/scaling_manifest_$n.jsonl" --devices "$list" >"$OUT/scaling_batch_$n.jsonl" \
+      --json --manifest "$OUT/scaling_manifest_$n.jsonl" --devices "$list" ${SCALING_BATCH_EXTRA:-} \
+      >"$OUT/scaling_batch_$n.jsonl" \
       2>>"$OUT/runs.err"
     rc=$?
     python3 scripts/dev/batch_timeline.py "$OUT/scaling_batch_$n.jsonl" "$OUT/scaling_manifest_$n.jsonl" \
