@@ -16,15 +16,20 @@
 #include "core/error.h"
 #include "core/models/registry.h"
 #include "core/planner.h"
+#include "tests/gpu_support.h"
 #include "tests/test_support.h"
 #include "tests/tiny_models.h"
 
 namespace vaecodec::test {
 namespace {
 
-// Every registered family's tiny model (tests/tiny_models.h).
+// Every registered family's tiny model (tests/tiny_models.h), found when a test first asks: a family without
+// one fails those tests, not the start of the program (and with it CTest's discovery of every test).
 using Family = TinyModel;
-const std::vector<TinyModel> kFamilies = tiny_models();
+const std::vector<TinyModel>& families() {
+  static const std::vector<TinyModel> all = tiny_models();
+  return all;
+}
 
 std::shared_ptr<core::VaeModel> load(const Family& family, torch::Device device, torch::ScalarType dtype) {
   return load_tiny(family, device, dtype);
@@ -87,7 +92,7 @@ TEST_CASE("band rows: near-equal whole latent rows, the taller bands first", "[b
 // the frame split into 2 and 3 bands of that many more models, at `chunk` latent frames per call.
 template <typename Run>
 void check_split_equals_whole(int64_t chunk, Run run) {
-  for (const auto& family : kFamilies) {
+  for (const auto& family : families()) {
     for (auto dtype : {torch::kDouble, torch::kFloat}) {
       auto model = load(family, torch::kCPU, dtype);
       const auto whole = run(family, *model, core::ChunkOptions{chunk});
@@ -124,7 +129,7 @@ TEST_CASE("a split encode equals the one-device encode, every family, float64 an
 TEST_CASE("4 and 8 bands, as on 4 and 8 GPUs, equal the one-device run, every family", "[bands]") {
   // The split of the 4- and 8-GPU machines, simulated on the CPU: bands of 2 and 3 latent rows, so that every
   // band's halo comes from both neighbours at every resolution.
-  for (const auto& family : kFamilies) {
+  for (const auto& family : families()) {
     auto model = load(family, torch::kCPU, torch::kDouble);
     torch::manual_seed(17);
     const auto latents = torch::randn({1, model->info().latent_channels, 2, 17, 3}, torch::kDouble);
@@ -216,7 +221,7 @@ TEST_CASE("a split run in columns equals the one-device run tiled in the same co
           "[bands][tiles]") {
   // Bands cut into columns (Note [Bands across devices]): column c of the split is one-device tile c cut
   // into bands, blended as the one-device tiles are.
-  for (const auto& family : kFamilies) {
+  for (const auto& family : families()) {
     for (auto dtype : {torch::kDouble, torch::kFloat}) {
       auto model = load(family, torch::kCPU, dtype);
       Bands bands(family, 2, torch::kCPU, dtype);
@@ -321,15 +326,17 @@ TEST_CASE("bands that do not fit whole share the one-device plan's exact tiles o
   CHECK_THAT(shared.summary(), Catch::Contains("shared out among 2 devices"));
 }
 
-TEST_CASE("on CUDA, a split decode and encode equal the one-device run (two bands per GPU, and across GPUs)",
-          "[bands][gpu]") {
-  REQUIRE(torch::cuda::is_available());
-  const int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
-  for (const auto& family : kFamilies) {
+namespace {
+
+// On CUDA, for every family at two sizes in float32 and bf16: the decode and encode split into bands on each
+// layout's devices, one band per entry, against the one-GPU run (float32: to rounding) and the float32 CPU
+// run (bf16: the golden tests' bound).
+void check_cuda_split(const std::vector<std::vector<torch::Device>>& layouts) {
+  const torch::Device gpu0(torch::kCUDA, 0);
+  for (const auto& family : families()) {
     for (auto [height, width] : {std::pair<int64_t, int64_t>{256, 256}, {208, 176}}) {
       const int64_t rows = height / family.spatial_factor, cols = width / family.spatial_factor;
       for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
-        const torch::Device gpu0(torch::kCUDA, 0);
         auto model = load(family, gpu0, dtype);
         auto reference = load(family, torch::kCPU, torch::kFloat);
         torch::manual_seed(11);
@@ -339,9 +346,6 @@ TEST_CASE("on CUDA, a split decode and encode equal the one-device run (two band
         const auto encoded = core::encode_video(*reference, frames, {1});
         const auto one_gpu_decoded = core::decode_latents(*model, latents.to(gpu0, dtype), {2});
         const auto one_gpu_encoded = core::encode_video(*model, frames.to(gpu0, dtype), {1});
-        // Two bands on GPU 0, then one band per GPU when there are several.
-        std::vector<std::vector<torch::Device>> layouts = {{gpu0, gpu0}};
-        if (gpus >= 2) layouts.push_back({gpu0, torch::Device(torch::kCUDA, 1)});
         for (const auto& layout : layouts) {
           std::vector<std::shared_ptr<core::VaeModel>> models;
           core::ChunkOptions options;
@@ -350,9 +354,8 @@ TEST_CASE("on CUDA, a split decode and encode equal the one-device run (two band
             models.push_back(load(family, d, dtype));
             options.bands.push_back({models.back().get(), &core::Device::of(d)});
           }
-          INFO(family.family << " " << width << "x" << height << " " << c10::toString(dtype) << " on "
-                             << layout.back().str());
-          // float32: the one-GPU run to rounding; bf16: the golden tests' bound against float32.
+          INFO(family.family << " " << width << "x" << height << " " << c10::toString(dtype) << ", "
+                             << layout.size() << " bands, the last on " << layout.back().str());
           const bool f32 = dtype == torch::kFloat;
           const double bound = f32 ? 1e-5 : 5e-2;
           const auto split_decode = core::decode_latents(*model, latents.to(gpu0, dtype), options);
@@ -367,15 +370,14 @@ TEST_CASE("on CUDA, a split decode and encode equal the one-device run (two band
   }
 }
 
-TEST_CASE("on CUDA, exact tiles shared out among devices equal the one-GPU run with the same tiles",
-          "[bands][gpu]") {
-  REQUIRE(torch::cuda::is_available());
+// The 2x2 exact tiles of the one-GPU run shared out among models on `devices`, plain and through the host
+// window: the same decode and encode as the one-GPU run with those tiles.
+void check_shared_tiles(const std::vector<torch::Device>& devices) {
   const torch::Device gpu0(torch::kCUDA, 0);
-  const torch::Device other = torch::cuda::device_count() >= 2 ? torch::Device(torch::kCUDA, 1) : gpu0;
   const auto family = tiny_model("wan2.1-vae");
   auto model = load(family, gpu0, torch::kFloat);
-  std::vector<std::shared_ptr<core::VaeModel>> models = {load(family, gpu0, torch::kFloat),
-                                                         load(family, other, torch::kFloat)};
+  std::vector<std::shared_ptr<core::VaeModel>> models;
+  for (const auto& d : devices) models.push_back(load(family, d, torch::kFloat));
   for (const bool host : {false, true}) {
     core::ChunkOptions tiles{2, core::TileGrid::parts(32, 32, 2, 2)};
     tiles.host_window = host;
@@ -384,7 +386,7 @@ TEST_CASE("on CUDA, exact tiles shared out among devices equal the one-GPU run w
     torch::manual_seed(23);
     const auto latents = torch::randn({1, 16, 3, 32, 32}).to(gpu0);
     const auto frames = video(9, 256, 256, torch::kFloat).to(gpu0);
-    INFO("cuda:0 and " << other.str() << (host ? ", host window" : ""));
+    INFO(devices.size() << " places, the last on " << devices.back().str() << (host ? ", host window" : ""));
     const auto one = core::decode_latents(*model, latents, tiles);
     const auto spread = core::decode_latents(*model, latents, shared);
     REQUIRE(spread.sizes() == one.sizes());
@@ -394,28 +396,70 @@ TEST_CASE("on CUDA, exact tiles shared out among devices equal the one-GPU run w
   }
 }
 
-TEST_CASE("on CUDA, a split run in columns equals the one-GPU run tiled in the same columns",
-          "[bands][gpu]") {
-  REQUIRE(torch::cuda::is_available());
+// Wan2.1 and SeedVR2 (its pooled GroupNorm) split into bands on `devices` and cut into two columns: the
+// one-GPU run tiled in the same columns.
+void check_split_columns(const std::vector<torch::Device>& devices) {
   const torch::Device gpu0(torch::kCUDA, 0);
-  const torch::Device other = torch::cuda::device_count() >= 2 ? torch::Device(torch::kCUDA, 1) : gpu0;
-  for (const auto& family :
-       {tiny_model("wan2.1-vae"), tiny_model("seedvr2-vae")}) {  // Wan2.1; SeedVR2 (its pooled GroupNorm)
+  for (const auto& family : {tiny_model("wan2.1-vae"), tiny_model("seedvr2-vae")}) {
     auto model = load(family, gpu0, torch::kFloat);
-    std::vector<std::shared_ptr<core::VaeModel>> models = {load(family, gpu0, torch::kFloat),
-                                                           load(family, other, torch::kFloat)};
+    std::vector<std::shared_ptr<core::VaeModel>> models;
+    for (const auto& d : devices) models.push_back(load(family, d, torch::kFloat));
     core::ChunkOptions columns{2, core::TileGrid::cover(32, 32, {32, 20}, 8)};
     REQUIRE(columns.tiles.cols == 2);
     core::ChunkOptions split = columns;
     for (const auto& m : models) split.bands.push_back({m.get(), &core::Device::of(m->device())});
     torch::manual_seed(19);
     const auto latents = torch::randn({1, model->info().latent_channels, 3, 32, 32}).to(gpu0);
-    INFO(family.family << " on cuda:0 and " << other.str());
+    INFO(family.family << ", " << devices.size() << " bands, the last on " << devices.back().str());
     const auto tiled = core::decode_latents(*model, latents, columns);
     const auto banded = core::decode_latents(*model, latents, split);
     REQUIRE(banded.sizes() == tiled.sizes());
     CHECK(relative_error(banded, tiled) <= 1e-5);
   }
+}
+
+}  // namespace
+
+// The [gpu] tests split across two bands of one GPU; their [multi-gpu] twins put one band on each of the
+// first 2, 3, ... GPUs (Note [Tests on several GPUs] in tests/gpu_support.h).
+TEST_CASE("on CUDA, a split decode and encode in two bands of one GPU equal the one-device run",
+          "[bands][gpu]") {
+  if (!cuda_here()) return;
+  const torch::Device gpu0(torch::kCUDA, 0);
+  check_cuda_split({{gpu0, gpu0}});
+}
+
+TEST_CASE("on several GPUs, a split decode and encode, a band per GPU, equal the one-device run",
+          "[bands][gpu][multi-gpu]") {
+  std::vector<std::vector<torch::Device>> layouts;
+  for (const int64_t n : gpu_counts_here()) layouts.push_back(first_gpus(n));
+  if (!layouts.empty()) check_cuda_split(layouts);
+}
+
+TEST_CASE(
+    "on CUDA, exact tiles shared out among two places of one GPU equal the one-GPU run with the same tiles",
+    "[bands][gpu]") {
+  if (!cuda_here()) return;
+  const torch::Device gpu0(torch::kCUDA, 0);
+  check_shared_tiles({gpu0, gpu0});
+}
+
+TEST_CASE("on several GPUs, exact tiles shared out among them equal the one-GPU run with the same tiles",
+          "[bands][gpu][multi-gpu]") {
+  for (const int64_t n : gpu_counts_here()) check_shared_tiles(first_gpus(n));
+}
+
+TEST_CASE(
+    "on CUDA, a split run in columns, two bands of one GPU, equals the one-GPU run tiled in the same columns",
+    "[bands][gpu]") {
+  if (!cuda_here()) return;
+  const torch::Device gpu0(torch::kCUDA, 0);
+  check_split_columns({gpu0, gpu0});
+}
+
+TEST_CASE("on several GPUs, a split run in columns equals the one-GPU run tiled in the same columns",
+          "[bands][gpu][multi-gpu]") {
+  for (const int64_t n : gpu_counts_here()) check_split_columns(first_gpus(n));
 }
 
 }  // namespace vaecodec::test

@@ -14,6 +14,7 @@
 #include "core/models/registry.h"
 #include "core/planner.h"
 #include "core/safetensors.h"
+#include "tests/gpu_support.h"
 #include "tests/video_test_support.h"
 
 namespace vaecodec::test {
@@ -139,6 +140,7 @@ class GpuHog {
 };
 
 TEST_CASE("a shared GPU: the default budget is what is free, a larger one is refused", "[gpu][oom]") {
+  if (!cuda_here()) return;
   ScratchDir dir;
   // The released Wan2.1 architecture with random weights, and a 1080p clip: untiled, its decode wants about
   // 19 GiB, more than the 10 GiB left free below.

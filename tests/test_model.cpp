@@ -16,6 +16,7 @@
 #include "core/models/wan/wan_blocks.h"
 #include "core/safetensors.h"
 #include "core/vae_model.h"
+#include "tests/gpu_support.h"
 #include "tests/test_support.h"
 
 namespace vaecodec::test {
@@ -156,7 +157,7 @@ TEST_CASE("the temporal upsampler hands on, in every chunk, a layout the GPU ker
 TEST_CASE("on CUDA the layers keep the channels-last layout", "[model][layout][gpu]") {
   // CPU convolutions may answer in the plain layout; cuDNN keeps channels-last, and so must every other step,
   // or a transpose would hide in the run.
-  REQUIRE(torch::cuda::is_available());
+  if (!cuda_here()) return;
   auto checkpoint = core::load_checkpoint(wan21_dir() / "weights.safetensors");
   auto last = core::build_model(checkpoint, {"", torch::kCUDA, torch::kFloat});
   auto plain = core::build_model(checkpoint, {"", torch::kCUDA, torch::kFloat, nullptr, false});
@@ -172,7 +173,7 @@ TEST_CASE("on CUDA the fused RMSNorm+SiLU and residual add match float64", "[mod
   // bf16, 192, 384, 128, 1024), the warp-per-voxel kernel for the others (20; 12 in bf16), the planar kernel
   // for contiguous tensors; each with and without the deferred bias (Note [Deferred bias]), into a causal
   // buffer's tail.
-  REQUIRE(torch::cuda::is_available());
+  if (!cuda_here()) return;
   torch::manual_seed(0);
   const auto cl = torch::MemoryFormat::ChannelsLast3d;
   for (const int64_t c : {96, 192, 384, 128, 1024, 20, 12}) {
@@ -259,7 +260,7 @@ TEST_CASE("on CUDA the fused RMSNorm+SiLU and residual add match float64", "[mod
 TEST_CASE("on CUDA the upsampler on the input grid matches float64", "[model][gpu]") {
   // Note [Upsampling on the input grid]: the 2x2 phase convolution and the interleave kernel (channels-last,
   // with the bias), against the same layer in float64 on the CPU, whose result the golden data checks.
-  REQUIRE(torch::cuda::is_available());
+  if (!cuda_here()) return;
   torch::manual_seed(0);
   struct Shape {
     int64_t in, out, t, h, w;
@@ -390,7 +391,7 @@ TEST_CASE("a convolution computed in pieces of frames and rows is the whole conv
 }
 
 TEST_CASE("on CUDA a convolution past 2^31 elements runs in pieces", "[model][layers][gpu]") {
-  REQUIRE(torch::cuda::is_available());
+  if (!cuda_here()) return;
   // SeedVR2's 256 -> 128 convolution at 1920x1080, 6 frames (a chunk of 4 and its cache of 2): 3.2e9 inputs.
   const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
   const auto x = torch::randn({1, 256, 6, 1080, 1920}, opts).contiguous(torch::MemoryFormat::ChannelsLast3d);

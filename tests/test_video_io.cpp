@@ -20,6 +20,7 @@
 #include "io/pipeline.h"
 #include "io/video_reader.h"
 #include "io/video_writer.h"
+#include "tests/gpu_support.h"
 #include "tests/tiny_models.h"
 #include "tests/video_test_support.h"
 
@@ -478,7 +479,7 @@ TEST_CASE("pass-through model: encode then decode gives the round trip's frames"
 TEST_CASE("on CUDA the colour conversion gives the CPU's code values", "[video][gpu]") {
   // Note [Colour conversion on the GPU]: the same float32 arithmetic on another device; a rounding tie may
   // land one code value apart, nothing more.
-  REQUIRE(torch::cuda::is_available());
+  if (!cuda_here()) return;
   torch::manual_seed(0);
   const int width = 70, height = 42;
   // Four frames with values beyond [-1, 1] too, as a decoder gives them.
@@ -531,7 +532,7 @@ TEST_CASE("8-bit Y'CbCr frames leave the reader as planes that convert as the re
 TEST_CASE("on CUDA an input frame's planes convert to the reader's RGB", "[video][gpu]") {
   // Note [Colour conversion of the input on the GPU]: the same float32 operations; fused multiply-adds may
   // round the last bit apart.
-  REQUIRE(torch::cuda::is_available());
+  if (!cuda_here()) return;
   const int width = 70, height = 42;
   io::FrameToTensor reader(width, height);
   core::Device& gpu = core::Device::of(torch::Device(torch::kCUDA, 0));
@@ -553,7 +554,7 @@ TEST_CASE("on CUDA an input frame's planes convert to the reader's RGB", "[video
 TEST_CASE("on CUDA a file's encode reads its frames as planes and gives the CPU's latents", "[video][gpu]") {
   // The pipeline's side of Note [Colour conversion of the input on the GPU]: a yuv420p clip through the
   // tiny Wan2.1 model in float32, on the GPU (planes converted there) and on the CPU (the reader's RGB).
-  REQUIRE(torch::cuda::is_available());
+  if (!cuda_here()) return;
   ScratchDir dir;
   const auto clip =
       make_clip(dir / "in.mkv", kTestsrc + "64x48:rate=24 -frames:v 9 -pix_fmt yuv420p -c:v ffv1");
