@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "app/device_workers.h"
@@ -230,6 +231,13 @@ void run_worker(RunCommand command, const io::PipelineOptions& base, const Worke
 
 }  // namespace
 
+int host_threads(int threads, size_t devices) {
+  if (threads >= 0) return threads;  // --threads
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (devices < 2 || cores == 0) return 0;
+  return std::max(2, static_cast<int>(cores / devices));  // Note [Host threads of a batch over devices]
+}
+
 std::vector<size_t> longest_first(const std::vector<BatchItem>& items,
                                   const std::vector<io::InputLength>& lengths) {
   std::vector<size_t> order(items.size());
@@ -268,6 +276,7 @@ DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
   std::vector<size_t> order = longest_first(items, lengths);
   io::PipelineOptions pipeline = pipeline_options(options);
   pipeline.quiet = true;  // one progress line for the batch instead of one per run
+  pipeline.threads = host_threads(options.threads, devices.size());
   io::startup_note("inputs probed");
 
   auto fail_all = [&](const std::string& message) {

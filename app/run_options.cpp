@@ -90,6 +90,10 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
   sub.add_option("--devices", options.devices,
                  "GPUs to spread a batch over, one model and one input at a time each: all, 0,1 or "
                  "cuda:0,cuda:2 (default: --device's alone)");
+  sub.add_option("--threads", options.threads,
+                 "host threads of each input's video decoder and encoder, as ffmpeg's -threads (0: the "
+                 "codecs' own choice; default: 0 on one device, the host's cores shared among --devices)")
+      ->check(CLI::Range(0, 1024));
   sub.add_option("--dtype", options.dtype,
                  "fp32, bf16 or fp16 (default: bf16 on CUDA, fp32 on the CPU); fp8: bf16 with the "
                  "norm-fed convolutions in e4m3 (Wan on Hopper; faster, less exact)")
@@ -291,6 +295,7 @@ io::PipelineOptions pipeline_options(const RunOptions& options) {
   p.writer.crf = options.crf;
   p.writer.preset = options.encoder_preset;
   p.writer.encoder_options = options.encoder_options;
+  p.threads = std::max(options.threads, 0);  // a batch over devices gives its share (app/device_batch.cpp)
   if (!options.pixel_format.empty()) {
     p.writer.pixel_format = av_get_pix_fmt(options.pixel_format.c_str());
     if (p.writer.pixel_format == AV_PIX_FMT_NONE)

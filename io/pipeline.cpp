@@ -181,14 +181,16 @@ struct FinishingRun::State {
   void open(const fs::path& output, const VideoFormat& format, const std::vector<AudioStream>& audio_streams,
             const char* label, int64_t frames, size_t capacity, bool with_references) {
     temp.emplace(output);
-    writer.emplace(temp->path(), output, format, options.writer, audio_streams);
+    WriterOptions writer_options = options.writer;
+    if (writer_options.threads == 0) writer_options.threads = options.threads;
+    writer.emplace(temp->path(), output, format, writer_options, audio_streams);
     references = with_references && wants_references(options);
     if (references && !options.metrics.empty()) meter.emplace();
     if (references && !options.side_by_side.empty()) {
       VideoFormat wide = format;
       wide.width *= 3;
       side_temp.emplace(options.side_by_side);
-      side_writer.emplace(side_temp->path(), options.side_by_side, wide, options.writer);
+      side_writer.emplace(side_temp->path(), options.side_by_side, wide, writer_options);
     }
     progress.emplace(label, frames, progress_options(options));
     writing.emplace(*writer, capacity, audio_streams.empty() ? nullptr : &audio, meter ? &*meter : nullptr,
@@ -254,7 +256,8 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
   VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/true, options.source,
-                             /*yuv_planes=*/device.torch_device().is_cuda() && !wants_references(options)});
+                             /*yuv_planes=*/device.torch_device().is_cuda() && !wants_references(options),
+                             options.threads});
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(
@@ -316,7 +319,7 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
   VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/false, options.source,
-                             /*yuv_planes=*/device.torch_device().is_cuda()});
+                             /*yuv_planes=*/device.torch_device().is_cuda(), options.threads});
   const VideoFormat format = reader.format();
   if (musubi) check_musubi_size(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);

@@ -51,7 +51,22 @@ struct PipelineOptions {
   // Told the frames done so far in the run, from the thread that does them (the writer's for roundtrip and
   // decode, the model's for encode), quiet or not: a batch over devices draws one progress line for all.
   std::function<void(int64_t done)> frames_done;
+  // The host threads of the run's decoder and encoder and of their threads' LibTorch work, where writer.threads
+  // does not set the encoder's; 0: FFmpeg's and LibTorch's own choice (Note [Host threads of a batch over
+  // devices]).
+  int threads = 0;
 };
+
+// Note [Host threads of a batch over devices]
+// FFmpeg's decoders and encoders and LibTorch's host operations each size their thread pools for the whole
+// host: x264 takes 1.5 threads per core, the H.264 decoder up to 16, and every thread that calls a LibTorch
+// operation on the CPU gets a team of OpenMP threads as large as the host. A batch over four GPUs runs four
+// readers and four writers at once, so a 64-core host had ~10 threads per core, and each clip's reading and
+// writing took 2-7 times as long as with one GPU (read 0.13 -> 0.9 s, write 1.0 -> 2.25 s per 720p x81 clip,
+// 4x H200, docs/benchmarks.md "Four GPUs"): the writer held the model up and the four GPUs did 3.3x the one
+// GPU's work instead of 4x. So a batch over N devices gives each run the host's cores divided by N for its
+// decoder, its encoder and its threads' LibTorch work (--threads sets another count; 0 leaves every pool its
+// own choice, as a one-device run does).
 
 // What a run did, for the summary line and --json.
 struct RunSummary {

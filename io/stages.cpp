@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include <ATen/Parallel.h>
+
 namespace vaecodec::io {
 namespace {
 
@@ -27,6 +29,7 @@ ReaderStage::~ReaderStage() {
 }
 
 void ReaderStage::run() {
+  if (reader_.threads() > 0) at::set_num_threads(reader_.threads());  // this thread's own parallel work
   try {
     VideoFrame frame;
     for (;;) {
@@ -83,6 +86,7 @@ void WriterStage::drain_audio() {
 }
 
 void WriterStage::run() {
+  if (writer_.threads() > 0) at::set_num_threads(writer_.threads());  // this thread's own parallel work
   try {
     while (std::optional<OutputFrame> frame = frames_.pop()) {
       auto start = Clock::now();

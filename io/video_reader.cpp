@@ -162,7 +162,7 @@ VideoReader::VideoReader(const std::filesystem::path& path, ReaderOptions option
   check_av(avcodec_parameters_to_context(decoder_.get(), stream_->codecpar), "cannot set up the decoder for",
            path);
   decoder_->pkt_timebase = stream_->time_base;
-  decoder_->thread_count = 0;  // as many as FFmpeg thinks useful
+  decoder_->thread_count = options_.threads;  // 0: as many as FFmpeg thinks useful
   check_av(avcodec_open2(decoder_.get(), codec, nullptr),
            "cannot open the " + std::string(codec->name) + " decoder for", path);
 
