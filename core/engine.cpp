@@ -173,6 +173,12 @@ torch::Tensor DecodeRun::push(const torch::Tensor& latents) {
                 ", T, h, w], got " + std::to_string(latents.dim()) + "-D with " +
                 std::to_string(latents.dim() > 1 ? latents.size(1) : 0) + " channels");
   if (latents_in_ == 0) {
+    // Note [Decoders that look ahead]: tiles and bands run their own chunks, which do not yet end the clip.
+    if (model_.info().decode_lag > 0 &&
+        (chunks_.runs_through_time() || chunks_.bands.size() >= 2 ||
+         resolve_grid(chunks_.tiles, latents.size(3), latents.size(4)).tiled()))
+      throw Error(model_.info().family +
+                  ": its decoder looks ahead in time; decode tiles and bands are not implemented for it yet");
     exact_ = make_exact_tiles(chunks_, model_, device_, ExactTiles::Direction::kDecode, latents.size(3),
                               latents.size(4));
     if (!exact_)
@@ -197,10 +203,17 @@ torch::Tensor DecodeRun::finish() {
   if (latents_in_ == 0) throw Error("nothing to decode: no latent frames");
   if (exact_)
     return window_->empty() ? torch::Tensor() : exact_->run_window(window_->take(window_->size()), false);
-  if (!pending_.defined() || pending_.size(2) == 0) return {};
-  auto out = run_chunk(pending_);
+  std::vector<torch::Tensor> out;
+  if (pending_.defined() && pending_.size(2) > 0) out.push_back(run_chunk(pending_));
   pending_ = torch::Tensor();
-  return out;
+  // What a decoder that looks ahead held back (Note [Decoders that look ahead]).
+  if (!bands_ && !tiles_) {
+    torch::InferenceMode guard;
+    if (auto held = model_.decode_end(cache_); held.defined() && held.size(2) > 0)
+      out.push_back(std::move(held));
+  }
+  if (out.empty()) return {};
+  return join(out);
 }
 
 torch::Tensor DecodeRun::push_window(const torch::Tensor& latents) {

@@ -39,6 +39,11 @@ torch::Tensor VaeModel::decode(const torch::Tensor& z, CausalCache& cache) {
   return decode_chunk(z, cache);
 }
 
+torch::Tensor VaeModel::decode_end(CausalCache& cache) {
+  ModelCall call(*this);
+  return decode_end_chunk(cache);
+}
+
 bool VaeModel::tiles_through_time() const {
   const Trunk* e = trunk(true);
   const Trunk* d = trunk(false);

@@ -31,6 +31,9 @@ struct ModelInfo {
   // Channels of the attention over whole latent frames (the middles' blocks), 0 where there is none: its
   // work grows with the square of the frame (Note [Plan cost]).
   int64_t encode_attention = 0, decode_attention = 0;
+  // Output frames a streaming decode holds back until later latents or the end of the clip arrive, 0 for a
+  // causal decoder (Note [Decoders that look ahead]).
+  int64_t decode_lag = 0;
 };
 
 // Note [Latent statistics in the config]
@@ -63,11 +66,21 @@ void refuse_config_key(const nlohmann::json& config, const std::string& key, con
 //           frames, later ones 4n.
 // The result does not depend on the chunking. Each call runs under the model's run choices
 // (Note [Run choices] in core/run_choices.h); a family implements encode_chunk and decode_chunk.
+//
+// Note [Decoders that look ahead]
+// A decoder whose convolutions read later frames (LTX-2's: Note [LTX-2 decoder lag] in
+// core/models/ltx2/ltx2_blocks.h) cannot settle a chunk's last frames before the next chunk arrives: its
+// decode() returns fewer frames than above (none at all for a short first chunk), keeping the rest in the
+// cache, ModelInfo::decode_lag output frames in all, and decode_end() returns them once the clip has ended,
+// with the clip's right padding applied. Over a whole run the frames are the same as a causal decoder's, and
+// the same for any chunking. For a causal decoder decode_end() returns nothing.
 class VaeModel : public torch::nn::Module {
  public:
   virtual const ModelInfo& info() const = 0;
   torch::Tensor encode(const torch::Tensor& x, CausalCache& cache);
   torch::Tensor decode(const torch::Tensor& z, CausalCache& cache);
+  // The frames held back at the end of the clip (Note [Decoders that look ahead]); undefined when none.
+  torch::Tensor decode_end(CausalCache& cache);
 
   // --- exact tiles (Note [Exact tiles] in core/trunk.h): where the family's trunks are local, each op splits
   // into a trunk that tiles run and a whole-frame part at latent resolution. Areas are in latent pixels
@@ -131,6 +144,10 @@ class VaeModel : public torch::nn::Module {
  protected:
   virtual torch::Tensor encode_chunk(const torch::Tensor& x, CausalCache& cache) = 0;
   virtual torch::Tensor decode_chunk(const torch::Tensor& z, CausalCache& cache) = 0;
+  virtual torch::Tensor decode_end_chunk(CausalCache& cache) {
+    (void)cache;
+    return {};
+  }
   // Exact tiles: the trunk of encode or decode, or nullptr (the default) where the family has none.
   virtual const Trunk* trunk(bool encode) const {
     (void)encode;

@@ -43,7 +43,9 @@ TEST_CASE("every family's encode does not depend on the chunk length", "[chunks]
 
 TEST_CASE("every registered family has a tiny model with golden cases", "[chunks]") {
   const auto tiny = tiny_models();
-  REQUIRE(tiny.size() == core::model_families().size());
+  size_t families = 0;
+  for (const auto& family : core::model_families()) families += decoder_looks_ahead(family) ? 0 : 1;
+  REQUIRE(tiny.size() == families);
   for (const TinyModel& t : tiny) {
     INFO(t.family);
     const auto cases = read_tensors(t.folder / "cases.safetensors");

@@ -292,7 +292,7 @@ TEST_CASE("cli --model names the family, weights of another family are refused b
   }
   SECTION("an unknown family, named with the known ones") {
     check_refused(encode(weights_arg(kSeedVR2, weights) + " --model wan3-vae"),
-                  "unknown model 'wan3-vae' (known: wan2.2-vae, wan2.1-vae, seedvr2-vae)", 2);
+                  "unknown model 'wan3-vae' (known: wan2.2-vae, wan2.1-vae, seedvr2-vae, ltx2-vae)", 2);
     CHECK(list_dir(dir.path()) == std::vector<std::string>{"in.mp4"});
   }
 }

@@ -6,7 +6,8 @@
 #define VAECODEC_BUILTIN_MODEL_FAMILIES(X) \
   X(wan22_family)                          \
   X(wan21_family)                          \
-  X(seedvr2_family)
+  X(seedvr2_family)                        \
+  X(ltx2_family)
 
 // What `bench --random` and `plan` assume when no family is named.
 #define VAECODEC_DEFAULT_MODEL_FAMILY "wan2.1-vae"

@@ -1,0 +1,179 @@
+#include "core/models/ltx2/ltx2_blocks.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace vaecodec::core {
+namespace {
+
+constexpr double kPixelNormEps = 1e-8;
+
+// The first `frames` frames of what the slot holds followed by x; the rest stays in the slot. Aligns a
+// residual with a path that runs behind it (Note [LTX-2 decoder lag]).
+torch::Tensor take_aligned(CausalCache::Slot& slot, const torch::Tensor& x, int64_t frames) {
+  const bool held = slot.history.defined() && slot.history.size(2) > 0;
+  if (!held && frames == x.size(2)) return x;
+  const torch::Tensor all = held ? torch::cat({slot.history, x}, 2) : x;
+  if (frames > all.size(2))
+    throw Error("ltx2-vae: a residual path is " + std::to_string(frames - all.size(2)) +
+                " frames ahead of its input");
+  slot.history = all.narrow(2, frames, all.size(2) - frames).clone();
+  return all.narrow(2, 0, frames);
+}
+
+}  // namespace
+
+LTX2Conv::LTX2Conv(int64_t in, int64_t out, Time time, bool reflect) : time_(time), reflect_(reflect) {
+  auto conv = register_module("conv", std::make_shared<torch::nn::Module>());
+  weight_ = conv->register_parameter("weight", torch::empty({out, in, 3, 3, 3}), false);
+  bias_ = conv->register_parameter("bias", torch::empty({out}), false);
+}
+
+torch::Tensor LTX2Conv::forward(const torch::Tensor& x, CausalCache& cache, bool end) {
+  CausalCache::Slot& slot = cache.next();
+  const int64_t t = x.size(2);
+  std::vector<torch::Tensor> parts;
+  if (slot.history.defined()) {
+    parts.push_back(slot.history);
+  } else if (t > 0) {
+    // The clip's left padding: frame 0 twice before a causal conv, once before one that looks ahead.
+    const auto first = x.narrow(2, 0, 1);
+    for (int i = 0; i < (time_ == Time::kCausal ? 2 : 1); ++i) parts.push_back(first);
+  }
+  if (t > 0) parts.push_back(x);
+  if (end && time_ == Time::kLookAhead && !parts.empty()) parts.push_back(parts.back().narrow(2, -1, 1));
+  auto empty_output = [&] {
+    return torch::empty({x.size(0), weight_.size(0), 0, x.size(3), x.size(4)}, x.options());
+  };
+  if (parts.empty()) return empty_output();
+  torch::Tensor buffer = parts.size() == 1 ? parts.front() : torch::cat(parts, 2);
+  const int64_t frames = buffer.size(2);
+  // Kernel 3 in time: the next chunk needs the last two padded input frames.
+  slot.history = buffer.narrow(2, std::max<int64_t>(frames - 2, 0), std::min<int64_t>(frames, 2)).clone();
+  if (frames < 3) return empty_output();
+  std::array<int64_t, 3> padding{0, 1, 1};
+  if (reflect_) {
+    buffer = at::reflection_pad3d(buffer, {1, 1, 1, 1, 0, 0});
+    padding = {0, 0, 0};
+  }
+  auto out = conv3d(buffer, weight_, bias_, bias_f32_, {1, 1, 1}, padding);
+  count_conv_flops(out, weight_);
+  return out;
+}
+
+torch::Tensor ltx2_pixel_norm_silu(const torch::Tensor& x) {
+  const auto compute = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  const auto xf = x.to(compute);
+  const auto y = xf * torch::rsqrt(xf.square().mean(1, /*keepdim=*/true) + kPixelNormEps);
+  return torch::silu(y).to(x.scalar_type());
+}
+
+LTX2ResBlock::LTX2ResBlock(int64_t channels, LTX2Conv::Time time, bool reflect) {
+  conv1_ = register_module("conv1", std::make_shared<LTX2Conv>(channels, channels, time, reflect));
+  conv2_ = register_module("conv2", std::make_shared<LTX2Conv>(channels, channels, time, reflect));
+}
+
+torch::Tensor LTX2ResBlock::forward(const torch::Tensor& x, CausalCache& cache, bool end) {
+  auto h = conv1_->forward(ltx2_pixel_norm_silu(x), cache, end);
+  h = conv2_->forward(ltx2_pixel_norm_silu(h), cache, end);
+  return h.add_(take_aligned(cache.next(), x, h.size(2)));
+}
+
+LTX2ResStage::LTX2ResStage(int64_t channels, int64_t layers, LTX2Conv::Time time, bool reflect) {
+  auto list = register_module("res_blocks", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < layers; ++i)
+    blocks_.push_back(list->add(i, std::make_shared<LTX2ResBlock>(channels, time, reflect)));
+}
+
+torch::Tensor LTX2ResStage::forward(const torch::Tensor& x, CausalCache& cache, bool end) {
+  torch::Tensor h = x;
+  for (auto& b : blocks_) h = b->forward(h, cache, end);
+  return h;
+}
+
+torch::Tensor space_to_depth(const torch::Tensor& x, std::array<int64_t, 3> s) {
+  const int64_t b = x.size(0), c = x.size(1), t = x.size(2) / s[0], h = x.size(3) / s[1],
+                w = x.size(4) / s[2];
+  return x.reshape({b, c, t, s[0], h, s[1], w, s[2]})
+      .permute({0, 1, 3, 5, 7, 2, 4, 6})
+      .reshape({b, c * s[0] * s[1] * s[2], t, h, w});
+}
+
+torch::Tensor depth_to_space(const torch::Tensor& x, std::array<int64_t, 3> s) {
+  const int64_t b = x.size(0), c = x.size(1) / (s[0] * s[1] * s[2]), t = x.size(2), h = x.size(3),
+                w = x.size(4);
+  return x.reshape({b, c, s[0], s[1], s[2], t, h, w})
+      .permute({0, 1, 5, 2, 6, 3, 7, 4})
+      .reshape({b, c, t * s[0], h * s[1], w * s[2]});
+}
+
+torch::Tensor ltx2_patchify(const torch::Tensor& x, int64_t p) {
+  const int64_t b = x.size(0), c = x.size(1), t = x.size(2), h = x.size(3) / p, w = x.size(4) / p;
+  // [b, c, t, h, kh, w, kw] -> [b, c, kw, kh, t, h, w]
+  return x.reshape({b, c, t, h, p, w, p}).permute({0, 1, 6, 4, 2, 3, 5}).reshape({b, c * p * p, t, h, w});
+}
+
+torch::Tensor ltx2_unpatchify(const torch::Tensor& x, int64_t p) {
+  const int64_t b = x.size(0), c = x.size(1) / (p * p), t = x.size(2), h = x.size(3), w = x.size(4);
+  // [b, c, kw, kh, t, h, w] -> [b, c, t, h, kh, w, kw]
+  return x.reshape({b, c, p, p, t, h, w}).permute({0, 1, 4, 5, 3, 6, 2}).reshape({b, c, t, h * p, w * p});
+}
+
+LTX2Downsampler::LTX2Downsampler(int64_t in, int64_t multiplier, std::array<int64_t, 3> stride)
+    : stride_(stride), out_(in * multiplier) {
+  const int64_t product = stride[0] * stride[1] * stride[2];
+  if (out_ % product != 0 || (in * product) % out_ != 0)
+    throw Error("ltx2-vae: a downsampler of " + std::to_string(in) + " -> " + std::to_string(out_) +
+                " channels cannot fold " + std::to_string(product) + " positions");
+  // The encoder pads space with zeros in both releases.
+  conv_ = register_module("conv", std::make_shared<LTX2Conv>(in, out_ / product, LTX2Conv::Time::kCausal,
+                                                             /*reflect=*/false));
+}
+
+torch::Tensor LTX2Downsampler::forward(const torch::Tensor& x, CausalCache& cache, bool end) {
+  CausalCache::Slot& slot = cache.next();
+  torch::Tensor in = x;
+  if (stride_[0] == 2 && !slot.started && x.size(2) > 0) {
+    in = torch::cat({x.narrow(2, 0, 1), x}, 2);  // frame 0 paired with itself
+    slot.started = true;
+  }
+  if (in.size(2) % stride_[0] != 0)
+    throw Error("ltx2-vae: a temporal downsampler got " + std::to_string(in.size(2)) +
+                " frames, not a multiple of " + std::to_string(stride_[0]));
+  auto main = space_to_depth(conv_->forward(in, cache, end), stride_);
+  const auto folded = space_to_depth(in, stride_);
+  const int64_t groups = folded.size(1) / out_;
+  auto shortcut =
+      folded.reshape({folded.size(0), out_, groups, folded.size(2), folded.size(3), folded.size(4)}).mean(2);
+  return main.add_(shortcut);
+}
+
+LTX2Upsampler::LTX2Upsampler(int64_t in, int64_t multiplier, std::array<int64_t, 3> stride, bool residual,
+                             bool reflect)
+    : stride_(stride), multiplier_(multiplier), residual_(residual) {
+  const int64_t product = stride[0] * stride[1] * stride[2];
+  if ((in * product) % multiplier != 0 || in % multiplier != 0 || (residual && in % product != 0))
+    throw Error("ltx2-vae: an upsampler of " + std::to_string(in) + " channels cannot unfold " +
+                std::to_string(product) + " positions with multiplier " + std::to_string(multiplier));
+  conv_ = register_module(
+      "conv", std::make_shared<LTX2Conv>(in, in * product / multiplier, LTX2Conv::Time::kLookAhead, reflect));
+}
+
+torch::Tensor LTX2Upsampler::forward(const torch::Tensor& x, CausalCache& cache, bool end) {
+  auto y = depth_to_space(conv_->forward(x, cache, end), stride_);
+  CausalCache::Slot& waiting = cache.next();  // the input frames the residual adds, behind the conv
+  if (residual_) {
+    const int64_t product = stride_[0] * stride_[1] * stride_[2];
+    const auto r = depth_to_space(take_aligned(waiting, x, y.size(2) / stride_[0]), stride_);
+    y.add_(r.repeat({1, product / multiplier_, 1, 1, 1}));
+  }
+  CausalCache::Slot& first = cache.next();  // whether the first output frame has been dropped
+  if (stride_[0] == 2 && !first.started && y.size(2) > 0) {
+    y = y.narrow(2, 1, y.size(2) - 1);
+    first.started = true;
+  }
+  return y;
+}
+
+}  // namespace vaecodec::core
