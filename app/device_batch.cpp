@@ -269,14 +269,15 @@ DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
   const Clock::time_point start = Clock::now();
   io::startup_note("a batch of " + std::to_string(items.size()) + " inputs on " + device_list(devices));
   // The GPUs' contexts are made while the inputs are probed and the weights read (Note [Contexts while the
-  // weights load] in core/device/device.h); the models are then built at once (Note [Models built at once]).
+  // weights load] in core/device/device.h); the models are then built (Note [Models built one after the
+  // other] in app/run_options.h).
   std::optional<core::ContextWarmup> contexts(devices);
   std::vector<io::InputLength> lengths;
   for (const BatchItem& item : items) lengths.push_back(io::probe_length(item.input));
   std::vector<size_t> order = longest_first(items, lengths);
   io::PipelineOptions pipeline = pipeline_options(options);
   pipeline.quiet = true;  // one progress line for the batch instead of one per run
-  pipeline.threads = host_threads(options.threads, devices.size());
+  pipeline.host_share = host_threads(options.threads, devices.size());
   io::startup_note("inputs probed");
 
   auto fail_all = [&](const std::string& message) {

@@ -6,11 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <c10/cuda/CUDAGuard.h>
+
 extern "C" {
 #include <libavutil/parseutils.h>
 }
 
-#include "app/device_workers.h"
 #include "core/checkpoint.h"
 #include "core/device/device.h"
 #include "core/error.h"
@@ -92,7 +93,7 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command) {
                  "cuda:0,cuda:2 (default: --device's alone)");
   sub.add_option("--threads", options.threads,
                  "host threads of each input's video decoder and encoder, as ffmpeg's -threads (0: the "
-                 "codecs' own choice; default: 0 on one device, the host's cores shared among --devices)")
+                 "codecs' own choice; default: the codecs' own choice, the decoders' shared among --devices)")
       ->check(CLI::Range(0, 1024));
   sub.add_option("--dtype", options.dtype,
                  "fp32, bf16 or fp16 (default: bf16 on CUDA, fp32 on the CPU); fp8: bf16 with the "
@@ -272,19 +273,17 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
 BuiltModels build_models(const core::Checkpoint& checkpoint, const RunOptions& options,
                          const std::vector<torch::Device>& devices) {
   BuiltModels built;
-  built.models.resize(devices.size());
-  if (devices.size() == 1) {  // on this thread: a single model needs no other
+  for (const torch::Device& device : devices) {
     try {
-      built.models[0] = core::build_model(checkpoint, model_options(options, devices[0]));
-      built.errors.resize(1);
+      c10::cuda::OptionalCUDAGuard guard;  // the library's own state for the device made with it current
+      if (device.is_cuda()) guard.set_device(device);
+      built.models.push_back(core::build_model(checkpoint, model_options(options, device)));
+      built.errors.emplace_back();
     } catch (...) {
-      built.errors = {std::current_exception()};
+      built.models.emplace_back();
+      built.errors.push_back(std::current_exception());
     }
-    return built;
   }
-  built.errors = run_device_workers(devices, [&](size_t slot, torch::Device device) {
-    built.models[slot] = core::build_model(checkpoint, model_options(options, device));
-  });
   return built;
 }
 
@@ -295,7 +294,7 @@ io::PipelineOptions pipeline_options(const RunOptions& options) {
   p.writer.crf = options.crf;
   p.writer.preset = options.encoder_preset;
   p.writer.encoder_options = options.encoder_options;
-  p.threads = std::max(options.threads, 0);  // a batch over devices gives its share (app/device_batch.cpp)
+  p.threads = std::max(options.threads, 0);  // -1: none given (a batch over devices shares the host, host_share)
   if (!options.pixel_format.empty()) {
     p.writer.pixel_format = av_get_pix_fmt(options.pixel_format.c_str());
     if (p.writer.pixel_format == AV_PIX_FMT_NONE)

@@ -108,21 +108,22 @@ core::ModelOptions model_options(const RunOptions& options, torch::Device device
 // time of each step.
 std::shared_ptr<core::VaeModel> load_model(const RunOptions& options, LoadSeconds* seconds = nullptr);
 // The same on each of `devices`, the weights read once (a clip split across devices: one model per device);
-// the models are built at once (build_models), the first failure thrown.
+// the first failure thrown.
 std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& options,
                                                          const std::vector<torch::Device>& devices,
                                                          LoadSeconds* seconds = nullptr);
 
-// Note [Models built at once]
-// Building a model on a GPU is the module's setup and the weights' copy to the device in its dtype and layout:
-// 1.1-1.4 s each on H200s, so a batch over four GPUs that built them one after the other started its last GPU
-// 4.4 s late (docs/benchmarks.md, "Four GPUs"). Each model is built on a thread of its own, with its device
-// current (run_device_workers). What Device::prepare sets process-wide (TF32, cuDNN's heuristics and timing)
-// is the same for every model of one command - one dtype, one set of choices - so the order in which the
-// threads set it does not matter, and no run starts before every build has returned.
+// Note [Models built one after the other]
+// A batch over four GPUs that made each GPU's context as its model was built started its last GPU ~4 s after
+// the first (1.1-1.4 s per model on H200s, docs/benchmarks.md "Four GPUs"). The contexts are now made at once
+// beforehand (Note [Contexts while the weights load] in core/device/device.h), which took most of that away:
+// the four models were built 0.44-0.49 s after the contexts. Building the models themselves on a thread per
+// GPU was tried and is not done: in two of three batches on 4x H200 one to three of the four builds failed
+// with "CUDA driver error: operation not permitted" (the batch then ran on the others, as it does for any
+// device that cannot build). So they are built on the calling thread, one after the other.
 
-// The models of one checkpoint on each of `devices`, built at once; by slot, with the exception of each one
-// that failed (its model null).
+// The models of one checkpoint on each of `devices`, one after the other (Note [Models built one after the
+// other]); by slot, with the exception of each one that failed (its model null).
 struct BuiltModels {
   std::vector<std::shared_ptr<core::VaeModel>> models;
   std::vector<std::exception_ptr> errors;

@@ -183,6 +183,7 @@ struct FinishingRun::State {
     temp.emplace(output);
     WriterOptions writer_options = options.writer;
     if (writer_options.threads == 0) writer_options.threads = options.threads;
+    writer_options.host_threads = options.threads > 0 ? options.threads : options.host_share;
     writer.emplace(temp->path(), output, format, writer_options, audio_streams);
     references = with_references && wants_references(options);
     if (references && !options.metrics.empty()) meter.emplace();
@@ -257,7 +258,7 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   core::Device& device = core::Device::of(model.device());
   VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/true, options.source,
                              /*yuv_planes=*/device.torch_device().is_cuda() && !wants_references(options),
-                             options.threads});
+                             options.threads > 0 ? options.threads : options.host_share});
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(
@@ -319,7 +320,8 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
   VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/false, options.source,
-                             /*yuv_planes=*/device.torch_device().is_cuda(), options.threads});
+                             /*yuv_planes=*/device.torch_device().is_cuda(),
+                             options.threads > 0 ? options.threads : options.host_share});
   const VideoFormat format = reader.format();
   if (musubi) check_musubi_size(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);

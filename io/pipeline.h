@@ -51,10 +51,13 @@ struct PipelineOptions {
   // Told the frames done so far in the run, from the thread that does them (the writer's for roundtrip and
   // decode, the model's for encode), quiet or not: a batch over devices draws one progress line for all.
   std::function<void(int64_t done)> frames_done;
-  // The host threads of the run's decoder and encoder and of their threads' LibTorch work, where writer.threads
-  // does not set the encoder's; 0: FFmpeg's and LibTorch's own choice (Note [Host threads of a batch over
-  // devices]).
+  // The host threads of the run's decoder and encoder (where writer.threads does not set the encoder's) and of
+  // their threads' LibTorch work: --threads; 0: FFmpeg's and LibTorch's own choice.
   int threads = 0;
+  // Where `threads` is 0: the decoder's threads and the LibTorch threads of the reading and writing threads
+  // (not the encoder's, whose count changes its output); 0: their own choice (Note [Host threads of a batch
+  // over devices]).
+  int host_share = 0;
 };
 
 // Note [Host threads of a batch over devices]
@@ -65,8 +68,10 @@ struct PipelineOptions {
 // writing took 2-7 times as long as with one GPU (read 0.13 -> 0.9 s, write 1.0 -> 2.25 s per 720p x81 clip,
 // 4x H200, docs/benchmarks.md "Four GPUs"): the writer held the model up and the four GPUs did 3.3x the one
 // GPU's work instead of 4x. So a batch over N devices gives each run the host's cores divided by N for its
-// decoder, its encoder and its threads' LibTorch work (--threads sets another count; 0 leaves every pool its
-// own choice, as a one-device run does).
+// decoder and for the LibTorch work of its reading and writing threads (host_share; read 0.31 s per clip
+// then). Not for its encoder: x264's output depends on its thread count, and a batch writes the same bytes
+// on any number of devices (tests/test_devices.cpp). --threads sets one count for all three, the encoder's
+// too, as ffmpeg's -threads does.
 
 // What a run did, for the summary line and --json.
 struct RunSummary {
