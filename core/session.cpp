@@ -23,6 +23,12 @@ Session::Session(std::shared_ptr<VaeModel> model, Op op, Options options)
   if (!model_) throw Error("a session needs a model");
   if (op_ != Op::kEncode && op_ != Op::kDecode) throw UsageError("a session encodes or decodes");
   if (options_.chunk < 0) throw UsageError("a session's chunk is at least 1 latent frame (0: a whole block)");
+  // Note [Decoders that look ahead] in core/vae_model.h: a session has no end of clip yet, so it would never
+  // give the frames such a decoder holds back.
+  if (op_ == Op::kDecode && model_->info().decode_lag > 0)
+    throw UsageError(model_->info().family +
+                     ": its decoder looks ahead in time, which decode sessions do not run yet; decode the whole "
+                     "latents instead");
 }
 
 void Session::check(const torch::Tensor& block) const {

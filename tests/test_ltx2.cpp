@@ -8,6 +8,7 @@
 #include "core/models/ltx2/ltx2_config.h"
 #include "core/models/ltx2/ltx2_vae.h"
 #include "core/models/registry.h"
+#include "core/session.h"
 #include "core/state_dict_keys.h"
 #include "tests/test_support.h"
 
@@ -222,6 +223,13 @@ TEST_CASE("LTX-2 weights load from diffusers' names and the full checkpoint's", 
   CHECK(core::normalize_layout(full) == "ltx2-checkpoint");
   CHECK(full.size() == original.tensors.size());
   CHECK(core::LTX2Vae::detect(full));
+}
+
+TEST_CASE("a decode session refuses a decoder that looks ahead, in one line", "[ltx2]") {
+  std::shared_ptr<core::VaeModel> model = tiny_ltx2("23");
+  CHECK_THROWS_WITH(core::Session(model, core::Op::kDecode, {}),
+                    Catch::Matchers::Contains("ltx2-vae: its decoder looks ahead in time"));
+  CHECK_NOTHROW(core::Session(model, core::Op::kEncode, {}));
 }
 
 }  // namespace vaecodec::test
