@@ -46,10 +46,14 @@ int64_t measured_cache_bytes(const std::string& name, core::Op op, int64_t width
   if (op == core::Op::kDecode) {
     auto z =
         torch::randn({1, info.latent_channels, 1, height / info.spatial_factor, width / info.spatial_factor});
-    for (int i = 0; i < 3; ++i) model->decode(z, cache);
+    // A decoder that looks ahead fills its cache only once its lag has passed (Note [Decoders that look
+    // ahead] in core/vae_model.h).
+    const int64_t calls = 3 + info.decode_lag / info.temporal_factor;
+    for (int64_t i = 0; i < calls; ++i) model->decode(z, cache);
   } else {
+    const int64_t tf = info.temporal_factor;
     model->encode(torch::rand({1, 3, 1, height, width}) * 2 - 1, cache);
-    for (int i = 0; i < 2; ++i) model->encode(torch::rand({1, 3, 4, height, width}) * 2 - 1, cache);
+    for (int i = 0; i < 2; ++i) model->encode(torch::rand({1, 3, tf, height, width}) * 2 - 1, cache);
   }
   return cache.bytes();
 }
