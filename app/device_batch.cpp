@@ -335,6 +335,7 @@ DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
   rethrow_first(worker_devices, run_device_workers(worker_devices, [&](size_t slot, torch::Device) {
                   run_worker(command, pipeline, workers[slot], shared);
                 }));
+  io::startup_note("every worker is done");
   return shared.finish(start);
 }
 

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "io/log.h"
 
 // Note [Quick exit]
 // Once run_cli returns, every output is complete: files were renamed into place (or removed on failure),
@@ -26,6 +27,7 @@
 
 int main(int argc, char** argv) {
   const int code = vaecodec::app::run_cli(argc, argv);
+  vaecodec::io::startup_note("the command is done");  // --verbose: where a short run's wall clock goes
   if (!VAECODEC_QUICK_EXIT) return code;
   std::cout.flush();
   std::cerr.flush();

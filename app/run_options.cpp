@@ -327,6 +327,7 @@ constexpr const char* kSummaryKeys[] = {"command",
                                         "width",
                                         "height",
                                         "seconds",
+                                        "started",
                                         "fps",
                                         "latent_shape",
                                         "device",
@@ -366,6 +367,7 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
   j["width"] = s.width;
   j["height"] = s.height;
   j["seconds"] = s.seconds;
+  j["started"] = s.started;  // seconds since the Unix epoch: runs of a batch can be laid out in time
   j["fps"] = s.seconds > 0 ? static_cast<double>(s.frames) / s.seconds : 0.0;
   j["latent_shape"] = s.latent_shape;
   j["device"] = device.str();

@@ -30,6 +30,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
 
+// A moment of the steady clock as seconds since the Unix epoch (RunSummary::started).
+double unix_seconds(Clock::time_point at) {
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return now - std::chrono::duration<double>(Clock::now() - at).count();
+}
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -228,6 +234,7 @@ RunSummary FinishingRun::finish() {
   summary.stage_seconds =
       stage_seconds(s.reader_times ? &*s.reader_times : nullptr, &s.writing->times(), total);
   summary.seconds = total;
+  summary.started = unix_seconds(s.start);
   state_.reset();
   return summary;
 }
@@ -380,6 +387,7 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   report_memory(model, memory_plan, options, summary);
   summary.stage_seconds = stage_seconds(&reading.times(), nullptr, seconds_since(start));
   summary.seconds = seconds_since(start);
+  summary.started = unix_seconds(start);
   return v;
 }
 
@@ -417,6 +425,7 @@ static RunSummary encode_once(core::VaeModel& model, const fs::path& input, cons
   RunSummary summary = std::move(v.summary);
   summary.output = written;
   summary.seconds = seconds_since(start);
+  summary.started = unix_seconds(start);
   return summary;
 }
 

@@ -82,6 +82,7 @@ struct RunSummary {
   int64_t width = 0, height = 0;
   std::vector<int64_t> latent_shape;      // [B, C, T, h, w]
   double seconds = 0;                     // wall time of the run, opening to renaming
+  double started = 0;                     // when it opened its input: seconds since the Unix epoch (UTC)
   std::string codec;                      // video encoder of the output (roundtrip, decode)
   std::string pixel_format;               // of the output video
   int audio_streams = 0;                  // copied into the output

@@ -81,14 +81,11 @@ if has scaling_batch; then
     list=$(seq -s, 0 $((n - 1)))
     rm -rf /tmp/scale_out
     start=$(date +%s.%N)
-    # --json: a line per clip with its device and its seconds by stage (the per-device timelines)
+    # --json: a line per clip with its device, start and seconds by stage (the per-device timelines)
     timeout 590 "$BUILD/vaecodec" roundtrip /tmp/scale_in -o /tmp/scale_out -y --weights /tmp/wan21_random.pth \
-      --json --manifest "$OUT/scaling_manifest_$n.jsonl" --devices "$list" ${SCALING_BATCH_EXTRA:-} \
-      >"$OUT/scaling_batch_$n.jsonl" \
-      2>>"$OUT/runs.err"
+      --json --devices "$list" ${SCALING_BATCH_EXTRA:-} >"$OUT/scaling_batch_$n.jsonl" 2>>"$OUT/runs.err"
     rc=$?
-    python3 scripts/dev/batch_timeline.py "$OUT/scaling_batch_$n.jsonl" "$OUT/scaling_manifest_$n.jsonl" \
-      | sed 's/^/    /'
+    python3 scripts/dev/batch_timeline.py "$OUT/scaling_batch_$n.jsonl" | sed 's/^/    /'
     python3 -c "import sys,time; s=time.time()-float(sys.argv[1]); n=int(sys.argv[2]); print('  batch of %d on %s GPUs: %.1f s, %.2f clips/s (exit %s)' % (n, sys.argv[3], s, n/s, sys.argv[4]))" \
       "$start" "${SCALING_CLIPS:-32}" "$n" "$rc" | tee -a "$OUT/scaling.log"
   done
