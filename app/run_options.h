@@ -36,7 +36,7 @@ struct RunOptions {
   // --threads: host threads of each input's decoder and encoder (io::PipelineOptions::threads); -1: 0 on one
   // device, the host's cores shared among --devices (Note [Host threads of a batch over devices]).
   int threads = -1;
-  std::string dtype = "auto";   // "fp32", "bf16", "fp16"; auto: bf16 on CUDA, fp32 on the CPU
+  std::string dtype = "auto";  // "fp32", "bf16", "fp16"; auto: bf16 on CUDA, fp32 on the CPU
   int64_t chunk = core::ChunkOptions{}.latent_frames;  // latent frames per chunk
   std::string codec;  // empty: libx264 for .mp4/.mkv/.mov, else the container's default
   int crf = 17;

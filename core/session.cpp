@@ -26,9 +26,10 @@ Session::Session(std::shared_ptr<VaeModel> model, Op op, Options options)
   // Note [Decoders that look ahead] in core/vae_model.h: a session has no end of clip yet, so it would never
   // give the frames such a decoder holds back.
   if (op_ == Op::kDecode && model_->info().decode_lag > 0)
-    throw UsageError(model_->info().family +
-                     ": its decoder looks ahead in time, which decode sessions do not run yet; decode the whole "
-                     "latents instead");
+    throw UsageError(
+        model_->info().family +
+        ": its decoder looks ahead in time, which decode sessions do not run yet; decode the whole "
+        "latents instead");
 }
 
 void Session::check(const torch::Tensor& block) const {

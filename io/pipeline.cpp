@@ -32,7 +32,8 @@ constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
 
 // A moment of the steady clock as seconds since the Unix epoch (RunSummary::started).
 double unix_seconds(Clock::time_point at) {
-  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return now - std::chrono::duration<double>(Clock::now() - at).count();
 }
 

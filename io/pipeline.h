@@ -51,8 +51,8 @@ struct PipelineOptions {
   // Told the frames done so far in the run, from the thread that does them (the writer's for roundtrip and
   // decode, the model's for encode), quiet or not: a batch over devices draws one progress line for all.
   std::function<void(int64_t done)> frames_done;
-  // The host threads of the run's decoder and encoder (where writer.threads does not set the encoder's) and of
-  // their threads' LibTorch work: --threads; 0: FFmpeg's and LibTorch's own choice.
+  // The host threads of the run's decoder and encoder (where writer.threads does not set the encoder's) and
+  // of their threads' LibTorch work: --threads; 0: FFmpeg's and LibTorch's own choice.
   int threads = 0;
   // Where `threads` is 0: the decoder's threads and the LibTorch threads of the reading and writing threads
   // (not the encoder's, whose count changes its output); 0: their own choice (Note [Host threads of a batch

@@ -86,7 +86,8 @@ void WriterStage::drain_audio() {
 }
 
 void WriterStage::run() {
-  if (writer_.host_threads() > 0) at::set_num_threads(writer_.host_threads());  // this thread's own parallel work
+  if (writer_.host_threads() > 0)
+    at::set_num_threads(writer_.host_threads());  // this thread's own parallel work
   try {
     while (std::optional<OutputFrame> frame = frames_.pop()) {
       auto start = Clock::now();

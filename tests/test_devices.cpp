@@ -168,13 +168,13 @@ TEST_CASE("devices: plan --devices predicts the split by frames", "[devices]") {
   CHECK(app::predict_split(order, lengths, 1) == std::vector<size_t>(6, 0));
 }
 
-TEST_CASE("a batch over devices shares the host's cores among the devices' decoders and encoders", "[devices]") {
+TEST_CASE("a batch over devices shares the host's cores among its runs' decoders", "[devices]") {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   CHECK(app::host_threads(-1, 1) == 0);  // one device: the codecs' own choice, as a run without --devices
   CHECK(app::host_threads(-1, 4) == std::max(2, cores / 4));
   CHECK(app::host_threads(-1, 64 * std::max(cores, 1)) == 2);  // never fewer than two
-  CHECK(app::host_threads(0, 4) == 0);                          // --threads 0: the codecs' own choice
-  CHECK(app::host_threads(6, 4) == 6);                          // --threads 6
+  CHECK(app::host_threads(0, 4) == 0);                         // --threads 0: the codecs' own choice
+  CHECK(app::host_threads(6, 4) == 6);                         // --threads 6
 }
 
 TEST_CASE("devices: the device workers run together, keep each failure and name its device", "[devices]") {

@@ -19,15 +19,15 @@ struct TinyModel {
 };
 
 // Whether a family's decoder looks ahead in time (Note [Decoders that look ahead] in core/vae_model.h). Such
-// a family (LTX-2) is left out of tiny_models() until sessions, bands and tiles run it (issue 42); its golden,
-// chunk and layout tests are its own (tests/test_ltx2.cpp).
+// a family (LTX-2) is left out of tiny_models() until sessions, bands and tiles run it (issue 42); its
+// golden, chunk and layout tests are its own (tests/test_ltx2.cpp).
 inline bool decoder_looks_ahead(const core::ModelFamily& family) {
   return family.describe(family.released_config).decode_lag > 0;
 }
 
-// One tiny model for every family registered, in the registry's order (but decoder_looks_ahead ones). A family
-// without one is a test failure: every family ships its tiny model (docs/architecture.md, "Adding a model
-// family").
+// One tiny model for every family registered, in the registry's order (but decoder_looks_ahead ones). A
+// family without one is a test failure: every family ships its tiny model (docs/architecture.md, "Adding a
+// model family").
 inline std::vector<TinyModel> tiny_models() {
   std::vector<TinyModel> out;
   for (const core::ModelFamily& family : core::model_families()) {
