@@ -147,8 +147,12 @@ TEST_CASE("every registered family has a record the generic code can use", "[fam
     // Its own released tensors are detected as its own, with the released config.
     core::StateDict tensors;
     for (const auto& [name, shape] : model->expected_tensors()) tensors[name] = torch::empty(shape);
-    const auto detected = family.detect(tensors);
+    auto detected = family.detect(tensors);
     REQUIRE(detected.has_value());
+    // Keys read off the tensors' values (LTX-2's latent statistics, per_channel_statistics) are not part of
+    // what the shapes tell, and these tensors are uninitialised: compared where the released config has them.
+    for (const char* key : {"latents_mean", "latents_std"})
+      if (!family.released_config.contains(key)) detected->erase(key);
     CHECK(*detected == family.released_config);
   }
 }
