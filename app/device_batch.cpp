@@ -271,13 +271,13 @@ DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
   // The GPUs' contexts are made while the inputs are probed and the weights read (Note [Contexts while the
   // weights load] in core/device/device.h); the models are then built (Note [Models built one after the
   // other] in app/run_options.h).
-  std::optional<core::ContextWarmup> contexts(devices);
+  core::ContextWarmup contexts(devices);
   std::vector<io::InputLength> lengths;
   for (const BatchItem& item : items) lengths.push_back(io::probe_length(item.input));
   std::vector<size_t> order = longest_first(items, lengths);
   io::PipelineOptions pipeline = pipeline_options(options);
   pipeline.quiet = true;  // one progress line for the batch instead of one per run
-  pipeline.host_share = host_threads(options.threads, devices.size());
+  pipeline.host_threads = host_threads(options.threads, devices.size());
   io::startup_note("inputs probed");
 
   auto fail_all = [&](const std::string& message) {
@@ -294,7 +294,7 @@ DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
     throw;
   }
   io::startup_note("weights read");
-  contexts.reset();  // waits
+  contexts.wait();
   io::startup_note("contexts made");
   const Clock::time_point build_start = Clock::now();
   BuiltModels built = build_models(*checkpoint, options, devices);

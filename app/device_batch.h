@@ -39,9 +39,9 @@ namespace vaecodec::app {
 // The scheduler takes a list of devices, so a test runs it with two workers that are both the CPU.
 
 // The host threads each run of a batch over `devices` devices gives its decoder and its reading and writing
-// threads' LibTorch work (io::PipelineOptions::host_share): `threads` (--threads) when it is 0 or more, else
-// the host's cores divided among two or more devices (at least 2), 0 for one (Note [Host threads of a batch
-// over devices] in io/pipeline.h).
+// threads' LibTorch work (io::PipelineOptions::host_threads): `threads` (--threads) when it is 0 or more,
+// else the host's cores divided among two or more devices (at least 2), 0 for one (Note [Host threads of a
+// batch over devices] in io/pipeline.h).
 int host_threads(int threads, size_t devices);
 
 // The order in which a batch over devices takes `items` (indices into it): longest first by `lengths`

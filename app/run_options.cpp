@@ -294,8 +294,9 @@ io::PipelineOptions pipeline_options(const RunOptions& options) {
   p.writer.crf = options.crf;
   p.writer.preset = options.encoder_preset;
   p.writer.encoder_options = options.encoder_options;
-  p.threads =
-      std::max(options.threads, 0);  // -1: none given (a batch over devices shares the host, host_share)
+  // -1: none given; a batch over devices then shares the host's cores among its decoders (host_threads).
+  p.writer.threads = std::max(options.threads, 0);
+  p.host_threads = std::max(options.threads, 0);
   if (!options.pixel_format.empty()) {
     p.writer.pixel_format = av_get_pix_fmt(options.pixel_format.c_str());
     if (p.writer.pixel_format == AV_PIX_FMT_NONE)

@@ -33,8 +33,9 @@ struct RunOptions {
   std::string model;            // --model: the family, overriding detection from the weights; empty: detected
   std::string device = "auto";  // "cpu", "cuda", "cuda:N"; auto: cuda when available
   std::string devices;          // --devices all|0,1|cuda:0,cuda:2 (Note [Several devices]); empty: one device
-  // --threads: host threads of each input's decoder and encoder (io::PipelineOptions::threads); -1: 0 on one
-  // device, the host's cores shared among --devices (Note [Host threads of a batch over devices]).
+  // --threads: host threads of each input's decoder and encoder (io::PipelineOptions::host_threads and
+  // WriterOptions::threads); -1: 0 on one device, the host's cores shared among --devices' decoders (Note
+  // [Host threads of a batch over devices]).
   int threads = -1;
   std::string dtype = "auto";  // "fp32", "bf16", "fp16"; auto: bf16 on CUDA, fp32 on the CPU
   int64_t chunk = core::ChunkOptions{}.latent_frames;  // latent frames per chunk

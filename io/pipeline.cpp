@@ -189,8 +189,7 @@ struct FinishingRun::State {
             const char* label, int64_t frames, size_t capacity, bool with_references) {
     temp.emplace(output);
     WriterOptions writer_options = options.writer;
-    if (writer_options.threads == 0) writer_options.threads = options.threads;
-    writer_options.host_threads = options.threads > 0 ? options.threads : options.host_share;
+    writer_options.host_threads = options.host_threads;
     writer.emplace(temp->path(), output, format, writer_options, audio_streams);
     references = with_references && wants_references(options);
     if (references && !options.metrics.empty()) meter.emplace();
@@ -266,7 +265,7 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   core::Device& device = core::Device::of(model.device());
   VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/true, options.source,
                              /*yuv_planes=*/device.torch_device().is_cuda() && !wants_references(options),
-                             options.threads > 0 ? options.threads : options.host_share});
+                             options.host_threads});
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(
@@ -328,8 +327,7 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
   VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/false, options.source,
-                             /*yuv_planes=*/device.torch_device().is_cuda(),
-                             options.threads > 0 ? options.threads : options.host_share});
+                             /*yuv_planes=*/device.torch_device().is_cuda(), options.host_threads});
   const VideoFormat format = reader.format();
   if (musubi) check_musubi_size(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);

@@ -51,13 +51,9 @@ struct PipelineOptions {
   // Told the frames done so far in the run, from the thread that does them (the writer's for roundtrip and
   // decode, the model's for encode), quiet or not: a batch over devices draws one progress line for all.
   std::function<void(int64_t done)> frames_done;
-  // The host threads of the run's decoder and encoder (where writer.threads does not set the encoder's) and
-  // of their threads' LibTorch work: --threads; 0: FFmpeg's and LibTorch's own choice.
-  int threads = 0;
-  // Where `threads` is 0: the decoder's threads and the LibTorch threads of the reading and writing threads
-  // (not the encoder's, whose count changes its output); 0: their own choice (Note [Host threads of a batch
-  // over devices]).
-  int host_share = 0;
+  // The decoder's threads and those of the reading and writing threads' LibTorch work (the encoder's are
+  // writer.threads); 0: FFmpeg's and LibTorch's own choice (Note [Host threads of a batch over devices]).
+  int host_threads = 0;
 };
 
 // Note [Host threads of a batch over devices]
@@ -68,7 +64,7 @@ struct PipelineOptions {
 // writing took 2-7 times as long as with one GPU (read 0.13 -> 0.9 s, write 1.0 -> 2.25 s per 720p x81 clip,
 // 4x H200, docs/benchmarks.md "Four GPUs"): the writer held the model up and the four GPUs did 3.3x the one
 // GPU's work instead of 4x. So a batch over N devices gives each run the host's cores divided by N for its
-// decoder and for the LibTorch work of its reading and writing threads (host_share; read 0.31 s per clip
+// decoder and for the LibTorch work of its reading and writing threads (host_threads; read 0.31 s per clip
 // then). Not for its encoder: x264's output depends on its thread count, and a batch writes the same bytes
 // on any number of devices (tests/test_devices.cpp). --threads sets one count for all three, the encoder's
 // too, as ffmpeg's -threads does.

@@ -211,9 +211,10 @@ HostTensor Device::download(const torch::Tensor& device_tensor) {
 
 ContextWarmup::ContextWarmup(const std::vector<torch::Device>& devices) {
   std::vector<int> gpus;
-  for (const torch::Device& d : devices)
-    if (d.is_cuda() && std::find(gpus.begin(), gpus.end(), d.has_index() ? d.index() : 0) == gpus.end())
-      gpus.push_back(d.has_index() ? d.index() : 0);
+  for (const torch::Device& d : devices) {
+    const int gpu = d.has_index() ? d.index() : 0;
+    if (d.is_cuda() && std::find(gpus.begin(), gpus.end(), gpu) == gpus.end()) gpus.push_back(gpu);
+  }
   for (const int gpu : gpus)
     threads_.emplace_back([gpu] {
       if (cudaSetDevice(gpu) == cudaSuccess) cudaFree(nullptr);
