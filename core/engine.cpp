@@ -206,8 +206,9 @@ torch::Tensor DecodeRun::finish() {
   std::vector<torch::Tensor> out;
   if (pending_.defined() && pending_.size(2) > 0) out.push_back(run_chunk(pending_));
   pending_ = torch::Tensor();
-  // What a decoder that looks ahead held back (Note [Decoders that look ahead]).
-  if (!bands_ && !tiles_) {
+  // What a decoder that looks ahead held back (Note [Decoders that look ahead]); the first push refused
+  // tiles and bands for such a decoder.
+  if (model_.info().decode_lag > 0) {
     torch::InferenceMode guard;
     if (auto held = model_.decode_end(cache_); held.defined() && held.size(2) > 0)
       out.push_back(std::move(held));
