@@ -269,8 +269,8 @@ DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
   const Clock::time_point start = Clock::now();
   io::startup_note("a batch of " + std::to_string(items.size()) + " inputs on " + device_list(devices));
   // The GPUs' contexts are made while the inputs are probed and the weights read (Note [Contexts while the
-  // weights load] in core/device/device.h); the models are then built (Note [Models built one after the
-  // other] in app/run_options.h).
+  // weights load] in core/device/device.h); the models are then built at once (Note [Models built at once]
+  // in app/run_options.h).
   core::ContextWarmup contexts(devices);
   std::vector<io::InputLength> lengths;
   for (const BatchItem& item : items) lengths.push_back(io::probe_length(item.input));

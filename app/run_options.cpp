@@ -12,6 +12,7 @@ extern "C" {
 #include <libavutil/parseutils.h>
 }
 
+#include "app/device_workers.h"
 #include "core/checkpoint.h"
 #include "core/device/device.h"
 #include "core/error.h"
@@ -273,17 +274,26 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
 BuiltModels build_models(const core::Checkpoint& checkpoint, const RunOptions& options,
                          const std::vector<torch::Device>& devices) {
   BuiltModels built;
-  for (const torch::Device& device : devices) {
+  built.models.resize(devices.size());
+  built.errors.resize(devices.size());
+  if (devices.size() == 1) {  // on this thread: a single model needs no other
     try {
       c10::cuda::OptionalCUDAGuard guard;  // the library's own state for the device made with it current
-      if (device.is_cuda()) guard.set_device(device);
-      built.models.push_back(core::build_model(checkpoint, model_options(options, device)));
-      built.errors.emplace_back();
+      if (devices[0].is_cuda()) guard.set_device(devices[0]);
+      built.models[0] = core::build_model(checkpoint, model_options(options, devices[0]));
     } catch (...) {
-      built.models.emplace_back();
-      built.errors.push_back(std::current_exception());
+      built.errors[0] = std::current_exception();
     }
+    return built;
   }
+  try {
+    core::Device::settle_allocator(
+        devices[0]);  // Note [The allocator's first mapping] in core/device/peers.cpp
+  } catch (...) {     // left to that device's build, which reports it
+  }
+  built.errors = run_device_workers(devices, [&](size_t slot, torch::Device device) {
+    built.models[slot] = core::build_model(checkpoint, model_options(options, device));
+  });
   return built;
 }
 

@@ -114,17 +114,17 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
                                                          const std::vector<torch::Device>& devices,
                                                          LoadSeconds* seconds = nullptr);
 
-// Note [Models built one after the other]
+// Note [Models built at once]
 // A batch over four GPUs that made each GPU's context as its model was built started its last GPU ~4 s after
-// the first (1.1-1.4 s per model on H200s, docs/benchmarks.md "Four GPUs"). The contexts are now made at once
-// beforehand (Note [Contexts while the weights load] in core/device/device.h), which took most of that away:
-// the four models were built 0.44-0.49 s after the contexts. Building the models themselves on a thread per
-// GPU was tried and is not done: in two of three batches on 4x H200 one to three of the four builds failed
-// with "CUDA driver error: operation not permitted" (the batch then ran on the others, as it does for any
-// device that cannot build). So they are built on the calling thread, one after the other.
+// the first (1.1-1.4 s per model on H200s, docs/benchmarks.md "Four GPUs"). The contexts are made at once
+// beforehand (Note [Contexts while the weights load] in core/device/device.h), and the models are built on a
+// thread per GPU (app/device_workers.h). Built one after the other, four took 3.8 s after their contexts;
+// at once, 0.44-0.49 s. The parallel builds first failed on some GPUs with "CUDA driver error: operation not
+// permitted": the allocator's first mapping, made by four threads at once (Note [The allocator's first
+// mapping] in core/device/peers.cpp); one small allocation on the calling thread beforehand settles it.
 
-// The models of one checkpoint on each of `devices`, one after the other (Note [Models built one after the
-// other]); by slot, with the exception of each one that failed (its model null).
+// The models of one checkpoint on each of `devices`, at once (Note [Models built at once]); by slot, with the
+// exception of each one that failed (its model null).
 struct BuiltModels {
   std::vector<std::shared_ptr<core::VaeModel>> models;
   std::vector<std::exception_ptr> errors;

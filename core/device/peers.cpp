@@ -5,6 +5,7 @@
 #include <c10/core/AllocatorConfig.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
 
 #include "core/device/device.h"
 #include "core/error.h"
@@ -20,6 +21,15 @@ namespace {
 // GPUs uses the plain allocator instead (Note [Copies between GPUs] in core/band_exchange.cpp).
 constexpr const char* kDefaultAllocatorSettings = "expandable_segments:True";
 
+// Note [The allocator's first mapping]
+// With expandable segments, LibTorch's allocator learns at its first mapping which kind of handle the driver
+// gives (it asks for a fabric handle, and where that is refused records the POSIX one and asks again), in a
+// process-wide setting it reads and writes without a lock. Threads that make their first mappings at once -
+// the models of a batch over four GPUs, built on a thread each - can each read the other's half-made choice
+// and ask for a handle the driver refuses: "CUDA driver error: operation not permitted" on one to three of
+// four H200s in two of three batches (docs/benchmarks.md, "Four GPUs"). One small allocation on one thread
+// beforehand settles the setting for the whole process.
+
 }  // namespace
 
 void Device::use_default_allocator_settings() {
@@ -32,6 +42,12 @@ void Device::use_plain_allocator_for_peers() {
   const std::string plain = "expandable_segments:False";
   setenv("PYTORCH_CUDA_ALLOC_CONF", plain.c_str(), /*overwrite=*/1);
   c10::CachingAllocator::setAllocatorSettings(plain);
+}
+
+void Device::settle_allocator(torch::Device device) {
+  if (!device.is_cuda()) return;
+  c10::cuda::CUDAGuard guard(device);
+  (void)torch::empty({1}, torch::TensorOptions().device(device).dtype(torch::kFloat));
 }
 
 void Device::enable_peer_access(torch::Device a, torch::Device b) {
