@@ -106,9 +106,8 @@ class BandThreads {
 };
 }  // namespace
 
-BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Direction direction,
-                 const TileGrid& columns)
-    : out_device_(out_device), direction_(direction), columns_(columns) {
+BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Op op, const TileGrid& columns)
+    : out_device_(out_device), op_(op), columns_(columns) {
   if (columns_.rows != 1)
     throw Error("a split run cuts its bands into columns, not into " + std::to_string(columns_.rows) +
                 " rows of tiles");
@@ -194,7 +193,7 @@ void BandSet::run_band(size_t i, BandLink& link) {
   for (int64_t c = 0; c < columns_.cols; ++c) {
     const torch::Tensor& part = inputs_[i][static_cast<size_t>(c)];
     CausalCache& cache = band.caches[static_cast<size_t>(c)];
-    outs.push_back(direction_ == Direction::kEncode ? model.encode(part, cache) : model.decode(part, cache));
+    outs.push_back(op_ == Op::kEncode ? model.encode(part, cache) : model.decode(part, cache));
   }
   if (device.is_cuda()) outputs_made_[i].record(c10::cuda::getCurrentCUDAStream(device.index()));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -204,7 +203,7 @@ void BandSet::run_band(size_t i, BandLink& link) {
 torch::Tensor BandSet::run(const torch::Tensor& x) {
   const VaeModel& model = *bands_.front().place.model;
   const int64_t factor = model.info().spatial_factor;
-  const bool encode = direction_ == Direction::kEncode;
+  const bool encode = op_ == Op::kEncode;
   const int64_t in_scale = encode ? factor : 1;
   if (x.size(3) != columns_.latent_height * in_scale || x.size(4) != columns_.latent_width * in_scale)
     throw Error("a split run planned for " + std::to_string(columns_.latent_width * in_scale) + "x" +

@@ -13,6 +13,7 @@
 #include "core/band_exchange.h"
 #include "core/causal_cache.h"
 #include "core/device/device.h"
+#include "core/op.h"
 #include "core/place.h"
 #include "core/planner.h"
 #include "core/tiling.h"
@@ -27,11 +28,10 @@ struct BandWorker;  // a thread of the band pool (band_set.cpp)
 // on), and the bands' outputs joined into the frame on the run's device.
 class BandSet {
  public:
-  enum class Direction { kEncode, kDecode };
   // columns: the frame's grid in latent pixels, one row of tiles (TileGrid::whole: the bands are not cut).
   // Every place's model must be of the same family and weights (the caller's business) and on its place's
   // device.
-  BandSet(std::vector<BandPlace> places, Device& out_device, Direction direction, const TileGrid& columns);
+  BandSet(std::vector<BandPlace> places, Device& out_device, Op op, const TileGrid& columns);
   ~BandSet();
   BandSet(const BandSet&) = delete;
   BandSet& operator=(const BandSet&) = delete;
@@ -51,7 +51,7 @@ class BandSet {
 
   std::vector<Band> bands_;
   Device& out_device_;
-  Direction direction_;
+  Op op_;
   TileGrid columns_;
   std::unique_ptr<TileBlend> blend_;  // made at the first chunk when there are several columns
 

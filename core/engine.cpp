@@ -29,26 +29,24 @@ void check_placed(const VaeModel& model, const Device& device) {
 }
 
 // A band split: two or more bands, each cut into the grid's columns if it has several.
-std::unique_ptr<BandSet> make_band_set(const ChunkOptions& chunks, Device& device,
-                                       BandSet::Direction direction, int64_t latent_height,
-                                       int64_t latent_width) {
+std::unique_ptr<BandSet> make_band_set(const ChunkOptions& chunks, Device& device, Op op,
+                                       int64_t latent_height, int64_t latent_width) {
   if (chunks.bands.size() < 2) return nullptr;
   const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
   if (grid.tiled() && chunks.offload)
     throw Error(
         "a run split across devices keeps its columns' caches on the devices: it does not offload them");
-  return std::make_unique<BandSet>(chunks.bands, device, direction, grid);
+  return std::make_unique<BandSet>(chunks.bands, device, op, grid);
 }
 
 // Tiles through time where the plan asks for them: exact parts, or SeedVR2's blended tiles, on a model whose
 // trunks are local; with bands, exact tiles are shared out among their places.
 std::unique_ptr<ExactTiles> make_exact_tiles(const ChunkOptions& chunks, VaeModel& model, Device& device,
-                                             ExactTiles::Direction direction, int64_t latent_height,
-                                             int64_t latent_width) {
+                                             Op op, int64_t latent_height, int64_t latent_width) {
   if (!chunks.runs_through_time()) return nullptr;
   const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
-  return std::make_unique<ExactTiles>(model, device, grid, direction, chunks.latent_frames,
-                                      chunks.host_window, ExactTiles::Hooks{chunks.progress, chunks.emit},
+  return std::make_unique<ExactTiles>(model, device, grid, op, chunks.latent_frames, chunks.host_window,
+                                      ExactTiles::Hooks{chunks.progress, chunks.emit},
                                       chunks.bands);  // a split whose bands do not fit
 }
 
@@ -85,14 +83,12 @@ torch::Tensor EncodeRun::push(const torch::Tensor& frames) {
     throw Error("frame size " + std::to_string(frames.size(4)) + "x" + std::to_string(frames.size(3)) +
                 " is not a multiple of " + std::to_string(f));
   if (frames_in_ == 0) {
-    exact_ = make_exact_tiles(chunks_, model_, device_, ExactTiles::Direction::kEncode, frames.size(3) / f,
-                              frames.size(4) / f);
+    exact_ = make_exact_tiles(chunks_, model_, device_, Op::kEncode, frames.size(3) / f, frames.size(4) / f);
     if (!exact_)
-      bands_ = make_band_set(chunks_, device_, BandSet::Direction::kEncode, frames.size(3) / f,
-                             frames.size(4) / f);
+      bands_ = make_band_set(chunks_, device_, Op::kEncode, frames.size(3) / f, frames.size(4) / f);
     if (!exact_ && !bands_)
-      tiles_ = make_tile_set(model_, device_, chunks_.tiles, TileSet::Direction::kEncode, chunks_.offload,
-                             frames.size(3) / f, frames.size(4) / f);
+      tiles_ = make_tile_set(model_, device_, chunks_.tiles, Op::kEncode, chunks_.offload, frames.size(3) / f,
+                             frames.size(4) / f);
   }
   const int64_t tf = model_.info().temporal_factor;
   if (exact_) return push_window(frames);
@@ -179,13 +175,11 @@ torch::Tensor DecodeRun::push(const torch::Tensor& latents) {
          resolve_grid(chunks_.tiles, latents.size(3), latents.size(4)).tiled()))
       throw Error(model_.info().family +
                   ": its decoder looks ahead in time; decode tiles and bands are not implemented for it yet");
-    exact_ = make_exact_tiles(chunks_, model_, device_, ExactTiles::Direction::kDecode, latents.size(3),
-                              latents.size(4));
-    if (!exact_)
-      bands_ = make_band_set(chunks_, device_, BandSet::Direction::kDecode, latents.size(3), latents.size(4));
+    exact_ = make_exact_tiles(chunks_, model_, device_, Op::kDecode, latents.size(3), latents.size(4));
+    if (!exact_) bands_ = make_band_set(chunks_, device_, Op::kDecode, latents.size(3), latents.size(4));
     if (!exact_ && !bands_)
-      tiles_ = make_tile_set(model_, device_, chunks_.tiles, TileSet::Direction::kDecode, chunks_.offload,
-                             latents.size(3), latents.size(4));
+      tiles_ = make_tile_set(model_, device_, chunks_.tiles, Op::kDecode, chunks_.offload, latents.size(3),
+                             latents.size(4));
   }
   if (exact_) return push_window(latents);
   pending_ = append(pending_, latents);

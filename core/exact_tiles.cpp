@@ -71,12 +71,12 @@ Pieces Pieces::take(int64_t n) {
   return head;
 }
 
-ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Direction direction,
-                       int64_t chunk, bool host_window, Hooks hooks, std::vector<BandPlace> places)
+ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op op, int64_t chunk,
+                       bool host_window, Hooks hooks, std::vector<BandPlace> places)
     : model_(model),
       device_(device),
       grid_(grid),
-      direction_(direction),
+      op_(op),
       chunk_(chunk),
       host_window_(host_window),
       places_(std::move(places)),
@@ -89,7 +89,7 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Di
   // Blended tiles add into the frames they share: one place, one tile at a time.
   if (places_.size() > 1 && !grid_.exact) throw Error("blended tiles through time run on one device");
   check_places(places_, "tile place");
-  const bool encode = direction == Direction::kEncode;
+  const bool encode = op == Op::kEncode;
   const int64_t scale = encode ? 1 : model_.info().spatial_factor;  // the output's pixels per latent pixel
   const std::vector<torch::Tensor> weights =
       grid_.exact ? std::vector<torch::Tensor>{} : blend_weights(grid_, scale);
@@ -140,8 +140,8 @@ ExactTiles::~ExactTiles() = default;
 // while the next tile runs.
 torch::Tensor ExactTiles::keep(const torch::Tensor& x) const {
   const torch::ScalarType dtype =
-      direction_ == Direction::kEncode ? model_.dtype() : x.scalar_type();  // latents stay as they are
-  if (host_window_ && direction_ == Direction::kEncode) {
+      op_ == Op::kEncode ? model_.dtype() : x.scalar_type();  // latents stay as they are
+  if (host_window_ && op_ == Op::kEncode) {
     const torch::Tensor time_major = x.to(dtype).permute({0, 2, 1, 3, 4});
     torch::Tensor host = device_.torch_device().is_cuda()
                              ? device_.host_like(time_major.contiguous())
@@ -186,7 +186,7 @@ void ExactTiles::unpark(Tile& tile) {
 
 torch::Tensor ExactTiles::run_window(const Pieces& x, bool more) {
   torch::InferenceMode guard;
-  const bool decode = direction_ == Direction::kDecode;
+  const bool decode = op_ == Op::kDecode;
   const int64_t tf = model_.info().temporal_factor;
   window_frames_ = decode ? (started_ ? tf * x.size() : 1 + tf * (x.size() - 1)) : x.size();
   step_ = 0;
@@ -247,7 +247,7 @@ int64_t ExactTiles::later_chunk_frames() const {
 }
 
 void ExactTiles::advance(const Pieces& x, int64_t limit) {
-  if (direction_ != Direction::kEncode || places_.size() > 1) return;
+  if (op_ != Op::kEncode || places_.size() > 1) return;
   torch::InferenceMode guard;
   const int64_t available = limit > 0 ? std::min(x.size(), limit) : x.size();
   Tile& tile = tiles_.front();

@@ -9,6 +9,7 @@
 
 #include "core/causal_cache.h"
 #include "core/device/device.h"
+#include "core/op.h"
 #include "core/place.h"
 #include "core/tile_grid.h"
 #include "core/trunk.h"
@@ -94,7 +95,6 @@ class Pieces {
 // The exact tiles of one run.
 class ExactTiles {
  public:
-  enum class Direction { kEncode, kDecode };
   // What the caller is told as the tiles go (ChunkOptions' fields of the same names).
   struct Hooks {
     std::function<void(int64_t)> progress;           // frames done so far, as each tile finishes a chunk
@@ -103,8 +103,8 @@ class ExactTiles {
   // grid: its rows and cols are the partition; chunk: latent frames per trunk call; host_window: the
   // window's frames (decode output, encode input) are kept in host memory.
   // places: two or more share the tiles out (Note [Exact tiles across devices]); else they run on `model`.
-  ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Direction direction, int64_t chunk,
-             bool host_window, Hooks hooks = {}, std::vector<BandPlace> places = {});
+  ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op op, int64_t chunk, bool host_window,
+             Hooks hooks = {}, std::vector<BandPlace> places = {});
   ~ExactTiles();
   ExactTiles(const ExactTiles&) = delete;
   ExactTiles& operator=(const ExactTiles&) = delete;
@@ -165,7 +165,7 @@ class ExactTiles {
   VaeModel& model_;
   Device& device_;
   TileGrid grid_;
-  Direction direction_;
+  Op op_;
   int64_t chunk_;
   bool host_window_;
   std::vector<BandPlace> places_;  // one, or those sharing the tiles out

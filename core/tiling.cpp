@@ -97,8 +97,8 @@ torch::Tensor TileBlend::take() {
   return frame;
 }
 
-TileSet::TileSet(VaeModel& model, Device& device, TileGrid grid, Direction direction, bool offload)
-    : model_(model), device_(device), grid_(grid), direction_(direction), offload_(offload) {
+TileSet::TileSet(VaeModel& model, Device& device, TileGrid grid, Op op, bool offload)
+    : model_(model), device_(device), grid_(grid), op_(op), offload_(offload) {
   tiles_.resize(static_cast<size_t>(grid_.count()));
   for (int64_t r = 0; r < grid_.rows; ++r)
     for (int64_t c = 0; c < grid_.cols; ++c) {
@@ -188,7 +188,7 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
   torch::InferenceMode guard;
   const torch::Device device = device_.torch_device();
   const torch::ScalarType dtype = model_.dtype();
-  const bool encode = direction_ == Direction::kEncode;
+  const bool encode = op_ == Op::kEncode;
   auto call = [&](const torch::Tensor& input, CausalCache& cache) {
     const bool pinned = input.device().is_cpu() && input.is_pinned();
     auto on_device = (encode ? input.to(device, dtype, /*non_blocking=*/pinned) : input.to(device, pinned))
@@ -227,12 +227,11 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
   return blend_->take();
 }
 
-std::unique_ptr<TileSet> make_tile_set(VaeModel& model, Device& device, const TileGrid& grid,
-                                       TileSet::Direction direction, bool offload, int64_t latent_height,
-                                       int64_t latent_width) {
+std::unique_ptr<TileSet> make_tile_set(VaeModel& model, Device& device, const TileGrid& grid, Op op,
+                                       bool offload, int64_t latent_height, int64_t latent_width) {
   const TileGrid resolved = resolve_grid(grid, latent_height, latent_width);
   if (!resolved.tiled()) return nullptr;
-  return std::make_unique<TileSet>(model, device, resolved, direction, offload);
+  return std::make_unique<TileSet>(model, device, resolved, op, offload);
 }
 
 }  // namespace vaecodec::core

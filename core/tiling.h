@@ -10,6 +10,7 @@
 
 #include "core/causal_cache.h"
 #include "core/device/device.h"
+#include "core/op.h"
 #include "core/tile_grid.h"
 #include "core/vae_model.h"
 
@@ -56,8 +57,7 @@ class TileBlend {
 // cache waits in (pinned) host memory while the other tiles run (Note [Offloaded caches]).
 class TileSet {
  public:
-  enum class Direction { kEncode, kDecode };
-  TileSet(VaeModel& model, Device& device, TileGrid grid, Direction direction, bool offload);
+  TileSet(VaeModel& model, Device& device, TileGrid grid, Op op, bool offload);
   ~TileSet();
   TileSet(const TileSet&) = delete;
   TileSet& operator=(const TileSet&) = delete;
@@ -88,7 +88,7 @@ class TileSet {
   VaeModel& model_;
   Device& device_;  // where the model runs: its compute stream and the caches' copy streams
   TileGrid grid_;
-  Direction direction_;
+  Op op_;
   bool offload_;
   std::vector<Tile> tiles_;
   std::unique_ptr<TileBlend> blend_;  // made at the first chunk
@@ -101,8 +101,7 @@ TileGrid resolve_grid(const TileGrid& grid, int64_t latent_height, int64_t laten
 
 // The tiles for frames of latent_height x latent_width, or nullptr when `grid` does not cut them (a default
 // grid means the whole frame). Throws when the grid was planned for another frame size.
-std::unique_ptr<TileSet> make_tile_set(VaeModel& model, Device& device, const TileGrid& grid,
-                                       TileSet::Direction direction, bool offload, int64_t latent_height,
-                                       int64_t latent_width);
+std::unique_ptr<TileSet> make_tile_set(VaeModel& model, Device& device, const TileGrid& grid, Op op,
+                                       bool offload, int64_t latent_height, int64_t latent_width);
 
 }  // namespace vaecodec::core
