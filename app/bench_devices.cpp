@@ -19,7 +19,7 @@
 #include "core/json_text.h"
 #include "core/models/registry.h"
 #include "core/place.h"
-#include "core/planner.h"
+#include "core/plan_for.h"
 
 namespace vaecodec::app {
 namespace {
@@ -171,10 +171,9 @@ void bench_split(const BenchOptions& o) {
   const BenchClip clip = make_bench_clip(o, model, devices.front(), dtype);
   const auto [width, height] = parse_frame_size(o.size);
   const int64_t latent_frames = 1 + (o.frames - 1) / model.info().temporal_factor;
-  const core::Plan plan = core::plan_band_run(
-      core::PlanRequest::of(model, core::find_model_family(model.info().family).calibration,
-                            core::parse_op(o.op), width, height, latent_frames),
-      static_cast<int64_t>(devices.size()), clip.planner);
+  const core::Plan plan = core::plan_for(
+      model, {core::parse_op(o.op), width, height, latent_frames, static_cast<int64_t>(devices.size())},
+      clip.planner);
   // Exact tiles shared out (or blended columns) where a band does not fit.
   const core::ChunkOptions chunks = core::ChunkOptions::of(plan, places);
   auto run = [&] { return run_op(model, o.op, clip.video, clip.latents, chunks); };

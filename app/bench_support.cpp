@@ -5,6 +5,7 @@
 #include "app/run_options.h"
 #include "core/error.h"
 #include "core/models/registry.h"
+#include "core/plan_for.h"
 
 namespace vaecodec::app {
 
@@ -118,9 +119,7 @@ BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, to
   clip.planner = o.memory.planner;
   clip.planner.reserved_bytes = resident;
   const int64_t latent_frames = op == core::Op::kDecode ? clip.latents.size(2) : 1 + (o.frames - 1) / tf;
-  clip.plan = core::plan_run(core::PlanRequest::of(model, core::find_model_family(info.family).calibration,
-                                                   op, width, height, latent_frames),
-                             clip.planner);
+  clip.plan = core::plan_for(model, {op, width, height, latent_frames}, clip.planner);
   return clip;
 }
 

@@ -17,7 +17,7 @@
 #include "core/host_memory.h"
 #include "core/json_text.h"
 #include "core/models/registry.h"
-#include "core/planner.h"
+#include "core/plan_for.h"
 
 namespace vaecodec::app {
 namespace {
@@ -98,15 +98,13 @@ void plan(const PlanOptions& o) {
   const torch::ScalarType dtype = resolve_dtype(o.dtype, device);
   if (dtype != model->dtype()) model->to(dtype);
   const int64_t latent_frames = 1 + (o.frames - 1 + info.temporal_factor - 1) / info.temporal_factor;
-  const core::PlanRequest request =
-      core::PlanRequest::of(*model, core::find_model_family(info.family).calibration, core::parse_op(o.op),
-                            padded_w, padded_h, latent_frames);
+  const core::PlanTarget target{core::parse_op(o.op), padded_w, padded_h, latent_frames};
   core::PlannerOptions planner = o.memory.planner;
   if (planner.host_budget_bytes == 0 && device.is_cuda()) {  // Note [Host memory budget]
     planner.host_budget_bytes = core::host_budget_bytes();
     if (planner.host_budget_bytes > 0) planner.host_budget_note = "available on this host, less a margin";
   }
-  const core::Plan p = core::plan_run(request, planner);
+  const core::Plan p = core::plan_for(*model, target, planner);
   // One input across the devices (Note [Bands across devices]): each device planned for its band (in columns
   // where it does not fit whole).
   std::optional<core::Plan> band_plan;
@@ -115,7 +113,9 @@ void plan(const PlanOptions& o) {
     try {
       const auto rows = core::band_rows(padded_h / f, static_cast<int64_t>(devices.size()));
       band_rows_text = std::to_string(rows.back().count * f) + "-" + std::to_string(rows.front().count * f);
-      band_plan = core::plan_band_run(request, static_cast<int64_t>(devices.size()), o.memory.planner);
+      core::PlanTarget bands = target;
+      bands.devices = static_cast<int64_t>(devices.size());
+      band_plan = core::plan_for(*model, bands, o.memory.planner);
     } catch (const Error& e) {
       band_refusal = e.what();
     }

@@ -52,7 +52,7 @@ struct PlannerOptions {
   bool budget_is_ceiling = false;
 };
 
-// The run a plan is for.
+// The run a plan is for, made by core::plan_request (core/plan_for.h, Note [One planning entry]).
 struct PlanRequest {
   std::string family;  // ModelInfo::family
   int64_t spatial_factor = 8;
@@ -73,12 +73,6 @@ struct PlanRequest {
   bool tiles_through_time = false;
   int64_t encode_features = 0, decode_features = 0;
   std::function<double(bool encode, const Area& interior)> tile_work;
-  static PlanRequest of(const ModelInfo& info, std::vector<MemoryCalibration> calibration,
-                        int64_t parameter_count, Op op, int64_t width, int64_t height,
-                        torch::ScalarType dtype);
-  // The same for `model` (its info, parameters and dtype), with its exact tiles where it runs them.
-  static PlanRequest of(const VaeModel& model, std::vector<MemoryCalibration> calibration, Op op,
-                        int64_t width, int64_t height, int64_t latent_frames = 0);
 };
 
 // Estimated peak device memory of a run, by part (Note [Memory model]).

@@ -13,44 +13,6 @@
 namespace vaecodec::core {
 using namespace plan_model;
 
-PlanRequest PlanRequest::of(const ModelInfo& info, std::vector<MemoryCalibration> calibration,
-                            int64_t parameter_count, Op op, int64_t width, int64_t height,
-                            torch::ScalarType dtype) {
-  PlanRequest r;
-  r.calibration = std::move(calibration);
-  r.family = info.family;
-  r.spatial_factor = info.spatial_factor;
-  r.temporal_factor = info.temporal_factor;
-  r.latent_channels = info.latent_channels;
-  r.parameter_count = parameter_count;
-  r.encode_attention = info.encode_attention;
-  r.decode_attention = info.decode_attention;
-  r.op = op;
-  r.width = width;
-  r.height = height;
-  r.dtype = dtype;
-  return r;
-}
-
-PlanRequest PlanRequest::of(const VaeModel& model, std::vector<MemoryCalibration> calibration, Op op,
-                            int64_t width, int64_t height, int64_t latent_frames) {
-  PlanRequest r =
-      of(model.info(), std::move(calibration), model.parameter_count(), op, width, height, model.dtype());
-  r.latent_frames = latent_frames;
-  if (!model.tiles_through_time()) return r;
-  r.exact_tiles = model.exact_tiles();
-  r.tiles_through_time = true;
-  r.encode_features = model.feature_channels(true);
-  r.decode_features = model.feature_channels(false);
-  const int64_t lh = height / r.spatial_factor, lw = width / r.spatial_factor;
-  // Copies of the trunks' reaches: the request may outlive the model.
-  r.tile_work = [encode_trunk = *model.trunk_for(true), decode_trunk = *model.trunk_for(false), lh, lw](
-                    bool encode, const Area& interior) {
-    return trunk_tile_work(encode ? encode_trunk : decode_trunk, encode, interior, lh, lw);
-  };
-  return r;
-}
-
 MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const TileGrid& tiles, bool offload,
                                int64_t reserved_bytes) {
   const double size = static_cast<double>(element_size(request.dtype));

@@ -3,12 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "core/device/device.h"
 #include "core/engine.h"
 #include "core/error.h"
-#include "core/host_memory.h"
-#include "core/models/registry.h"
-#include "core/sizes.h"
 
 namespace vaecodec::core {
 namespace {
@@ -34,31 +30,6 @@ int64_t result_bytes(const VaeModel& model, Op op, const torch::Tensor& input) {
 }
 
 }  // namespace
-
-PlannerOptions settle_budget(const VaeModel& model, PlannerOptions planner) {
-  const Device& device = Device::of(model.device());
-  const std::optional<int64_t> available = device.available_bytes();
-  if (!available) return planner;
-  // A GPU run's host memory (Note [Host memory budget] in core/host_memory.h).
-  if (planner.host_budget_bytes == 0) {
-    planner.host_budget_bytes = host_budget_bytes();
-    if (planner.host_budget_bytes > 0) planner.host_budget_note = "available on this host, less a margin";
-  }
-  const std::string where = device.torch_device().str();
-  if (planner.budget_bytes == 0) {
-    const int64_t total = device.memory_info().total;
-    planner.budget_bytes = *available;
-    planner.budget_is_ceiling = true;
-    if (planner.budget_note.empty())
-      planner.budget_note = "free" + (total > 0 ? " of " + format_size(total) : "") + " on " + where;
-  } else if (planner.budget_bytes > *available && !planner.budget_forced) {
-    throw Error("the memory budget of " + format_size(planner.budget_bytes) + " is more than the " +
-                format_size(*available) + " free on " + where +
-                " now (other programs hold the rest): give --vram " + format_size(*available) +
-                " or less, or --vram-force to plan for it anyway");
-  }
-  return planner;
-}
 
 void check_tensor_input(const VaeModel& model, Op op, const torch::Tensor& input) {
   const ModelInfo& info = model.info();
@@ -96,12 +67,9 @@ Plan plan_tensor_run(const VaeModel& model, Op op, const torch::Tensor& input, P
   if (model.device().is_cuda())
     planner.reserved_bytes += (input.size(0) + 1) * result_bytes(model, op, input);
   planner = settle_budget(model, planner);
-  const ModelInfo& info = model.info();
-  const int64_t tf = info.temporal_factor;
+  const int64_t tf = model.info().temporal_factor;
   const int64_t latent_frames = op == Op::kEncode ? 1 + (input.size(2) - 1) / tf : input.size(2);
-  return plan_run(
-      PlanRequest::of(model, find_model_family(info.family).calibration, op, width, height, latent_frames),
-      planner);
+  return plan_for(model, {op, width, height, latent_frames}, planner);
 }
 
 torch::Tensor run_tensor(VaeModel& model, Op op, const torch::Tensor& input, const Plan& plan) {

@@ -5,7 +5,7 @@
 #include <torch/torch.h>
 
 #include "core/op.h"
-#include "core/planner.h"
+#include "core/plan_for.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
@@ -23,11 +23,6 @@ namespace vaecodec::core {
 // - the allocator is not capped at the budget: in a caller's process the cap would also bind the caller's
 //   own tensors, so the budget is kept by the plan alone;
 // - a batch of B clips runs one clip at a time (each is planned as the CLI plans one input).
-
-// The budget a run on `model`'s device plans for: without one given (budget 0), what the device has free now
-// (Device::available_bytes); one given that is more than that is refused before any work unless
-// `budget_forced`. The CPU has no such limit and keeps the options as given.
-PlannerOptions settle_budget(const VaeModel& model, PlannerOptions planner);
 
 // Throws UsageError when `input` cannot go through `op` (kEncode or kDecode) on `model` as a whole: not 5-D,
 // the wrong channel count, sides that are not multiples of the spatial factor, a frame count that is not

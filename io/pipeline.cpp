@@ -114,7 +114,7 @@ void check_latent_extension(const fs::path& path) {
 
 // latent_frames: the clip's length where known (0 where not).
 RunPlanOptions run_plan_options(const PipelineOptions& o, int64_t latent_frames = 0) {
-  return {o.memory, o.bands, o.chunk, o.quiet, latent_frames};
+  return {o.memory, o.bands, o.chunk, o.quiet, latent_frames, o.planned};
 }
 
 // The latent frames of a clip of `frames` frames (0: not known).
@@ -501,6 +501,8 @@ template <typename Run>
 auto with_replans(core::VaeModel& model, const fs::path& input, const PipelineOptions& options, Run&& run)
     -> decltype(run(options)) {
   PipelineOptions attempt = options;
+  std::optional<core::PlanRequest> planned;  // the last attempt's request
+  attempt.planned = &planned;
   std::vector<RunSummary::Replan> replans;
   while (true) {
     try {
@@ -516,9 +518,9 @@ auto with_replans(core::VaeModel& model, const fs::path& input, const PipelineOp
       if (!available || static_cast<int>(replans.size()) == kMaxReplans) {
         const int64_t free_now = available.value_or(device.memory_info().free);
         std::string needed;
-        if (const auto& last_plan_request = last_plan_request_here())
+        if (planned)
           needed = "; the smallest plan needs a budget of " +
-                   core::format_size(core::smallest_budget(*last_plan_request, *attempt.memory));
+                   core::format_size(core::smallest_budget(*planned, *attempt.memory));
         throw Error(input.string() + ": ran out of memory on " + where + " " +
                     std::to_string(replans.size() + 1) + " time" + (replans.empty() ? "" : "s") + " (" +
                     core::first_line(e.what()) + "); " + core::format_size(free_now) + " is free there now" +

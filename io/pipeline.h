@@ -29,6 +29,8 @@ struct PipelineOptions {
   // With a value the run is planned (core/planner.h): the plan's chunk and tiles replace `chunk`, the
   // allocator is capped at the budget, and the plan and the measured peak go to stderr unless quiet.
   std::optional<core::PlannerOptions> memory;
+  // Where given, gets the request planned (io/run_plan.h's RunPlanOptions::planned).
+  std::optional<core::PlanRequest>* planned = nullptr;
   WriterOptions writer;           // output codec, crf, pixel format
   bool strict = false;            // damaged input is an error, not a warning (Note [Damaged input])
   SourceOptions source;           // roundtrip, encode: --vf and the cut (Note [Cutting the input])

@@ -7,15 +7,11 @@
 #include "core/device/device.h"
 #include "core/error.h"
 #include "core/host_memory.h"
-#include "core/models/registry.h"
 #include "core/sizes.h"
-#include "core/tensor_run.h"
 #include "io/log.h"
 
 namespace vaecodec::io {
 namespace {
-
-thread_local std::optional<core::PlanRequest> last_plan_request;
 
 // Note [Planning bands]
 // A clip split across devices is planned as the tallest band alone on the device with the least room (each
@@ -41,13 +37,13 @@ core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geomet
       planner = mine;
     devices += (devices.empty() ? "" : ",") + band.device->torch_device().str();
   }
-  const auto whole =
-      core::PlanRequest::of(model, core::find_model_family(model.info().family).calibration, op,
-                            geometry.padded_width, geometry.padded_height, options.latent_frames);
-  last_plan_request = core::band_plan_request(whole, static_cast<int64_t>(rows.size()));
+  const core::PlanTarget target{op, geometry.padded_width, geometry.padded_height, options.latent_frames,
+                                static_cast<int64_t>(rows.size())};
+  if (options.planned)
+    *options.planned = core::band_plan_request(core::plan_request(model, target), target.devices);
   core::Plan plan;
   try {
-    plan = core::plan_band_run(whole, static_cast<int64_t>(rows.size()), *planner);
+    plan = core::plan_for(model, target, *planner);
   } catch (const Error& e) {
     throw Error("one band of " + std::to_string(geometry.padded_width) + "x" +
                 std::to_string(rows.front().count * f) + " (of " + std::to_string(options.bands.size()) +
@@ -71,10 +67,6 @@ core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geomet
 
 }  // namespace
 
-const std::optional<core::PlanRequest>& last_plan_request_here() {
-  return last_plan_request;
-}
-
 core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geometry,
                        const RunPlanOptions& options) {
   if (!options.memory) {
@@ -87,10 +79,9 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
   }
   if (!options.bands.empty()) return plan_bands(model, op, geometry, options);
   const core::PlannerOptions planner = core::settle_budget(model, *options.memory);
-  last_plan_request =
-      core::PlanRequest::of(model, core::find_model_family(model.info().family).calibration, op,
-                            geometry.padded_width, geometry.padded_height, options.latent_frames);
-  const core::Plan plan = core::plan_run(*last_plan_request, planner);
+  const core::PlanTarget target{op, geometry.padded_width, geometry.padded_height, options.latent_frames};
+  if (options.planned) *options.planned = core::plan_request(model, target);
+  const core::Plan plan = core::plan_for(model, target, planner);
   if (model.device().is_cpu())
     core::check_host_memory(plan.estimate.total(), core::op_name(op) + " of " +
                                                        std::to_string(geometry.padded_width) + "x" +

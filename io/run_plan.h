@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "core/place.h"
-#include "core/planner.h"
+#include "core/plan_for.h"
 #include "core/vae_model.h"
 #include "io/chunking.h"
 
@@ -21,6 +21,9 @@ struct RunPlanOptions {
   int64_t chunk = 1;
   bool quiet = false;         // no plan line
   int64_t latent_frames = 0;  // the clip's length where known (exact tiles' windows), else 0
+  // Where given, gets the request planned (one device's, or one band's): the caller's, for the message of a
+  // run that keeps running out of memory once the failed attempt's state is gone.
+  std::optional<core::PlanRequest>* planned = nullptr;
 };
 
 // The chunk and tiles of a run: planned when options.memory asks (options.bands: one plan for every band),
@@ -31,9 +34,5 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
 
 // On a GPU, tells how the measured peak compares with the plan's estimate (unless quiet).
 void report_memory(core::VaeModel& model, const core::Plan& plan, const RunPlanOptions& options);
-
-// The last request planned on this thread, for the message of a run that keeps running out of memory (its
-// failed attempt's state is gone by then); nullopt before any.
-const std::optional<core::PlanRequest>& last_plan_request_here();
 
 }  // namespace vaecodec::io

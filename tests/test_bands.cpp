@@ -15,7 +15,7 @@
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/models/registry.h"
-#include "core/planner.h"
+#include "core/plan_for.h"
 #include "tests/gpu_support.h"
 #include "tests/test_support.h"
 #include "tests/tiny_models.h"
@@ -262,9 +262,8 @@ TEST_CASE("a split run in columns equals the one-device run tiled in the same co
 TEST_CASE("a band that does not fit whole is planned in the fewest columns that fit", "[bands][planner]") {
   const auto& family = core::find_model_family("wan2.1-vae");
   const auto model = family.build(family.released_config);
-  const auto whole =
-      core::PlanRequest::of(model->info(), core::find_model_family(model->info().family).calibration,
-                            model->parameter_count(), core::Op::kDecode, 1920, 1088, torch::kBFloat16);
+  const auto whole = core::plan_request(model->info(), model->parameter_count(), torch::kBFloat16,
+                                        core::Op::kDecode, 1920, 1088);
   core::PlannerOptions options;
   options.max_chunk = 2;
   const core::Plan roomy = core::plan_band_run(whole, 2, options);
@@ -304,8 +303,7 @@ TEST_CASE("bands that do not fit whole share the one-device plan's exact tiles o
   // Note [Exact tiles across devices]: a family that runs exact tiles is planned as on one device.
   const auto& family = core::find_model_family("wan2.1-vae");
   const auto model = family.build(family.released_config);
-  const auto whole =
-      core::PlanRequest::of(*model, family.calibration, core::Op::kDecode, 1920, 1088, /*latent_frames=*/21);
+  const auto whole = core::plan_request(*model, {core::Op::kDecode, 1920, 1088, /*latent_frames=*/21});
   REQUIRE(whole.exact_tiles);
   core::PlannerOptions options;
   options.max_chunk = 2;

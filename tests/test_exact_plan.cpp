@@ -9,8 +9,8 @@
 
 #include "core/error.h"
 #include "core/models/registry.h"
+#include "core/plan_for.h"
 #include "core/plan_model.h"
-#include "core/planner.h"
 #include "tests/test_support.h"
 #include "tests/video_test_support.h"
 
@@ -33,8 +33,7 @@ const core::VaeModel& released(const std::string& name) {
 core::PlanRequest request(const std::string& name, core::Op op, int64_t width, int64_t height,
                           int64_t latent_frames = 21) {
   const auto& model = released(name);
-  return core::PlanRequest::of(model, core::find_model_family(name).calibration, op, width, height,
-                               latent_frames);
+  return core::plan_request(model, {op, width, height, latent_frames});
 }
 
 core::PlannerOptions budget(int64_t bytes, int64_t host = 0) {

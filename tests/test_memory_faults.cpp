@@ -12,7 +12,7 @@
 #include "core/device/device.h"
 #include "core/device/memory_faults.h"
 #include "core/models/registry.h"
-#include "core/planner.h"
+#include "core/plan_for.h"
 #include "core/safetensors.h"
 #include "tests/gpu_support.h"
 #include "tests/video_test_support.h"
@@ -30,9 +30,8 @@ std::vector<std::string> split_lines(const std::string& text) {
 // A budget between the smallest tiled plan's and the untiled one's, for the tiny model at 1024x768.
 int64_t tiling_budget() {
   const auto model = core::build_model(core::load_checkpoint(tiny_weights()));
-  const auto request =
-      core::PlanRequest::of(model->info(), core::find_model_family(model->info().family).calibration,
-                            model->parameter_count(), core::Op::kRoundtrip, 1024, 768, torch::kFloat);
+  const auto request = core::plan_request(model->info(), model->parameter_count(), torch::kFloat,
+                                          core::Op::kRoundtrip, 1024, 768);
   core::PlannerOptions untiled;
   untiled.tiling = false;
   const int64_t whole = core::smallest_budget(request, untiled);

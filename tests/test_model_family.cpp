@@ -8,7 +8,7 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/models/registry.h"
-#include "core/planner.h"
+#include "core/plan_for.h"
 #include "core/safetensors.h"
 #include "io/latent_file.h"
 #include "tests/video_test_support.h"
@@ -91,10 +91,8 @@ TEST_CASE("a registered family is detected, loaded, planned for and run by the C
   CHECK(model->named_parameters()["gain"].item<float>() == 1.0f);
 
   // The planner: the family's own calibration, not another family's.
-  const core::Plan plan = core::plan_run(
-      core::PlanRequest::of(model->info(), core::find_model_family(model->info().family).calibration, 1,
-                            core::Op::kDecode, 64, 64, torch::kFloat),
-      {});
+  const core::Plan plan =
+      core::plan_run(core::plan_request(model->info(), 1, torch::kFloat, core::Op::kDecode, 64, 64), {});
   CHECK(plan.calibration == "a test row: decode");
 
   // The CLI: inspect, then encode and decode file to file.

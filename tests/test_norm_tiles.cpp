@@ -11,7 +11,7 @@
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/models/registry.h"
-#include "core/planner.h"
+#include "core/plan_for.h"
 #include "core/presets.h"
 #include "core/safetensors.h"
 #include "tests/tiny_models.h"
@@ -90,8 +90,7 @@ core::PlanRequest released_request(core::Op op, int64_t width, int64_t height) {
     m->to(torch::kBFloat16);
     return m;
   }();
-  return core::PlanRequest::of(*model, core::find_model_family("seedvr2-vae").calibration, op, width, height,
-                               /*latent_frames=*/21);  // 81 frames
+  return core::plan_request(*model, {op, width, height, /*latent_frames=*/21});  // 81 frames
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include "core/device/device.h"
 #include "core/error.h"
 #include "core/models/registry.h"
-#include "core/planner.h"
+#include "core/plan_for.h"
 #include "core/presets.h"
 #include "tests/test_support.h"
 
@@ -23,8 +23,7 @@ core::PlanRequest wan21(core::Op op, int64_t width, int64_t height,
                         torch::ScalarType dtype = torch::kBFloat16) {
   const auto& family = core::find_model_family("wan2.1-vae");
   static const auto model = family.build(family.released_config);
-  return core::PlanRequest::of(model->info(), core::find_model_family(model->info().family).calibration,
-                               model->parameter_count(), op, width, height, dtype);
+  return core::plan_request(model->info(), model->parameter_count(), dtype, op, width, height);
 }
 
 core::PlannerOptions budget(int64_t bytes, int64_t max_chunk = 4) {
@@ -70,8 +69,7 @@ TEST_CASE("the cache coefficients match the released models' caches", "[planner]
       INFO(name << " " << core::op_name(op));
       const int64_t measured = measured_cache_bytes(name, op, width, height);
       const auto request =
-          core::PlanRequest::of(model->info(), core::find_model_family(model->info().family).calibration,
-                                model->parameter_count(), op, width, height, torch::kFloat);
+          core::plan_request(model->info(), model->parameter_count(), torch::kFloat, op, width, height);
       const int64_t f = model->info().spatial_factor;
       const auto estimate =
           core::estimate_memory(request, 1, core::TileGrid::whole(height / f, width / f), false);
@@ -90,9 +88,8 @@ TEST_CASE("the memory model reproduces its calibration run and scales with pixel
     const auto model = family.build(family.released_config);
     for (const core::MemoryCalibration& run : family.calibration) {
       INFO(family.name << " " << core::op_name(run.op) << " " << c10::toString(run.dtype));
-      const auto r =
-          core::PlanRequest::of(model->info(), core::find_model_family(model->info().family).calibration,
-                                model->parameter_count(), run.op, run.width, run.height, run.dtype);
+      const auto r = core::plan_request(model->info(), model->parameter_count(), run.dtype, run.op, run.width,
+                                        run.height);
       CHECK(r.parameter_count == run.parameters);
       const int64_t f = model->info().spatial_factor;
       const auto e = core::estimate_memory(r, run.chunk, core::TileGrid::whole(run.height / f, run.width / f),
