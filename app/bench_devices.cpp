@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "app/bench.h"
-#include "app/device_workers.h"
 #include "app/devices.h"
 #include "app/run_options.h"
 #include "core/band_traffic.h"
@@ -20,6 +19,7 @@
 #include "core/models/registry.h"
 #include "core/place.h"
 #include "core/plan_for.h"
+#include "core/split/places.h"
 
 namespace vaecodec::app {
 namespace {
@@ -27,7 +27,7 @@ namespace {
 // Note [Benchmark over devices]
 // `bench --devices` measures what a batch over devices (Note [Batches over devices] in app/device_batch.h)
 // can gain: the clip on the first device alone, then on every device at once, one model and one thread each
-// (the batch's device workers, Note [Device workers] in app/device_workers.h), the threads meeting at a gate
+// (the batch's workers, Note [Places] in core/split/places.h), the threads meeting at a gate
 // after their warm-up so that the timed runs overlap. It reports each device's median and peak memory, and
 // the devices' frames per second summed against the first device's alone (a batch of equal clips on N devices
 // can reach at most N times; shared PCIe, host memory and CPU threads are what keeps it lower).
@@ -101,9 +101,10 @@ void bench_devices(const BenchOptions& o) {
   const DeviceTiming alone = time_on_device(o, devices.front(), nullptr);
   std::vector<DeviceTiming> together(devices.size());
   std::latch gate(static_cast<std::ptrdiff_t>(devices.size()));
-  rethrow_first(devices, run_device_workers(devices, [&](size_t slot, torch::Device device) {
-                  together[slot] = time_on_device(o, device, &gate);
-                }));
+  core::Places places(devices);
+  core::rethrow_first(devices, places.run_each([&](size_t slot) {
+    together[slot] = time_on_device(o, devices[slot], &gate);
+  }));
 
   const double one = o.frames / alone.median;
   double aggregate = 0;

@@ -10,12 +10,12 @@
 #include <thread>
 #include <utility>
 
-#include "app/device_workers.h"
 #include "app/devices.h"
 #include "app/errors.h"
 #include "core/device/device.h"
 #include "core/error.h"
 #include "core/models/registry.h"
+#include "core/split/places.h"
 #include "io/interrupt.h"
 #include "io/log.h"
 #include "io/output_file.h"
@@ -332,9 +332,10 @@ DeviceBatchResult run_on_devices(RunCommand command, const RunOptions& options,
   // A worker catches its own failures (Note [Batches over devices]): nothing comes back from the threads.
   std::vector<torch::Device> worker_devices;
   for (const Worker& worker : workers) worker_devices.push_back(worker.device);
-  rethrow_first(worker_devices, run_device_workers(worker_devices, [&](size_t slot, torch::Device) {
-                  run_worker(command, pipeline, workers[slot], shared);
-                }));
+  core::Places places(worker_devices);  // Note [Places] in core/split/places.h
+  core::rethrow_first(worker_devices, places.run_each([&](size_t slot) {
+    run_worker(command, pipeline, workers[slot], shared);
+  }));
   io::startup_note("every worker is done");
   return shared.finish(start);
 }

@@ -17,7 +17,7 @@ namespace vaecodec::app {
 // With --devices a batch (Note [Batches]) runs on several GPUs of one host in one process, with no scheduler
 // but a queue:
 // - The weights are read once; one model is built on each device, and each device gets a worker thread
-//   (Note [Device workers] in app/device_workers.h) that runs the one-device pipeline there (its own reader,
+//   (Note [Places] in core/split/places.h) that runs the one-device pipeline there (its own reader,
 //   model thread and writer; a clip's writer finishing while the device's next clip starts), so the devices
 //   never wait on one another.
 // - The inputs wait in one queue, longest first (frames as the header says, io::probe_length; then seconds;

@@ -1,13 +1,9 @@
 #include "core/band_set.h"
 
-#include <condition_variable>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -18,43 +14,6 @@
 
 namespace vaecodec::core {
 
-// A thread of the band pool (Note [Band threads]): runs one posted job at a time.
-struct BandWorker {
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::function<void()> job;
-  bool busy = false;  // a job posted and not finished
-  // Guarded by the pool's mutex (BandThreads): held by a BandSet, and the device it last served.
-  bool taken = false;
-  std::optional<torch::Device> last;
-  void loop() {
-    std::unique_lock<std::mutex> lock(mutex);
-    while (true) {
-      changed.wait(lock, [&] { return static_cast<bool>(job); });
-      auto run = std::move(job);
-      job = nullptr;
-      lock.unlock();
-      run();  // serve() catches what its bands throw
-      run = nullptr;
-      lock.lock();
-      busy = false;
-      changed.notify_all();
-    }
-  }
-  void post(std::function<void()> f) {
-    std::lock_guard<std::mutex> lock(mutex);
-    job = std::move(f);
-    busy = true;
-    changed.notify_all();
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex);
-    changed.wait(lock, [&] { return !busy; });
-  }
-};
-
-namespace {
-
 // Note [Band streams]
 // Each band's thread queues its work on a stream of its own from LibTorch's pool, not on the device's default
 // stream: the default stream is CUDA's legacy stream, which orders itself against every other stream of its
@@ -64,47 +23,6 @@ namespace {
 // tells the allocator that the other's stream uses the tensors it hands over (recordStream), so that memory
 // freed by one thread is not reused by the other's stream while still read. (On the default streams instead,
 // a split 720p decode on two H200s took 3.79 s against 3.38 s, before Note [Band threads].)
-// Note [Band threads]
-// LibTorch keeps cuDNN's chosen kernels (and its execution plans) per thread. A band's thread made for each
-// split run would start with none, so every run would time every convolution shape again (with cuDNN's
-// timing on) or ask cuDNN's heuristics again: on two H200s that idled each GPU half of a 720p decode, in
-// gaps of 40-85 ms. So the bands run on threads kept for the process: a set takes an idle thread that last
-// served its device where there is one, makes a new one where there is not, and hands it back when it is
-// destroyed. The threads wait idle for the rest of the process (never joined: the pool is never destroyed,
-// so no thread outlives the libraries it uses at exit).
-class BandThreads {
- public:
-  static BandThreads& get() {
-    static BandThreads* pool = new BandThreads;
-    return *pool;
-  }
-  BandWorker* acquire(const torch::Device& device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    BandWorker* pick = nullptr;
-    for (auto& w : workers_)
-      if (!w->taken && w->last == device) {
-        pick = w.get();
-        break;
-      }
-    if (!pick) {
-      workers_.push_back(std::make_unique<BandWorker>());
-      pick = workers_.back().get();
-      std::thread([pick] { pick->loop(); }).detach();
-    }
-    pick->taken = true;
-    pick->last = device;
-    return pick;
-  }
-  void release(BandWorker* w) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    w->taken = false;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<BandWorker>> workers_;
-};
-}  // namespace
 
 BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Op op, const TileGrid& columns)
     : out_device_(out_device), op_(op), columns_(columns) {
@@ -133,49 +51,7 @@ int64_t BandSet::cache_bytes() const {
   return n;
 }
 
-BandSet::~BandSet() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  start_.notify_all();
-  for (BandWorker* w : workers_) {
-    w->wait();
-    BandThreads::get().release(w);
-  }
-}
-
-void BandSet::serve(size_t i) {
-  const torch::Device device = bands_[i].place.device->torch_device();
-  c10::InferenceMode inference;
-  std::optional<c10::cuda::CUDAGuard> on_device;
-  std::optional<c10::cuda::CUDAStreamGuard> on_stream;
-  if (device.is_cuda()) {
-    on_device.emplace(device);
-    on_stream.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index()));
-  }
-  int64_t done = 0;
-  while (true) {
-    BandLink* link = nullptr;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      start_.wait(lock, [&] { return stopping_ || chunk_ > done; });
-      if (stopping_) return;
-      done = chunk_;
-      link = link_;
-    }
-    std::exception_ptr error;
-    try {
-      run_band(i, *link);
-    } catch (...) {
-      error = std::current_exception();
-      link->abort();
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    errors_[i] = error;
-    if (++finished_ == bands_.size()) finished_all_.notify_all();
-  }
-}
+BandSet::~BandSet() = default;
 
 void BandSet::run_band(size_t i, BandLink& link) {
   Band& band = bands_[i];
@@ -226,34 +102,26 @@ torch::Tensor BandSet::run(const torch::Tensor& x) {
                               .contiguous(model.memory_format()));
     if (device.is_cuda()) inputs_ready_[i].record(c10::cuda::getCurrentCUDAStream(device.index()));
   }
-  BandLink link(static_cast<int64_t>(n));
-  std::vector<std::vector<torch::Tensor>> outputs;
-  std::vector<std::exception_ptr> errors;
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (workers_.empty()) {
-      outputs_.assign(n, {});
-      errors_.assign(n, nullptr);
-      // Note [Band threads]
-      for (size_t i = 0; i < n; ++i) {
-        auto* w = BandThreads::get().acquire(bands_[i].place.device->torch_device());
-        workers_.push_back(w);
-        w->post([this, i] { serve(i); });
-      }
-    }
-    inputs_.swap(inputs);
-    link_ = &link;
-    finished_ = 0;
-    ++chunk_;
-    start_.notify_all();
-    finished_all_.wait(lock, [&] { return finished_ == n; });
-    outputs.swap(outputs_);
-    errors.swap(errors_);
-    outputs_.assign(n, {});
-    errors_.assign(n, nullptr);
-    inputs_.clear();
-    link_ = nullptr;
+  if (!places_) {  // Note [Band threads]
+    std::vector<torch::Device> devices;
+    for (const Band& band : bands_) devices.push_back(band.place.device->torch_device());
+    places_ = std::make_unique<Places>(std::move(devices), Places::Streams::kOwn);  // Note [Band streams]
   }
+  inputs_.swap(inputs);
+  outputs_.assign(n, {});
+  BandLink link(static_cast<int64_t>(n));
+  const std::vector<std::exception_ptr> errors = places_->run_each([&](size_t i) {
+    c10::InferenceMode inference;
+    try {
+      run_band(i, link);
+    } catch (...) {
+      link.abort();
+      throw;
+    }
+  });
+  std::vector<std::vector<torch::Tensor>> outputs;
+  outputs.swap(outputs_);
+  inputs_.clear();
   // The first band's own failure, not the others' report of it.
   for (const auto& e : errors) {
     if (!e) continue;

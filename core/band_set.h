@@ -1,8 +1,6 @@
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -16,16 +14,15 @@
 #include "core/op.h"
 #include "core/place.h"
 #include "core/planner.h"
+#include "core/split/places.h"
 #include "core/tiling.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
 
-struct BandWorker;  // a thread of the band pool (band_set.cpp)
-
 // The bands of a run (Note [Bands across devices]): one model call per band and column per chunk, each band
-// on its own thread (made with the set and kept for the run, its device current and LibTorch's inference mode
-// on), and the bands' outputs joined into the frame on the run's device.
+// on its place's worker (Note [Places]: a thread kept for the process, its device current and a stream of its
+// own; LibTorch's inference mode on), and the bands' outputs joined into the frame on the run's device.
 class BandSet {
  public:
   // columns: the frame's grid in latent pixels, one row of tiles (TileGrid::whole: the bands are not cut).
@@ -45,8 +42,7 @@ class BandSet {
     BandRows rows;
     std::vector<CausalCache> caches;  // one per column
   };
-  // Band i's thread: runs band i of each chunk handed over by run() until the set is destroyed.
-  void serve(size_t i);
+  // Band i of the chunk in hand, on its place's worker.
   void run_band(size_t i, BandLink& link);
 
   std::vector<Band> bands_;
@@ -55,22 +51,14 @@ class BandSet {
   TileGrid columns_;
   std::unique_ptr<TileBlend> blend_;  // made at the first chunk when there are several columns
 
-  // The chunk in hand, guarded by mutex_: run() sets it (each band's columns on its device) and bumps
-  // `chunk_`, each thread runs its band once per bump and counts itself in `finished_`.
+  // The chunk in hand: run() sets the inputs (each band's columns on its device) before the bands run, each
+  // band's worker sets its outputs (under mutex_).
   std::mutex mutex_;
-  std::condition_variable start_, finished_all_;
-  int64_t chunk_ = 0;
-  size_t finished_ = 0;
-  bool stopping_ = false;
-  std::vector<std::vector<torch::Tensor>> inputs_;  // the chunk's, by band, then column
-  BandLink* link_ = nullptr;
+  std::vector<std::vector<torch::Tensor>> inputs_;   // by band, then column
   std::vector<std::vector<torch::Tensor>> outputs_;  // by band, then column
   // By band, CUDA bands only: run()'s input copies done, the band's outputs made (Note [Band streams]).
   std::vector<at::cuda::CUDAEvent> inputs_ready_, outputs_made_;
-  std::vector<std::exception_ptr> errors_;
-  // The threads serving the bands, from the process's pool (Note [Band threads]); last: given work once the
-  // state above exists.
-  std::vector<BandWorker*> workers_;
+  std::unique_ptr<Places> places_;  // the bands' workers, made at the first chunk (Note [Band threads])
 };
 
 }  // namespace vaecodec::core

@@ -1,7 +1,7 @@
 #include "core/exact_tiles.h"
 
 #include <algorithm>
-#include <future>
+#include <memory>
 #include <string>
 
 #include <c10/cuda/CUDAGuard.h>
@@ -89,6 +89,11 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op
   // Blended tiles add into the frames they share: one place, one tile at a time.
   if (places_.size() > 1 && !grid_.exact) throw Error("blended tiles through time run on one device");
   check_places(places_, "tile place");
+  if (places_.size() > 1) {  // Note [Places]
+    std::vector<torch::Device> devices;
+    for (const BandPlace& place : places_) devices.push_back(place.device->torch_device());
+    workers_ = std::make_unique<Places>(std::move(devices));
+  }
   const bool encode = op == Op::kEncode;
   const int64_t scale = encode ? 1 : model_.info().spatial_factor;  // the output's pixels per latent pixel
   const std::vector<torch::Tensor> weights =
@@ -208,33 +213,20 @@ void ExactTiles::on_places(const std::function<void(const std::vector<Tile*>&)>&
   // it; each place waits for its own work (and its copies to and from the run's device) before it returns.
   if (device_.torch_device().is_cuda())
     c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();
-  std::vector<std::future<void>> running;
-  for (const BandPlace& place : places_) {
-    std::vector<Tile*> mine;
+  std::vector<std::vector<Tile*>> mine(places_.size());
+  for (size_t p = 0; p < places_.size(); ++p)
     for (Tile& tile : tiles_)
-      if (tile.place.model == place.model) mine.push_back(&tile);
-    running.push_back(std::async(std::launch::async, [this, &run, place, mine] {
-      c10::cuda::OptionalCUDAGuard guard;
-      const torch::Device where = place.device->torch_device();
-      if (where.is_cuda()) guard.set_device(where);
-      torch::InferenceMode inference;
-      run(mine);
-      if (where.is_cuda()) {
-        c10::cuda::getCurrentCUDAStream(where.index()).synchronize();
-        if (device_.torch_device().is_cuda())
-          c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();
-      }
-    }));
-  }
-  std::exception_ptr first;
-  for (auto& r : running) {
-    try {
-      r.get();
-    } catch (...) {
-      if (!first) first = std::current_exception();
+      if (tile.place.model == places_[p].model) mine[p].push_back(&tile);
+  workers_->run([&](size_t p) {
+    const torch::Device where = places_[p].device->torch_device();
+    torch::InferenceMode inference;
+    run(mine[p]);
+    if (where.is_cuda()) {
+      c10::cuda::getCurrentCUDAStream(where.index()).synchronize();
+      if (device_.torch_device().is_cuda())
+        c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();
     }
-  }
-  if (first) std::rethrow_exception(first);
+  });
 }
 
 int64_t ExactTiles::first_chunk_frames() const {
@@ -326,8 +318,9 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
                               bool emit_last) {
   const int64_t f = model_.info().spatial_factor;
   const bool host = host_window_;
-  std::vector<std::future<void>> placing;  // tiles' frames going into `out` (Note [Windows in host memory])
-  std::mutex blending;                     // blended tiles' placings add into frames they share
+  std::vector<std::unique_ptr<Task>>
+      placing;          // tiles' frames going into `out` (Note [Windows in host memory])
+  std::mutex blending;  // blended tiles' placings add into frames they share
   for (Tile* tile : mine) {
     unpark(*tile);
     Device& device = *tile->place.device;
@@ -338,7 +331,7 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
     // in host memory, once the other tiles' frames are in place.
     const bool emitting = emit_last && tile == mine.back();
     if (emitting) {
-      for (auto& p : placing) p.get();
+      for (auto& p : placing) p->get();
       placing.clear();
     }
     const bool stage = host && !emitting;  // the tile's frames of the window wait on its device
@@ -367,7 +360,7 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
       down.copy_(tile_frames, /*non_blocking=*/cuda);
       if (cuda)
         c10::cuda::getCurrentCUDAStream(device.torch_device().index()).synchronize();  // the copy above
-      placing.push_back(std::async(std::launch::async, [this, &out, &blending, down, pixels] {
+      placing.push_back(std::make_unique<Task>(torch::kCPU, [this, &out, &blending, down, pixels] {
         torch::InferenceMode guard;  // `out` was made under it
         // Exact tiles write disjoint pixels and go in at once; blended ones add into pixels they share.
         std::unique_lock<std::mutex> lock(blending, std::defer_lock);
@@ -380,7 +373,7 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
     else
       tile->cache.clear();
   }
-  for (auto& p : placing) p.get();
+  for (auto& p : placing) p->get();
 }
 
 torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {

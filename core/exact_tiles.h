@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "core/device/device.h"
 #include "core/op.h"
 #include "core/place.h"
+#include "core/split/places.h"
 #include "core/tile_grid.h"
 #include "core/trunk.h"
 #include "core/vae_model.h"
@@ -141,8 +143,8 @@ class ExactTiles {
   // Encode: `mine` over the window `x` from chunk `first` on, each chunk's features to place(tile, y, at).
   void encode_tiles(const std::vector<Tile*>& mine, const Pieces& x, const std::vector<int64_t>& chunks,
                     bool more, const std::function<void(const Tile&, const torch::Tensor&, int64_t)>& place);
-  // Runs run(place's tiles) for each place on a thread of its own, its device current; rethrows the first
-  // failure once all are done.
+  // Runs run(place's tiles) for each place on its worker (Note [Places]), its device current; rethrows the
+  // first failure once all are done.
   void on_places(const std::function<void(const std::vector<Tile*>&)>& run);
   void park(Tile& tile);
   void unpark(Tile& tile);
@@ -168,7 +170,8 @@ class ExactTiles {
   Op op_;
   int64_t chunk_;
   bool host_window_;
-  std::vector<BandPlace> places_;  // one, or those sharing the tiles out
+  std::vector<BandPlace> places_;    // one, or those sharing the tiles out
+  std::unique_ptr<Places> workers_;  // with several places: one worker each
   std::vector<Tile> tiles_;
   CausalCache whole_;     // the whole-frame part's
   bool started_ = false;  // a window has run (encode: later chunks are multiples of the temporal factor)

@@ -17,9 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app/device_batch.h"
-#include "app/device_workers.h"
 #include "app/devices.h"
 #include "core/error.h"
+#include "core/split/places.h"
 #include "io/interrupt.h"
 #include "io/probe.h"
 #include "tests/gpu_support.h"
@@ -178,12 +178,12 @@ TEST_CASE("a batch over devices shares the host's cores among its runs' decoders
 }
 
 TEST_CASE("devices: the device workers run together, keep each failure and name its device", "[devices]") {
-  // Note [Device workers]: two workers on the CPU; each waits until both run, so they overlap.
+  // Note [Places]: two workers on the CPU; each waits until both run, so they overlap.
   const std::vector<torch::Device> devices = {torch::kCPU, torch::kCPU};
   std::atomic<int> started = 0;
   std::vector<int> ran(devices.size(), 0);
-  const auto errors = app::run_device_workers(devices, [&](size_t slot, torch::Device device) {
-    CHECK(device == torch::Device(torch::kCPU));
+  core::Places places(devices);
+  const auto errors = places.run_each([&](size_t slot) {
     ++started;
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (started < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
@@ -194,8 +194,29 @@ TEST_CASE("devices: the device workers run together, keep each failure and name 
   REQUIRE(errors.size() == 2);
   CHECK_FALSE(errors[0]);
   CHECK(errors[1]);
-  CHECK_THROWS_WITH(app::rethrow_first(devices, errors), "cpu: slot 1 failed");
-  CHECK_NOTHROW(app::rethrow_first(devices, {nullptr, nullptr}));
+  CHECK_THROWS_WITH(core::rethrow_first(devices, errors), "cpu: slot 1 failed");
+  CHECK_NOTHROW(core::rethrow_first(devices, {nullptr, nullptr}));
+}
+
+TEST_CASE("devices: places run on threads kept for the process, and a task rethrows what it threw",
+          "[devices]") {
+  // Note [Band threads]: a second set of places on the same devices gets the threads of the first.
+  const std::vector<torch::Device> devices = {torch::kCPU, torch::kCPU};
+  auto threads = [&] {
+    std::vector<std::thread::id> ids(devices.size());
+    core::Places places(devices);
+    places.run([&](size_t slot) { ids[slot] = std::this_thread::get_id(); });
+    return std::set<std::thread::id>(ids.begin(), ids.end());
+  };
+  const auto first = threads();
+  CHECK(first.size() == 2);
+  CHECK_FALSE(first.count(std::this_thread::get_id()));
+  CHECK(threads() == first);
+  core::Task fails(torch::kCPU, [] { throw Error("the task failed"); });
+  CHECK_THROWS_WITH(fails.get(), "the task failed");
+  int ran = 0;
+  core::Task(torch::kCPU, [&] { ran = 1; }).get();
+  CHECK(ran == 1);
 }
 
 TEST_CASE("devices: inputs are probed from their headers", "[devices]") {
