@@ -8,8 +8,8 @@
 #include <torch/cuda.h>
 
 #include "core/error.h"
-#include "core/host_memory.h"
 #include "core/json_text.h"
+#include "core/resolve_options.h"
 #include "core/sizes.h"
 
 namespace vaecodec::app {
@@ -61,63 +61,25 @@ void check_preset_device(const MemoryOptions& memory, const std::string& device)
 
 void resolve_memory_options(MemoryOptions& memory, std::string& device, std::string& dtype, bool device_given,
                             bool dtype_given, int64_t chunk, bool chunk_given) {
-  if (!memory.preset.empty() && !memory.preset_file.empty())
-    throw UsageError("--preset and --preset-file both name a preset; give one");
-  memory.chosen.reset();
-  memory.device_from_preset = false;
-  if (!memory.preset.empty()) memory.chosen = core::find_preset(memory.preset);
-  if (!memory.preset_file.empty()) memory.chosen = core::load_preset_file(memory.preset_file);
-
-  core::PlannerOptions planner;
-  if (memory.chosen) {
-    planner = memory.chosen->planner;
-    if (!device_given) device = memory.chosen->device;
-    memory.device_from_preset = !device_given;
-    if (!dtype_given) dtype = memory.chosen->dtype;
-  }
-  if (chunk_given) planner.chunk = chunk;
-  if (!memory.vram.empty()) {
-    // A bare number would be bytes: "--vram 8" meant 8 GiB, not a budget nothing fits in.
-    if (memory.vram.find_first_not_of("0123456789. ") == std::string::npos)
-      throw UsageError("--vram " + memory.vram + " has no unit: write " + memory.vram + "G for GiB or " +
-                       memory.vram + "GB for 10^9 bytes (" + memory.vram + "B, if bytes are meant)");
-    try {
-      planner.budget_bytes = core::parse_size(memory.vram);
-    } catch (const Error& e) {
-      throw UsageError(std::string("--vram: ") + e.what());
-    }
-  }
-  if (!memory.host_memory.empty()) {
-    if (memory.host_memory.find_first_not_of("0123456789. ") == std::string::npos)
-      throw UsageError("--host-memory " + memory.host_memory + " has no unit: write " + memory.host_memory +
-                       "G for GiB or " + memory.host_memory + "GB for 10^9 bytes");
-    try {
-      planner.host_budget_bytes = core::parse_size(memory.host_memory);
-    } catch (const Error& e) {
-      throw UsageError(std::string("--host-memory: ") + e.what());
-    }
-    const int64_t host = core::host_memory_bytes();
-    if (host > 0 && planner.host_budget_bytes > host)
-      throw UsageError("--host-memory " + memory.host_memory + " is more than the " +
-                       core::format_size(host) + " of memory this host has");
-    planner.host_budget_note = "--host-memory";
-    planner.host_budget_given = true;
-  }
-  if (!memory.tile.empty()) planner.tile = core::parse_tile(memory.tile);
-  if (memory.tile_overlap >= 0) planner.tile_overlap = memory.tile_overlap;
-  if (memory.norm_context >= 0) {
-    planner.norm_context = memory.norm_context;
-    planner.norm_context_fixed = true;
-  }
-  if (memory.margin != -1) {
-    if (!(memory.margin >= 0 && memory.margin < 1))
-      throw UsageError(
-          "--vram-margin: expected the share of the budget to keep free, from 0 to below 1, got " +
-          std::to_string(memory.margin));
-    planner.margin = memory.margin;
-  }
-  planner.budget_forced = memory.force;
-  memory.planner = planner;
+  core::GivenOptions given;
+  if (device_given) given.device = device;
+  if (dtype_given) given.dtype = dtype;
+  given.preset = memory.preset;
+  given.preset_file = memory.preset_file;
+  given.vram = memory.vram;
+  given.vram_force = memory.force;
+  if (memory.margin != -1) given.vram_margin = memory.margin;
+  given.host_memory = memory.host_memory;
+  if (chunk_given) given.chunk = chunk;
+  given.tile = memory.tile;
+  if (memory.tile_overlap >= 0) given.tile_overlap = memory.tile_overlap;
+  if (memory.norm_context >= 0) given.norm_context = memory.norm_context;
+  core::ResolvedOptions resolved = core::resolve_options(given, core::OptionSpelling::cli());
+  memory.chosen = std::move(resolved.preset);
+  memory.device_from_preset = resolved.device_from_preset;
+  if (resolved.device) device = *resolved.device;
+  if (resolved.dtype) dtype = *resolved.dtype;
+  memory.planner = resolved.planner;
 }
 
 std::string describe_presets(bool json) {

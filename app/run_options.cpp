@@ -18,6 +18,7 @@ extern "C" {
 #include "core/error.h"
 #include "core/models/registry.h"
 #include "core/planner.h"
+#include "core/resolve_options.h"
 #include "io/ffmpeg_common.h"
 
 namespace vaecodec::app {
@@ -205,29 +206,11 @@ std::pair<int64_t, int64_t> parse_frame_size(const std::string& text) {
 }
 
 torch::Device resolve_device(const std::string& device) {
-  if (device == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::kCPU;
-  torch::Device parsed(torch::kCPU);
-  try {
-    parsed = torch::Device(device);
-  } catch (const c10::Error&) {
-    throw UsageError("--device " + device + " is not a device (use cpu, cuda or cuda:N)");
-  }
-  if (parsed.is_cpu()) return parsed;
-  if (!parsed.is_cuda()) throw UsageError("--device " + device + ": vaecodec runs on cpu or cuda");
-  if (!torch::cuda::is_available())
-    throw UsageError("--device " + device +
-                     ": no CUDA device is available here (--device cpu runs on the CPU)");
-  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
-  if (parsed.has_index() && parsed.index() >= count)
-    throw UsageError("--device " + device + ": there are only " + std::to_string(count) + " CUDA devices");
-  return parsed.has_index() ? parsed : torch::Device(torch::kCUDA, 0);
+  return core::resolve_device(device, core::OptionSpelling::cli());
 }
 
 torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device) {
-  if (dtype == "fp32") return torch::kFloat;
-  if (dtype == "bf16" || dtype == "fp8") return torch::kBFloat16;
-  if (dtype == "fp16") return torch::kHalf;
-  return device.is_cuda() ? torch::kBFloat16 : torch::kFloat;
+  return core::resolve_dtype(dtype, device, core::OptionSpelling::cli());
 }
 
 core::RunChoices run_choices(const std::string& conv, const std::string& dtype, bool autotune) {

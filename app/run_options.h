@@ -85,6 +85,7 @@ void add_run_options(CLI::App& sub, RunOptions& options, RunCommand command);
 std::optional<std::filesystem::path> named_weights_file(const RunOptions& options);
 // The weights file: --weights, else $VAECODEC_WEIGHTS, else an error that says where real weights come from.
 std::filesystem::path resolve_weights(const RunOptions& options);
+// The CLI's device and dtype (core/resolve_options.h, its messages naming --device and --dtype).
 torch::Device resolve_device(const std::string& device);
 // "WIDTHxHEIGHT" (--size) as {width, height}; one clear error otherwise.
 std::pair<int64_t, int64_t> parse_frame_size(const std::string& text);

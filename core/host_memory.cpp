@@ -102,12 +102,12 @@ int64_t host_rss_bytes() {
   return status_bytes("VmRSS");
 }
 
-void check_host_memory(int64_t needed_bytes, const std::string& what) {
+void check_host_memory(int64_t needed_bytes, const std::string& what, const std::string& vram_option) {
   const int64_t host = host_memory_bytes();
   if (host <= 0 || needed_bytes <= host) return;
   throw Error(what + " on the CPU needs about " + format_size(needed_bytes) + " by its plan, more than the " +
-              format_size(host) + " of memory this host has; run it on a GPU, or give --vram to plan tiles " +
-              "within a budget");
+              format_size(host) + " of memory this host has; run it on a GPU, or give " + vram_option +
+              " to plan tiles " + "within a budget");
 }
 
 }  // namespace vaecodec::core

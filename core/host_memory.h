@@ -33,7 +33,8 @@ int64_t host_rss_bytes();
 
 // Throws vaecodec::Error naming both numbers when `needed_bytes` (a plan's estimated peak, for a run on the
 // CPU) exceeds host_memory_bytes(): such a run would swap for hours or be killed, so it is refused before it
-// starts (Note [Limits] in core/planner.h). `what` says which run, e.g. "decode of 8192x8192".
-void check_host_memory(int64_t needed_bytes, const std::string& what);
+// starts (Note [Limits] in core/planner.h). `what` says which run, e.g. "decode of 8192x8192"; `vram_option`
+// is the budget's option as the front end names it (Note [Option spellings] in core/option_spelling.h).
+void check_host_memory(int64_t needed_bytes, const std::string& what, const std::string& vram_option);
 
 }  // namespace vaecodec::core

@@ -71,10 +71,11 @@ PlannerOptions settle_budget(const VaeModel& model, PlannerOptions planner) {
     if (planner.budget_note.empty())
       planner.budget_note = "free" + (total > 0 ? " of " + format_size(total) : "") + " on " + where;
   } else if (planner.budget_bytes > *available && !planner.budget_forced) {
+    const OptionSpelling& o = planner.spelling;
     throw Error("the memory budget of " + format_size(planner.budget_bytes) + " is more than the " +
-                format_size(*available) + " free on " + where +
-                " now (other programs hold the rest): give --vram " + format_size(*available) +
-                " or less, or --vram-force to plan for it anyway");
+                format_size(*available) + " free on " + where + " now (other programs hold the rest): give " +
+                o.give(o.vram, format_size(*available)) + " or less" +
+                (o.vram_force.empty() ? "" : ", or " + o.name(o.vram_force) + " to plan for it anyway"));
   }
   return planner;
 }

@@ -10,6 +10,7 @@
 
 #include "core/memory_calibration.h"
 #include "core/op.h"
+#include "core/option_spelling.h"
 #include "core/tile_grid.h"
 #include "core/trunk.h"
 #include "core/vae_model.h"
@@ -50,6 +51,9 @@ struct PlannerOptions {
   // fits in it, that plan is taken, so a GPU with room runs as it always has; only less room makes the
   // planner trade speed for memory.
   bool budget_is_ceiling = false;
+  // How the front end names the options the planner's refusals advise (Note [Option spellings] in
+  // core/option_spelling.h).
+  OptionSpelling spelling;
 };
 
 // The run a plan is for, made by core::plan_request (core/plan_for.h, Note [One planning entry]).

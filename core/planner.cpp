@@ -228,7 +228,13 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
     return plan;
   }
   std::ostringstream s;
-  auto gib = [](double bytes) { return std::ceil(bytes / kGiB * 10) / 10; };
+  // GiB to one decimal, rounded up, as a size to give: "3.2G".
+  auto gib = [](double bytes) {
+    std::ostringstream g;
+    g << std::ceil(bytes / kGiB * 10) / 10 << "G";
+    return g.str();
+  };
+  const OptionSpelling& spelling = options.spelling;
   if (device_host || (!smallest && smallest_host)) {
     // Plans fit the device but not the host (a host budget too small for one tile's window), or none fits
     // either: the plan that keeps least in host memory names the host budget it needs, and the device budget
@@ -236,14 +242,17 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
     const Plan& p = device_host ? *device_host : *smallest_host;
     s << op_name(request.op) << " of " << request.width << "x" << request.height << " needs "
       << format_size(p.estimate.host) << " of host memory, more than the " << format_size(host_budget)
-      << (options.host_budget_note.empty() ? "" : " (" + options.host_budget_note + ")")
-      << " it may use; give --host-memory " << gib(static_cast<double>(p.estimate.host)) << "G or more";
+      << (options.host_budget_note.empty() ? "" : " (" + options.host_budget_note + ")") << " it may use; "
+      << (spelling.host_memory.empty()
+              ? "free host memory for it to use " + gib(p.estimate.host) + " or more"
+              : "give " + spelling.give(spelling.host_memory, gib(p.estimate.host)) + " or more");
     if (budget > 0 && p.estimate.total() > usable)
-      s << " and --vram " << gib(static_cast<double>(p.estimate.total()) / (1.0 - options.margin))
-        << "G or more";
+      s << " and " << (spelling.host_memory.empty() ? "give " : "")
+        << spelling.give(spelling.vram, gib(p.estimate.total() / (1.0 - options.margin))) << " or more";
     if (device_host && smallest)  // the other way out: a device budget for the host's
-      s << ", or --vram " << gib(static_cast<double>(smallest->estimate.total()) / (1.0 - options.margin))
-        << "G or more";
+      s << ", or " << (spelling.host_memory.empty() ? "give " : "")
+        << spelling.give(spelling.vram, gib(smallest->estimate.total() / (1.0 - options.margin)))
+        << " or more";
     if (options.host_budget_given) throw UsageError(s.str());
     throw Error(s.str());
   }
@@ -257,8 +266,8 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
       << (smallest->offload ? ", caches offloaded" : "") << ") needs "
       << format_size(smallest->estimate.total())
       << (host_budget > 0 ? " (within the host's " + format_size(host_budget) + ")" : std::string())
-      << "; give --vram " << gib(static_cast<double>(smallest->estimate.total()) / (1.0 - options.margin))
-      << "G or more";
+      << "; give " << spelling.give(spelling.vram, gib(smallest->estimate.total() / (1.0 - options.margin)))
+      << " or more";
   if (!options.tiling && !options.tile) s << ", or allow tiling";
   throw Error(s.str());
 }

@@ -83,9 +83,10 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
   if (options.planned) *options.planned = core::plan_request(model, target);
   const core::Plan plan = core::plan_for(model, target, planner);
   if (model.device().is_cpu())
-    core::check_host_memory(plan.estimate.total(), core::op_name(op) + " of " +
-                                                       std::to_string(geometry.padded_width) + "x" +
-                                                       std::to_string(geometry.padded_height));
+    core::check_host_memory(plan.estimate.total(),
+                            core::op_name(op) + " of " + std::to_string(geometry.padded_width) + "x" +
+                                std::to_string(geometry.padded_height),
+                            planner.spelling.name(planner.spelling.vram));
   const double fraction = core::Device::of(model.device()).cap_memory(planner.budget_bytes);
   if (!options.quiet || verbose()) std::cerr << "vaecodec: " << plan.summary() << std::endl;
   if (fraction > 0)

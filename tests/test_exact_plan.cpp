@@ -166,6 +166,21 @@ TEST_CASE("a host budget below what any plan keeps there is refused in one line"
   }
 }
 
+TEST_CASE("a refusal names the options as the front end spells them", "[planner][exact]") {
+  // Note [Option spellings]: the CLI's flags, Python's keywords; Python has no host memory option to name.
+  const core::PlanRequest r = request("wan2.1-vae", core::Op::kDecode, 1280, 720);
+  core::PlannerOptions host = budget(0, kGiB / 2), device = budget(kGiB / 4);
+  host.spelling = device.spelling = core::OptionSpelling::python();
+  CHECK_THROWS_WITH(
+      core::plan_run(r, host),
+      Catch::Contains("it may use; free host memory for it to use 1G or more") && !Catch::Contains("--"));
+  CHECK_THROWS_WITH(core::plan_run(r, device), Catch::Contains("does not fit in 256 MiB") &&
+                                                   Catch::Contains("; give vram='") &&
+                                                   !Catch::Contains("--"));
+  device.spelling = core::OptionSpelling::cli();
+  CHECK_THROWS_WITH(core::plan_run(r, device), Catch::Contains("; give --vram "));
+}
+
 TEST_CASE("the CLI takes a host memory budget, or what the host has available", "[cli][exact]") {
   const CliResult unit = run_cli("plan --size 1920x1080 --vram 8G --host-memory 8");
   CHECK(unit.status == 2);

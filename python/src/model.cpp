@@ -10,85 +10,27 @@
 #include "core/device/device.h"
 #include "core/error.h"
 #include "core/models/registry.h"
-#include "core/presets.h"
-#include "core/sizes.h"
+#include "core/resolve_options.h"
 #include "core/tensor_run.h"
 #include "core/untrusted_json.h"
 
 namespace vaecodec::python {
 namespace {
 
-torch::Device resolve_device(const std::string& name) {
-  if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::kCPU;
-  std::optional<torch::Device> parsed;
-  try {
-    parsed = torch::Device(name);
-  } catch (const c10::Error&) {
-    throw UsageError("device '" + name + "' is not a device (use cpu, cuda or cuda:N)");
-  }
-  if (parsed->is_cpu()) return *parsed;
-  if (!parsed->is_cuda()) throw UsageError("device '" + name + "': vaecodec runs on cpu or cuda");
-  if (!torch::cuda::is_available())
-    throw UsageError("device '" + name + "': no CUDA device is available here");
-  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
-  if (parsed->has_index() && parsed->index() >= count)
-    throw UsageError("device '" + name + "': there are only " + std::to_string(count) + " CUDA devices");
-  return parsed->has_index() ? *parsed : torch::Device(torch::kCUDA, 0);
-}
-
-torch::ScalarType resolve_dtype(const std::string& dtype, torch::Device device) {
-  if (dtype == "fp32") return torch::kFloat;
-  if (dtype == "bf16" || dtype == "fp8") return torch::kBFloat16;
-  if (dtype == "fp16") return torch::kHalf;
-  if (dtype == "auto") return device.is_cuda() ? torch::kBFloat16 : torch::kFloat;
-  throw UsageError("dtype '" + dtype + "' is not one of fp32, bf16, fp16, fp8");
-}
-
-// The planner's options from a preset and a budget, as the CLI resolves --preset and --vram.
-core::PlannerOptions planner_options(const LoadOptions& options, std::string& device, std::string& dtype) {
-  core::PlannerOptions planner;
-  if (!options.preset.empty()) {
-    std::optional<core::Preset> found;
-    try {
-      found = core::find_preset(options.preset);
-    } catch (const Error& e) {  // a name the caller gave
-      throw UsageError(e.what());
-    }
-    const core::Preset& preset = *found;
-    planner = preset.planner;
-    if (device == "auto") device = preset.device;
-    if (dtype == "auto") dtype = preset.dtype;
-  }
-  if (!options.vram.empty()) {
-    try {
-      planner.budget_bytes = core::parse_size(options.vram);
-    } catch (const Error& e) {
-      throw UsageError(std::string("vram: ") + e.what());
-    }
-  }
-  if (options.chunk < 0 || options.chunk > core::kMaxChunk)
-    throw UsageError("chunk " + std::to_string(options.chunk) + ": at most " +
-                     std::to_string(core::kMaxChunk) + " latent frames per call (0: the planner's choice)");
-  if (options.chunk > 0) planner.chunk = options.chunk;
-  if (!options.tile.empty()) {
-    try {
-      planner.tile = core::parse_tile(options.tile);
-    } catch (const UsageError&) {
-      throw UsageError("tile '" + options.tile +
-                       "' is not a tile size: give 64, (80, 48) or '80x48' (width, height in latent pixels)");
-    }
-  }
-  for (const auto& [name, value] :
-       {std::pair{"tile_overlap", options.tile_overlap}, std::pair{"norm_context", options.norm_context}})
-    if (value && (*value < 0 || *value > core::kMaxTileMargin))
-      throw UsageError(std::string(name) + " " + std::to_string(*value) + ": from 0 to " +
-                       std::to_string(core::kMaxTileMargin) + " latent pixels");
-  if (options.tile_overlap) planner.tile_overlap = *options.tile_overlap;
-  if (options.norm_context) {
-    planner.norm_context = *options.norm_context;
-    planner.norm_context_fixed = true;
-  }
-  return planner;
+// The planner's options, device and dtype of vaecodec.load()'s keywords, resolved as the CLI resolves its
+// flags (Note [One resolver for every front end] in core/resolve_options.h); "auto" is a keyword not given.
+core::ResolvedOptions resolve_load_options(const LoadOptions& options) {
+  core::GivenOptions given;
+  if (options.device != "auto") given.device = options.device;
+  if (options.dtype != "auto") given.dtype = options.dtype;
+  given.preset = options.preset;
+  given.vram = options.vram;
+  given.bare_sizes_are_bytes = true;  // vram=8 << 30
+  given.chunk = options.chunk;
+  given.tile = options.tile;
+  given.tile_overlap = options.tile_overlap;
+  given.norm_context = options.norm_context;
+  return core::resolve_options(given, core::OptionSpelling::python());
 }
 
 }  // namespace
@@ -134,11 +76,13 @@ std::unique_ptr<Model> Model::from_tensors(std::map<std::string, torch::Tensor> 
 }
 
 std::unique_ptr<Model> Model::build(core::Checkpoint checkpoint, const LoadOptions& options) {
-  std::string device_name = options.device, dtype_name = options.dtype;
   std::unique_ptr<Model> m(new Model);
-  m->planner_ = planner_options(options, device_name, dtype_name);
-  const torch::Device device = resolve_device(device_name);
-  const torch::ScalarType dtype = resolve_dtype(dtype_name, device);
+  const core::ResolvedOptions resolved = resolve_load_options(options);
+  m->planner_ = resolved.planner;
+  const std::string dtype_name = resolved.dtype.value_or("auto");
+  const core::OptionSpelling& spelling = core::OptionSpelling::python();
+  const torch::Device device = core::resolve_device(resolved.device.value_or("auto"), spelling);
+  const torch::ScalarType dtype = core::resolve_dtype(dtype_name, device, spelling);
   const auto conv = core::parse_conv_backend(options.conv);
   if (!conv) throw UsageError("conv '" + options.conv + "' is not one of auto, cudnn, own");
   SwitchGuard guard;  // prepare() sets the device's switches for the model: the caller's come back after
