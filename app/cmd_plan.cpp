@@ -14,7 +14,6 @@
 #include "app/run_options.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
-#include "core/host_memory.h"
 #include "core/json_text.h"
 #include "core/models/registry.h"
 #include "core/plan_for.h"
@@ -99,11 +98,8 @@ void plan(const PlanOptions& o) {
   if (dtype != model->dtype()) model->to(dtype);
   const int64_t latent_frames = 1 + (o.frames - 1 + info.temporal_factor - 1) / info.temporal_factor;
   const core::PlanTarget target{core::parse_op(o.op), padded_w, padded_h, latent_frames};
-  core::PlannerOptions planner = o.memory.planner;
-  if (planner.host_budget_bytes == 0 && device.is_cuda()) {  // Note [Host memory budget]
-    planner.host_budget_bytes = core::host_budget_bytes();
-    if (planner.host_budget_bytes > 0) planner.host_budget_note = "available on this host, less a margin";
-  }
+  const core::PlannerOptions planner =
+      device.is_cuda() ? core::with_host_budget(o.memory.planner) : o.memory.planner;
   const core::Plan p = core::plan_for(*model, target, planner);
   // One input across the devices (Note [Bands across devices]): each device planned for its band (in columns
   // where it does not fit whole).

@@ -54,15 +54,19 @@ Plan plan_for(const VaeModel& model, const PlanTarget& target, const PlannerOpti
   return plan_run(request, options);
 }
 
-PlannerOptions settle_budget(const VaeModel& model, PlannerOptions planner) {
-  const Device& device = Device::of(model.device());
-  const std::optional<int64_t> available = device.available_bytes();
-  if (!available) return planner;
-  // A GPU run's host memory (Note [Host memory budget] in core/host_memory.h).
+PlannerOptions with_host_budget(PlannerOptions planner) {
   if (planner.host_budget_bytes == 0) {
     planner.host_budget_bytes = host_budget_bytes();
     if (planner.host_budget_bytes > 0) planner.host_budget_note = "available on this host, less a margin";
   }
+  return planner;
+}
+
+PlannerOptions settle_budget(const VaeModel& model, PlannerOptions planner) {
+  const Device& device = Device::of(model.device());
+  const std::optional<int64_t> available = device.available_bytes();
+  if (!available) return planner;
+  planner = with_host_budget(std::move(planner));
   const std::string where = device.torch_device().str();
   if (planner.budget_bytes == 0) {
     const int64_t total = device.memory_info().total;

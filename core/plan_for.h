@@ -39,9 +39,13 @@ PlanRequest plan_request(const ModelInfo& info, int64_t parameter_count, torch::
 // Throws what those throw when nothing fits.
 Plan plan_for(const VaeModel& model, const PlanTarget& target, const PlannerOptions& options);
 
-// The budget a run on `model`'s device plans for: without one given (budget 0), what the device has free now
-// (Device::available_bytes); one given that is more than that is refused before any work unless
-// `budget_forced`. The CPU has no such limit and keeps the options as given.
+// A GPU run's host budget (Note [Host memory budget] in core/host_memory.h): where none was given, what the
+// host has available now, less a margin.
+PlannerOptions with_host_budget(PlannerOptions planner);
+
+// The budget a run on `model`'s device plans for (and with_host_budget's host budget): without one given
+// (budget 0), what the device has free now (Device::available_bytes); one given that is more than that is
+// refused before any work unless `budget_forced`. The CPU has no such limit and keeps the options as given.
 PlannerOptions settle_budget(const VaeModel& model, PlannerOptions planner);
 
 }  // namespace vaecodec::core
