@@ -12,13 +12,13 @@ extern "C" {
 #include <libavutil/parseutils.h>
 }
 
-#include "app/device_workers.h"
 #include "core/checkpoint.h"
 #include "core/device/device.h"
 #include "core/error.h"
 #include "core/models/registry.h"
 #include "core/planner.h"
 #include "core/resolve_options.h"
+#include "core/split/places.h"
 #include "io/ffmpeg_common.h"
 
 namespace vaecodec::app {
@@ -274,8 +274,9 @@ BuiltModels build_models(const core::Checkpoint& checkpoint, const RunOptions& o
         devices[0]);  // Note [The allocator's first mapping] in core/device/peers.cpp
   } catch (...) {     // left to that device's build, which reports it
   }
-  built.errors = run_device_workers(devices, [&](size_t slot, torch::Device device) {
-    built.models[slot] = core::build_model(checkpoint, model_options(options, device));
+  core::Places places(devices);  // Note [Places] in core/split/places.h
+  built.errors = places.run_each([&](size_t slot) {
+    built.models[slot] = core::build_model(checkpoint, model_options(options, devices[slot]));
   });
   return built;
 }

@@ -119,7 +119,7 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
 // A batch over four GPUs that made each GPU's context as its model was built started its last GPU ~4 s after
 // the first (1.1-1.4 s per model on H200s, docs/benchmarks.md "Four GPUs"). The contexts are made at once
 // beforehand (Note [Contexts while the weights load] in core/device/device.h), and the models are built on a
-// thread per GPU (app/device_workers.h). Built one after the other, four took 3.8 s after their contexts;
+// thread per GPU (core/split/places.h). Built one after the other, four took 3.8 s after their contexts;
 // at once, 0.44-0.49 s. The parallel builds first failed on some GPUs with "CUDA driver error: operation not
 // permitted": the allocator's first mapping, made by four threads at once (Note [The allocator's first
 // mapping] in core/device/peers.cpp); one small allocation on the calling thread beforehand settles it.

@@ -32,7 +32,7 @@ thread_local BandContext* tls_band = nullptr;
 // exchanges passed the two-GPU tests, which run without the expandable segments the CLI turns on
 // (Note [Expandable segments] in core/device/peers.cpp): a split run now uses LibTorch's plain caching
 // allocator (Device::use_plain_allocator_for_peers), and peer access between the split's GPUs is enabled when
-// the split is made (BandSet, Device::enable_peer_access), not during the first copy while other threads
+// the split is made (Bands, Device::enable_peer_access), not during the first copy while other threads
 // allocate. With both, no run on two H200s has failed since (2026-11-24: the GPU tests and every split
 // bench). The copy itself is Device::receive_from_peer.
 

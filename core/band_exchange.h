@@ -15,7 +15,7 @@
 #include "core/error.h"
 
 // What a layer asks of the other bands of a split run (Note [Bands across devices]): the layers and model
-// blocks include this alone; the bands themselves are run by core/band_set.h.
+// blocks include this alone; the bands themselves are run by core/split/bands.h.
 
 namespace vaecodec::core {
 
@@ -41,8 +41,8 @@ namespace vaecodec::core {
 // A band too large for its device is cut into columns, the same columns in every band: each band runs column
 // c of its rows with column c's own causal cache, every band on the same column at once, so that column c of
 // the split is one-device column tile c cut into bands, and the columns are blended as tiles are
-// (Note [Tile blending] in core/tiling.h). The split then equals the one-device run tiled in those columns,
-// as exactly as an untiled split equals the untiled run.
+// (Note [Tile blending] in core/split/blended_tiles.h). The split then equals the one-device run tiled in
+// those columns, as exactly as an untiled split equals the untiled run.
 
 // What a band posts at an exchange: dense tensors on its device and, on CUDA, an event its stream recorded
 // after making them (Note [Copies between GPUs]).

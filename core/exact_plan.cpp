@@ -9,9 +9,10 @@ namespace vaecodec::core::plan_model {
 namespace {
 
 // Note [Exact plans]
-// A plan of exact tiles (Note [Tiles through time] in core/exact_tiles.h) is a grid (rows x cols parts of
-// the frame), a chunk length n for the trunk's calls, a window of W latent frames (the whole clip, or fewer
-// with the tiles' caches parked in host memory between windows) and where the window's frames wait. Per op:
+// A plan of exact tiles (Note [Tiles through time] in core/split/exact_tiles.h) is a grid (rows x cols parts
+// of the frame), a chunk length n for the trunk's calls, a window of W latent frames (the whole clip, or
+// fewer with the tiles' caches parked in host memory between windows) and where the window's frames wait. Per
+// op:
 //   device: weights; one tile's cache and activations, scaled from the calibration (Note [Memory model]) by
 //           the tile's pixels with its margins; the whole-frame part's working set at latent resolution
 //           (kWholeFactor x features x chunk); the window's features (channels x latent pixels x W) and, when
@@ -155,8 +156,9 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
                 std::max({activations, k.activation_bytes * tile_pixels * static_cast<double>(tf * n),
                           kWholeFactor * channels * latent_pixels * static_cast<double>(n) * size});
             const double frames = 3.0 * static_cast<double>(tf) * w_frames * pixels * size;
-            // A host window (Note [Windows in host memory] in core/exact_tiles.cpp): decode keeps one tile's
-            // frames of the window on the device; encode uploads a chunk of whole frames for every tile.
+            // A host window (Note [Windows in host memory] in core/split/exact_tiles.cpp): decode keeps one
+            // tile's frames of the window on the device; encode uploads a chunk of whole frames for every
+            // tile.
             const double staging = !host_window ? 0.0
                                    : encode     ? 3.0 * static_cast<double>(tf * n) * pixels * size
                                             : 3.0 * static_cast<double>(tf) * w_frames * tile_pixels * size;

@@ -8,10 +8,10 @@ namespace vaecodec::core {
 class Device;
 class VaeModel;
 
-// Where a share of one run goes when it runs on several devices: a band of a split (core/band_set.h) or the
-// exact tiles shared out among devices (Note [Exact tiles across devices] in core/exact_tiles.h). Its own
-// model (shares never use one model object: layers keep per-call caches) on its device; several places may
-// share a device.
+// Where a share of one run goes when it runs on several devices: a band of a split (core/split/bands.h) or
+// the exact tiles shared out among devices (Note [Exact tiles across devices] in core/split/exact_tiles.h).
+// Its own model (shares never use one model object: layers keep per-call caches) on its device; several
+// places may share a device.
 struct BandPlace {
   VaeModel* model = nullptr;
   Device* device = nullptr;

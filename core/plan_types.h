@@ -26,8 +26,9 @@ struct PlannerOptions {
   int64_t chunk = 0;         // a fixed chunk length (--chunk); 0: the planner picks
   bool tiling = true;        // spatial tiles are allowed when nothing untiled fits
   int64_t tile_overlap = 8;  // latent pixels shared by neighbouring tiles (Note [Tile blending])
-  // Tiles through time whose norms see the frame (Note [Norms of tiles through time] in core/exact_tiles.h):
-  // the latent pixels each tile computes around itself, beyond the overlap it writes, for its norms.
+  // Tiles through time whose norms see the frame (Note [Norms of tiles through time] in
+  // core/split/exact_tiles.h): the latent pixels each tile computes around itself, beyond the overlap it
+  // writes, for its norms.
   int64_t norm_context = 8;
   // The context was given (--norm-context, vaecodec.load()'s norm_context): tiles through time take it, not
   // the planner's choice between none and it.
@@ -101,7 +102,7 @@ struct Plan {
   int64_t window = 0;
   bool host_window = false;
   // A split across devices whose bands do not fit whole: the exact tiles are shared out among this many
-  // devices (Note [Exact tiles across devices] in core/exact_tiles.h); 1 otherwise.
+  // devices (Note [Exact tiles across devices] in core/split/exact_tiles.h); 1 otherwise.
   int64_t tile_devices = 1;
   int64_t budget_bytes = 0;
   std::string budget_note;  // PlannerOptions::budget_note

@@ -122,8 +122,9 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
   for (int64_t n = min_chunk; n <= max_chunk && whole; ++n)
     plans.push_back(plan_of(n, TileGrid::whole(lh, lw), false));
   if (!options.tiling && !options.tile) return plans;
-  // Tiles through time, exact or not, replace the blended tiles of TileSet where the family has them: they
-  // hold one tile's cache at a time, and their convolutions are exact (Note [Norms of tiles through time]).
+  // Tiles through time, exact or not, replace the blended tiles of BlendedTiles where the family has them:
+  // they hold one tile's cache at a time, and their convolutions are exact (Note [Norms of tiles through
+  // time]).
   if (request.tiles_through_time && options.tiling) {  // a split's columns (plan_band_run) stay blended
     for (Plan& p : exact_plans(request, options, min_chunk, max_chunk, untiled_cost * latent_frames))
       plans.push_back(std::move(p));
@@ -311,7 +312,7 @@ std::string Plan::summary() const {
 // A plan says what the statistics of its norms are taken over, the one thing besides the blend that makes a
 // tiled run differ from the untiled one: untiled, bands and exact tiles (whose norms are per pixel, or whose
 // families have none over the frame) the whole frame; SeedVR2's tiles through time each tile with its
-// context (Note [Norms of tiles through time]); blended tiles (TileSet) each tile alone.
+// context (Note [Norms of tiles through time]); blended tiles (BlendedTiles) each tile alone.
 // The closer a tile's statistics come to the frame's, the closer the run to the untiled one, and they come
 // closer the more of the frame a tile computes: larger tiles, or a context around each. Both cost memory, the
 // context also time (its pixels are computed at every resolution, then dropped). So where tiles through time

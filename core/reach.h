@@ -10,8 +10,8 @@ enum class Resize { kSame, kUp2, kDown2 };
 // How far a block of a trunk looks around each output pixel; `local` false: it looks at the whole frame
 // (attention), and a trunk holding it cannot be tiled at all. `frame_norm`: its convolutions are local but it
 // normalises with statistics over the whole frame (SeedVR2's GroupNorm), which a tile only approximates
-// (Note [Norms of tiles through time] in core/exact_tiles.h): such a trunk runs tiles through time, not exact
-// ones.
+// (Note [Norms of tiles through time] in core/split/exact_tiles.h): such a trunk runs tiles through time, not
+// exact ones.
 struct Reach {
   int64_t margin = 0;
   Resize resize = Resize::kSame;

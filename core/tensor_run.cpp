@@ -81,7 +81,7 @@ torch::Tensor run_tensor(VaeModel& model, Op op, const torch::Tensor& input, con
     const torch::Tensor clip = input.narrow(0, b, 1);
     torch::Tensor out =
         op == Op::kEncode ? encode_video(model, clip, chunks) : decode_latents(model, clip, chunks);
-    // A window kept in host memory (Note [Tiles through time] in core/exact_tiles.h) comes back to the
+    // A window kept in host memory (Note [Tiles through time] in core/split/exact_tiles.h) comes back to the
     // model's device, where the caller's results are (their room is reserved in the plan).
     if (out.device() != model.device()) out = out.to(model.device());
     clips.push_back(out);

@@ -13,8 +13,8 @@ namespace vaecodec::core {
 // Note [Runs on whole tensors]
 // A caller that holds a whole clip in memory (the Python package) runs it through what the file pipeline
 // runs, minus the files: the planner picks the chunk and tiles for the clip's frame size under the budget,
-// and EncodeRun/DecodeRun carry the clip through the model in those chunks and tiles, so the result is the
-// one the CLI gets for the same frames or latents. What differs:
+// and the engine's run (core::Run) carries the clip through the model in those chunks and tiles, so the
+// result is the one the CLI gets for the same frames or latents. What differs:
 // - nothing is padded: the frames must already be 1 + temporal_factor * k, with sides that are multiples of
 //   the spatial factor (the CLI pads what it reads, Note [Padding] in io/chunking.h); other shapes are a
 //   UsageError naming what is expected;

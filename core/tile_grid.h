@@ -22,9 +22,9 @@ struct TileGrid {
   // Exact tiles (Note [Exact tiles] in core/trunk.h): the tiles partition the frame, no overlap, no blend;
   // tile_height/width are the largest part's.
   bool exact = false;
-  // Tiles through time (Note [Tiles through time] in core/exact_tiles.h): exact ones, or (a family whose
-  // norms see the whole frame) the blended tiles of cover(), each computing `context` latent pixels around
-  // itself that it does not write, for its norms' statistics (Note [Norms of tiles through time]).
+  // Tiles through time (Note [Tiles through time] in core/split/exact_tiles.h): exact ones, or (a family
+  // whose norms see the whole frame) the blended tiles of cover(), each computing `context` latent pixels
+  // around itself that it does not write, for its norms' statistics (Note [Norms of tiles through time]).
   bool through_time = false;
   int64_t context = 0;
   bool tiled() const { return rows * cols > 1; }

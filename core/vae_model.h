@@ -86,7 +86,7 @@ class VaeModel : public torch::nn::Module {
   // into a trunk that tiles run and a whole-frame part at latent resolution. Areas are in latent pixels
   // (`interior`: what the trunk computes) of a frame latent_height x latent_width.
   // Whether the trunks are local, so that tiles can run them through time (Note [Tiles through time] in
-  // core/exact_tiles.h), and whether those tiles are exact: not where a trunk normalises over the frame
+  // core/split/exact_tiles.h), and whether those tiles are exact: not where a trunk normalises over the frame
   // (SeedVR2: Note [Norms of tiles through time]).
   bool tiles_through_time() const;
   bool exact_tiles() const;

@@ -31,7 +31,7 @@ bool has_frames(const torch::Tensor& t) {
 
 EncodeFeeder::EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry,
                            core::Device& device)
-    : run_(model, device, chunks), geometry_(geometry), device_(device) {
+    : run_(model, device, core::Op::kEncode, chunks), geometry_(geometry), device_(device) {
   // The engine's own chunk lengths (Note [Chunks] in core/engine.cpp), so every push runs one chunk at once.
   const int64_t latent_frames = std::max<int64_t>(chunks.latent_frames, 1);
   later_group_ = geometry.temporal_factor * latent_frames;
@@ -78,8 +78,8 @@ void DecodedFrameSink::add_timing(int64_t pts, int64_t duration, torch::Tensor r
 
 void DecodedFrameSink::push(const torch::Tensor& video) {
   if (!has_frames(video)) return;
-  // A window of exact tiles kept in host memory (Note [Tiles through time] in core/exact_tiles.h) goes back
-  // through the device a few frames at a time, to be converted where the model ran.
+  // A window of exact tiles kept in host memory (Note [Tiles through time] in core/split/exact_tiles.h) goes
+  // back through the device a few frames at a time, to be converted where the model ran.
   if (video.device().is_cpu() && device_.torch_device().is_cuda()) {
     constexpr int64_t kFramesPerUpload = 4;
     for (int64_t at = 0; at < video.size(2); at += kFramesPerUpload) {

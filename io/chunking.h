@@ -36,7 +36,7 @@ int64_t padded_frame_count(int64_t frames, int64_t temporal_factor);
 // Whether a run's result holds any frames (runs may return nothing, or an empty tensor, between chunks).
 bool has_frames(const torch::Tensor& t);
 
-// Feeds host frames to an EncodeRun in whole chunks: uploads each frame as it comes
+// Feeds host frames to an encode run (core::Run) in whole chunks: uploads each frame as it comes
 // (Note [Overlapping copies]), pads the size, and pads the frame count at the end (Note [Padding]).
 class EncodeFeeder {
  public:
@@ -51,7 +51,7 @@ class EncodeFeeder {
  private:
   torch::Tensor flush();
 
-  core::EncodeRun run_;
+  core::Run run_;
   Geometry geometry_;
   core::Device& device_;
   int64_t group_;  // frames per push to the run: 1 + f * (L - 1) for the first chunk, f * L after

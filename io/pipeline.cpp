@@ -53,7 +53,8 @@ core::ChunkOptions reporting(core::ChunkOptions chunks, Progress& progress) {
 }
 
 // A decode's chunks: as reporting(), and exact tiles hand `sink` their window's frames as they become final
-// (Note [A window's edges stream] in core/exact_tiles.h), so the writer runs beside the window's last tile.
+// (Note [A window's edges stream] in core/split/exact_tiles.h), so the writer runs beside the window's last
+// tile.
 core::ChunkOptions decoding(core::ChunkOptions chunks, Progress& progress, DecodedFrameSink& sink) {
   chunks = reporting(std::move(chunks), progress);
   chunks.emit = [&sink](const torch::Tensor& frames) { sink.push(frames); };
@@ -280,7 +281,7 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
          /*with_references=*/true);
   DecodedFrameSink sink(geometry, device, *w.writing, w.converter());
   EncodeFeeder feeder(model, chunking, geometry, device);
-  core::DecodeRun decoder(model, device, decoding(chunking, *w.progress, sink));
+  core::Run decoder(model, device, core::Op::kDecode, decoding(chunking, *w.progress, sink));
   int64_t latent_frames = 0;
   auto decode = [&](const torch::Tensor& latents) {
     if (!has_frames(latents)) return;
@@ -455,7 +456,7 @@ static FinishingRun start_decode_once(core::VaeModel& model, const fs::path& inp
          /*measure=*/false);
   DecodedFrameSink sink(geometry, device, *w.writing, w.converter());
   for (int64_t i = 0; i < plan.frames; ++i) sink.add_timing(plan.pts[i], plan.durations[i]);
-  core::DecodeRun decoder(model, device, decoding(chunking, *w.progress, sink));
+  core::Run decoder(model, device, core::Op::kDecode, decoding(chunking, *w.progress, sink));
   const int64_t step = std::max<int64_t>(chunking.latent_frames, 1);
   for (int64_t t = 0; t < file.latents.size(2); t += step) {
     throw_if_interrupted();

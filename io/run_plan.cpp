@@ -19,8 +19,8 @@ namespace {
 // which are a few rows per layer): the budget is per device, every device's allocator is capped at it, and
 // the plan's chunk length serves every band. Where a band does not fit whole, a family that runs exact tiles
 // runs the one-device plan's exact tiles shared out among the devices (Note [Exact tiles across devices] in
-// core/exact_tiles.h); the others cut every band into the fewest columns that fit, the same in every band
-// (Note [Bands across devices]). What fits in neither is refused with what would fit, more devices or a
+// core/split/exact_tiles.h); the others cut every band into the fewest columns that fit, the same in every
+// band (Note [Bands across devices]). What fits in neither is refused with what would fit, more devices or a
 // larger budget.
 core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geometry,
                       const RunPlanOptions& options) {

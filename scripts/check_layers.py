@@ -5,14 +5,14 @@ usage: check_layers.py [REPOSITORY_ROOT]
 
 Rules, on the transitive closure of each file's project includes ("app/...", "io/...", "core/..."):
   - app -> io -> core: no file under core/ reaches io/ or app/, none under io/ reaches app/;
-  - nothing under core/models/, core/layers.*, core/kernels/ or core/device/ reaches the planner, the tiles, the
-    band set or the engine (core/planner.h, core/tiling.h, core/tile_grid.h, core/band_set.h, core/engine.h);
+  - nothing under core/models/, core/layers.*, core/kernels/ or core/device/ reaches the planner, the splits or
+    the engine (core/planner.h, core/tile_grid.h, anything under core/split/, core/engine.h);
   - the planner reaches no model registry (core/models/registry.h), the kernels no report (core/engine_report.h);
   - no header includes itself through others, and no two units of core, io or app (a .h and its .cpp) include
     each other (app/batch.* holds a batch's types, app/run_command.* the stages that run every kind of batch);
   - no file under app/ includes anything under core/kernels/;
-  - io/, app/ and the Python binding (python/src/) reach the placement rooms - where a chunk runs: the blended
-    tiles, the bands, the exchange between bands, the exact tiles, and whatever comes under core/split/ - only
+  - io/, app/ and the Python binding (python/src/) reach the placement rooms - where a chunk runs: the kinds of
+    split under core/split/ (whole, blended tiles, bands, exact tiles) and the exchange between bands - only
     through core/engine.h: io and app ask the engine to run a plan and never name how it is split. What they
     need beside the engine has a small header of its own: a band's place (core/place.h), the planner's band
     rows and band plans (core/planner.h), the exchange's byte counts that `bench --devices` prints
@@ -57,7 +57,7 @@ def reach(path, through=lambda inc: True):
 
 
 # Where a chunk runs (the module docstring): io, app and python reach these only through the engine.
-PLACEMENT = {"core/tiling.h", "core/band_set.h", "core/band_exchange.h", "core/exact_tiles.h"}
+PLACEMENT = {"core/band_exchange.h"}
 ENGINE = "core/engine.h"
 
 
@@ -69,7 +69,7 @@ def placement_room(path):
 
 
 breaches = []
-TOP_FLOOR = {"core/planner.h", "core/tiling.h", "core/tile_grid.h", "core/band_set.h", "core/engine.h"}
+TOP_FLOOR = {"core/planner.h", "core/tile_grid.h", "core/engine.h"}
 for path in sorted(files):
     reached = reach(path)
     lines = files[path].count("\n")
@@ -84,9 +84,10 @@ for path in sorted(files):
         if up:
             breaches.append(f"{path} reaches {', '.join(up)} (io includes no app)")
     lower = path.startswith(("core/models/", "core/layers.", "core/kernels/", "core/device/"))
-    if lower and reached & TOP_FLOOR:
-        breaches.append(f"{path} reaches {', '.join(sorted(reached & TOP_FLOOR))} (models, layers, kernels and "
-                        "devices stand below the planner, tiles, bands and engine)")
+    above = sorted(r for r in reached if r in TOP_FLOOR or r.startswith("core/split/"))
+    if lower and above:
+        breaches.append(f"{path} reaches {', '.join(above)} (models, layers, kernels and devices stand below the "
+                        "planner, the splits and the engine)")
     if path.startswith("core/planner.") and "core/models/registry.h" in reached:
         breaches.append(f"{path} reaches core/models/registry.h (the request carries the calibration)")
     if path.startswith("core/kernels/") and "core/engine_report.h" in reached:

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "core/band_set.h"
 #include "core/device/device.h"
 #include "core/engine.h"
 #include "core/error.h"
@@ -154,7 +153,7 @@ TEST_CASE("a split run does not depend on its chunking, and streams like the one
   const auto whole = core::decode_latents(*model, latents, {1});
   Bands bands(family, 2, torch::kCPU, torch::kDouble);
   // Fed one latent frame at a time into a run of chunk 3: the pushes and the chunks do not line up.
-  core::DecodeRun run(*model, core::Device::of(torch::kCPU), split(bands, 3));
+  core::Run run(*model, core::Device::of(torch::kCPU), core::Op::kDecode, split(bands, 3));
   std::vector<torch::Tensor> parts;
   for (int64_t i = 0; i < latents.size(2); ++i)
     if (auto out = run.push(latents.narrow(2, i, 1)); out.defined()) parts.push_back(out);

@@ -1,13 +1,13 @@
-// Exact tiles (Note [Exact tiles] in core/trunk.h, Note [Tiles through time] in core/exact_tiles.h): a run
-// cut into tiles, chunks and windows equals the untiled run, for every grid, chunk length and window, on the
-// tiny models of the families whose trunks are local. Random inputs larger than the golden cases, so that the
-// margins are narrower than the frame at every resolution.
+// Exact tiles (Note [Exact tiles] in core/trunk.h, Note [Tiles through time] in core/split/exact_tiles.h): a
+// run cut into tiles, chunks and windows equals the untiled run, for every grid, chunk length and window, on
+// the tiny models of the families whose trunks are local. Random inputs larger than the golden cases, so that
+// the margins are narrower than the frame at every resolution.
 #include <algorithm>
 
 #include <catch2/catch.hpp>
 
 #include "core/engine.h"
-#include "core/exact_tiles.h"
+#include "core/split/exact_tiles.h"
 #include "tests/tiny_models.h"
 
 namespace vaecodec::test {
@@ -152,7 +152,7 @@ TEST_CASE("a window's first encode tile runs as its frames come, its last decode
     int64_t reported = 0;
     core::ChunkOptions o = exact(c, kRows, kCols, /*host=*/true);
     o.progress = [&reported](int64_t frames) { reported = frames; };
-    core::EncodeRun run(*model, core::Device::of(torch::kCPU), o);
+    core::Run run(*model, core::Device::of(torch::kCPU), core::Op::kEncode, o);
     std::vector<torch::Tensor> parts;
     // The reader's pace: the first frame, then 4 at a time. Before the first window is full, its first
     // tile has run the chunks that came.
@@ -178,7 +178,7 @@ TEST_CASE("a window's first encode tile runs as its frames come, its last decode
       std::vector<torch::Tensor> emitted;
       core::ChunkOptions o = exact(c, kRows, kCols, host);
       o.emit = [&emitted](const torch::Tensor& frames) { emitted.push_back(frames.clone()); };
-      core::DecodeRun run(*model, core::Device::of(torch::kCPU), o);
+      core::Run run(*model, core::Device::of(torch::kCPU), core::Op::kDecode, o);
       for (int64_t t = 0; t < 5; ++t) CHECK_FALSE(run.push(latents.narrow(2, t, 1)).defined());
       CHECK_FALSE(run.finish().defined());
       // One hand-over per chunk of the last tile: the frames come as the tile makes them.

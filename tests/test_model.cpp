@@ -89,7 +89,7 @@ TEST_CASE("frames pushed in arbitrary pieces give the same latents", "[model][ch
   auto model = tiny_wan21_f64();
   const auto video = read_tensors(wan21_dir() / "cases.safetensors").at("video").to(torch::kDouble);
   const auto reference = core::encode_video(*model, video, {1});
-  core::EncodeRun run(*model, core::Device::of(model->device()), {2});
+  core::Run run(*model, core::Device::of(model->device()), core::Op::kEncode, {2});
   std::vector<torch::Tensor> parts;
   int64_t t = 0;
   for (int64_t piece : {3, 1, 7, 6}) {
@@ -305,7 +305,7 @@ TEST_CASE("VAECODEC_AUTOTUNE_CANDIDATES takes a count of candidates or is refuse
 
 TEST_CASE("a run rejects frame counts other than 1 + 4k", "[model][chunks]") {
   auto model = tiny_wan21();
-  core::EncodeRun run(*model, core::Device::of(model->device()));
+  core::Run run(*model, core::Device::of(model->device()), core::Op::kEncode);
   run.push(torch::zeros({1, 3, 6, 64, 48}));
   REQUIRE_THROWS_WITH(run.finish(), Catch::Contains("1 + 4k frames, got 6"));
   REQUIRE_THROWS_WITH(core::encode_video(*model, torch::zeros({1, 3, 5, 60, 48})),

@@ -1,7 +1,7 @@
-// SeedVR2's tiles through time (Note [Norms of tiles through time] in core/exact_tiles.h): how close the
-// tiled decode and encode come to the untiled run on the tiny model (they are not exact: each tile's norms
-// see the tile and its context, not the frame), that a wider context comes closer, that the result does not
-// depend on chunks, windows or where the window waits, the plans and refusals the planner gives SeedVR2's
+// SeedVR2's tiles through time (Note [Norms of tiles through time] in core/split/exact_tiles.h): how close
+// the tiled decode and encode come to the untiled run on the tiny model (they are not exact: each tile's
+// norms see the tile and its context, not the frame), that a wider context comes closer, that the result does
+// not depend on chunks, windows or where the window waits, the plans and refusals the planner gives SeedVR2's
 // users, and the tile overlap and norm context they may choose.
 #include <catch2/catch.hpp>
 
@@ -67,8 +67,8 @@ core::ChunkOptions one_tile() {
   return o;
 }
 
-// The blended tiles of before (TileSet) on through_time()'s grid: every tile runs the whole model on its own
-// pixels.
+// The blended tiles of before (BlendedTiles) on through_time()'s grid: every tile runs the whole model on its
+// own pixels.
 core::ChunkOptions blended_tiles() {
   core::ChunkOptions o;
   o.tiles = core::TileGrid::cover(kRows, kCols, {kRows, 14}, 4);
@@ -121,7 +121,7 @@ TEST_CASE("SeedVR2's tiled decode comes close to the untiled one, closer with a 
   std::cout << "norm tiles: tiny SeedVR2 decode 192x128 x5, 1x2 tiles of 14x16 (overlap 4) against untiled: "
             << "through time, context 0: " << local.relative << " (" << local.db
             << " dB); context 4: " << wide.relative << " (" << wide.db
-            << " dB); blended (TileSet): " << old.relative << " (" << old.db << " dB)\n";
+            << " dB); blended (BlendedTiles): " << old.relative << " (" << old.db << " dB)\n";
   CHECK(wide.relative < local.relative);
   CHECK(wide.relative < old.relative);
   CHECK(wide.relative < kDecodeBound);
@@ -140,7 +140,7 @@ TEST_CASE("SeedVR2's tiled encode comes close to the untiled one, closer with a 
   const double old = relative_error(core::encode_video(*model, video, blended_tiles()), whole);
   std::cout << "norm tiles: tiny SeedVR2 encode 192x128 x5, 1x2 tiles of 14x16 (overlap 4), relative error "
             << "against untiled: through time, context 0: " << local << "; context 4: " << wide
-            << "; blended (TileSet): " << old << "\n";
+            << "; blended (BlendedTiles): " << old << "\n";
   CHECK(wide < local);
   CHECK(wide < old);
   CHECK(wide < kEncodeBound);

@@ -13,7 +13,7 @@
 #include "core/engine.h"
 #include "core/error.h"
 #include "core/models/registry.h"
-#include "core/tiling.h"
+#include "core/split/blended_tiles.h"
 #include "tests/gpu_support.h"
 #include "tests/video_test_support.h"
 
@@ -107,7 +107,7 @@ TEST_CASE("tiled runs do not depend on the chunking: each tile keeps its cache",
     INFO("encode chunk " << chunk);
     CHECK(relative_error(core::encode_video(*model, video, {chunk, grid}), latents) <= 1e-12);
   }
-  core::EncodeRun pieces(*model, core::Device::of(model->device()), {2, grid});
+  core::Run pieces(*model, core::Device::of(model->device()), core::Op::kEncode, {2, grid});
   std::vector<torch::Tensor> parts;
   int64_t t = 0;
   for (int64_t piece : {3, 1, 7, 6}) {

@@ -124,12 +124,13 @@ TEST_CASE("the trained SeedVR2 model round-trips a clip it never saw", "[trained
   CHECK(db > 23.5);
 }
 
-// What tiles through time cost on trained weights (Note [Norms of tiles through time] in core/exact_tiles.h).
-// On this model the whole frame's norm statistics are dominated by a few columns near the frame's left edge
-// (its groups hold one channel each): a tile whose statistics do not reach that edge is far off, and one that
-// almost reaches it is further off still (context 8: 0.42 relative, the right tile 0.7), while a context that
-// takes the tile to the edge is within 4% (context 9) and one that covers the frame is exact. The bounds
-// below are this model's measurements; a change that moves them is a change in what tiles cost.
+// What tiles through time cost on trained weights (Note [Norms of tiles through time] in
+// core/split/exact_tiles.h). On this model the whole frame's norm statistics are dominated by a few columns
+// near the frame's left edge (its groups hold one channel each): a tile whose statistics do not reach that
+// edge is far off, and one that almost reaches it is further off still (context 8: 0.42 relative, the right
+// tile 0.7), while a context that takes the tile to the edge is within 4% (context 9) and one that covers the
+// frame is exact. The bounds below are this model's measurements; a change that moves them is a change in
+// what tiles cost.
 TEST_CASE("on the trained SeedVR2 model tiles through time stay within their measured cost",
           "[trained][seedvr2][tiling]") {
   const auto video = held_out_clip(5);  // 2 latent frames of 16 x 24

@@ -40,7 +40,8 @@ class SeedVR2ResnetBlock : public CausalModule {
  public:
   SeedVR2ResnetBlock(int64_t in, int64_t out, int64_t groups);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
-  // Two 3x3 convolutions; its norms see the frame (Note [Norms of tiles through time] in core/exact_tiles.h).
+  // Two 3x3 convolutions; its norms see the frame (Note [Norms of tiles through time] in
+  // core/split/exact_tiles.h).
   Reach reach() const override { return {2, Resize::kSame, true, /*frame_norm=*/true}; }
 
  private:

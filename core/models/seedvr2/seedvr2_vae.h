@@ -37,9 +37,9 @@ class SeedVR2Encoder : public CausalModule {
  public:
   explicit SeedVR2Encoder(const SeedVR2Config& config);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache) override;
-  // Tiles through time (Note [Norms of tiles through time] in core/exact_tiles.h): conv_in and every down
-  // block that halves space are the trunk; the last block's resnets, the middle and the head run on the whole
-  // frame, at latent resolution. Empty for a config of one block.
+  // Tiles through time (Note [Norms of tiles through time] in core/split/exact_tiles.h): conv_in and every
+  // down block that halves space are the trunk; the last block's resnets, the middle and the head run on the
+  // whole frame, at latent resolution. Empty for a config of one block.
   const Trunk& trunk() const { return trunk_; }
   torch::Tensor whole_frame(const torch::Tensor& features, CausalCache& cache);
 

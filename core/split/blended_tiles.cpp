@@ -1,4 +1,4 @@
-#include "core/tiling.h"
+#include "core/split/blended_tiles.h"
 
 #include <cmath>
 #include <string>
@@ -97,8 +97,12 @@ torch::Tensor TileBlend::take() {
   return frame;
 }
 
-TileSet::TileSet(VaeModel& model, Device& device, TileGrid grid, Op op, bool offload)
-    : model_(model), device_(device), grid_(grid), op_(op), offload_(offload) {
+BlendedTiles::BlendedTiles(VaeModel& model, Device& device, TileGrid grid, Op op, bool offload, int64_t chunk)
+    : ChunkedSplit(op, chunk, model.info().temporal_factor),
+      model_(model),
+      device_(device),
+      grid_(grid),
+      offload_(offload) {
   tiles_.resize(static_cast<size_t>(grid_.count()));
   for (int64_t r = 0; r < grid_.rows; ++r)
     for (int64_t c = 0; c < grid_.cols; ++c) {
@@ -108,83 +112,15 @@ TileSet::TileSet(VaeModel& model, Device& device, TileGrid grid, Op op, bool off
     }
 }
 
-TileSet::~TileSet() {
-  // Copies may still be in flight into host memory the tiles own.
-  for (Tile& tile : tiles_) {
-    if (tile.uploaded.isCreated()) tile.uploaded.synchronize();
-    if (tile.downloaded.isCreated()) tile.downloaded.synchronize();
-  }
-}
+BlendedTiles::~BlendedTiles() = default;
 
-// Note [Offloaded caches]
-// With offload on a CUDA device, the caches of the tiles not running wait in pinned host memory, and their
-// copies run on two side streams, one each way, so that they overlap the model: while tile i runs, tile i+1's
-// cache goes up and tile i-1's comes down (the last tile of a chunk fetches the first one of the next chunk).
-// Tile i+1's upload starts only once tile i-1's model call is done, so at most three tiles' caches are on the
-// device at once (the planner counts three). A tile's upload also waits for its own previous download, and
-// each slot's cache comes back into the same pinned buffer every time (host memory: one copy of the caches).
-// All device memory comes from the compute stream's pool (a copy stream's pool would keep its freed blocks
-// out of the model's reach): an upload allocates on the compute stream, and its copy waits for everything
-// queued there so far (the `allocated` event, which also orders it after tile i-1's call). A cache going down
-// keeps its device memory until the next tile's model call is queued; the compute stream then waits for that
-// copy (done long before, unless the copies are slower than the model) and frees it, so freed memory never
-// waits on another stream's events. Off CUDA, `offload` changes nothing: the caches are in host memory
-// already.
-void TileSet::upload(Tile& tile) {
-  const torch::Device device = device_.torch_device();
-  c10::cuda::CUDAStream up = device_.stream(Device::Lane::kCacheUpload);
-  tile.cache.rewind();
-  std::vector<std::pair<CausalCache::Slot*, torch::Tensor>> copies;
-  for (size_t i = 0; i < tile.cache.size(); ++i) {
-    CausalCache::Slot& slot = tile.cache.next();
-    if (slot.history.defined() && slot.history.device() != device)
-      copies.emplace_back(&slot, torch::empty_like(slot.history, slot.history.options().device(device)));
-  }
-  tile.cache.rewind();
-  tile.allocated.record(device_.compute_stream());
-  c10::cuda::CUDAStreamGuard guard(up);
-  tile.allocated.block(up);
-  if (tile.downloaded.isCreated()) tile.downloaded.block(up);
-  for (auto& [slot, target] : copies) {
-    target.copy_(slot->history, /*non_blocking=*/true);
-    slot->history = target;
-  }
-  tile.uploaded.record(up);
-  tile.uploading = true;
-}
-
-void TileSet::download(Tile& tile) {
-  c10::cuda::CUDAStream down = device_.stream(Device::Lane::kCacheDownload);
-  tile.computed.record(device_.compute_stream());
-  c10::cuda::CUDAStreamGuard guard(down);
-  tile.computed.block(down);
-  tile.cache.rewind();
-  for (size_t i = 0; i < tile.cache.size(); ++i) {
-    CausalCache::Slot& slot = tile.cache.next();
-    if (!slot.history.defined() || !slot.history.is_cuda()) continue;
-    // The slot's host buffer from the last visit is free again: its upload finished before the model call
-    // that this download waits for.
-    if (tile.host.size() <= i) tile.host.resize(i + 1);
-    torch::Tensor& host = tile.host[i];
-    if (!host.defined() || host.sizes() != slot.history.sizes() || host.strides() != slot.history.strides() ||
-        host.scalar_type() != slot.history.scalar_type())
-      host = device_.host_like(slot.history);  // one block, strides kept
-    host.copy_(slot.history, /*non_blocking=*/true);
-    tile.leaving.push_back(slot.history);
-    slot.history = host;
-  }
-  tile.cache.rewind();
-  tile.downloaded.record(down);
-  tile.uploading = false;
-}
-
-int64_t TileSet::cache_bytes() const {
+int64_t BlendedTiles::cache_bytes() const {
   int64_t n = 0;
   for (const Tile& t : tiles_) n += t.cache.bytes();
   return n;
 }
 
-torch::Tensor TileSet::run(const torch::Tensor& x) {
+torch::Tensor BlendedTiles::run_chunk(const torch::Tensor& x) {
   torch::InferenceMode guard;
   const torch::Device device = device_.torch_device();
   const torch::ScalarType dtype = model_.dtype();
@@ -206,18 +142,16 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
                                    .narrow(4, tile.col * in_scale, grid_.tile_width * in_scale);
     torch::Tensor out;
     if (overlap) {
-      if (!tile.uploading) upload(tile);
-      tile.uploaded.block(device_.compute_stream());
+      // Note [Offloaded caches]
+      if (!tile.parking.uploading()) tile.parking.upload(tile.cache, device_);
+      tile.parking.wait_uploaded(device_);
       Tile& next = tiles_[(i + 1) % tiles_.size()];
-      if (&next != &tile && !next.uploading) upload(next);
+      if (&next != &tile && !next.parking.uploading()) next.parking.upload(next.cache, device_);
       out = call(crop, tile.cache);
-      download(tile);
+      tile.parking.download(tile.cache, device_);
       // The tile before this one has been going down while this one ran: once it is down its device memory
       // returns to the compute stream's pool, before the next model call.
-      if (leaving_ != nullptr) {
-        leaving_->downloaded.block(device_.compute_stream());
-        leaving_->leaving.clear();
-      }
+      if (leaving_ != nullptr) leaving_->parking.release(device_);
       leaving_ = &tile;
     } else {
       out = call(crop, tile.cache);  // off CUDA the caches stay where they are: in host memory already
@@ -225,13 +159,6 @@ torch::Tensor TileSet::run(const torch::Tensor& x) {
     blend_->add(i, out);
   }
   return blend_->take();
-}
-
-std::unique_ptr<TileSet> make_tile_set(VaeModel& model, Device& device, const TileGrid& grid, Op op,
-                                       bool offload, int64_t latent_height, int64_t latent_width) {
-  const TileGrid resolved = resolve_grid(grid, latent_height, latent_width);
-  if (!resolved.tiled()) return nullptr;
-  return std::make_unique<TileSet>(model, device, resolved, op, offload);
 }
 
 }  // namespace vaecodec::core

@@ -1,4 +1,4 @@
-#include "core/exact_tiles.h"
+#include "core/split/exact_tiles.h"
 
 #include <algorithm>
 #include <memory>
@@ -9,7 +9,7 @@
 
 #include "core/device/memory_faults.h"
 #include "core/error.h"
-#include "core/tiling.h"
+#include "core/split/blended_tiles.h"
 
 namespace vaecodec::core {
 namespace {
@@ -72,18 +72,19 @@ Pieces Pieces::take(int64_t n) {
 }
 
 ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op op, int64_t chunk,
-                       bool host_window, Hooks hooks, std::vector<BandPlace> places)
+                       int64_t window, bool host_window, Hooks hooks, std::vector<BandPlace> places)
     : model_(model),
       device_(device),
       grid_(grid),
       op_(op),
       chunk_(chunk),
+      window_(window),
       host_window_(host_window),
       places_(std::move(places)),
       hooks_(std::move(hooks)) {
   if (grid_.exact ? !model.exact_tiles() : !model.tiles_through_time())
     throw Error(model.info().family + " cannot run " + (grid_.exact ? "exact tiles" : "tiles through time"));
-  if (!grid_.through_time) throw Error("blended tiles that do not run through time are TileSet's");
+  if (!grid_.through_time) throw Error("blended tiles that do not run through time are BlendedTiles'");
   if (chunk_ < 1) throw Error("chunk length must be at least 1 latent frame");
   if (places_.size() < 2) places_ = {{&model_, &device_}};
   // Blended tiles add into the frames they share: one place, one tile at a time.
@@ -136,6 +137,42 @@ void ExactTiles::put(const torch::Tensor& region, const torch::Tensor& values) c
 
 ExactTiles::~ExactTiles() = default;
 
+int64_t ExactTiles::cache_bytes() const {
+  int64_t n = whole_.bytes();
+  for (const Tile& t : tiles_) n += t.cache.bytes();
+  return n;
+}
+
+torch::Tensor ExactTiles::push(const torch::Tensor& x) {
+  torch::InferenceMode guard;
+  pending_.push(keep(x));
+  std::vector<torch::Tensor> out;
+  if (op_ == Op::kDecode) {
+    while (window_ > 0 && pending_.size() > window_) {
+      torch::Tensor frames = run_window(pending_.take(window_), /*more=*/true);
+      if (frames.defined()) out.push_back(std::move(frames));  // not when emitted
+    }
+    return join_frames(out);
+  }
+  const int64_t tf = model_.info().temporal_factor;
+  while (true) {
+    // The window's frames; 0: the rest of the clip.
+    const int64_t need = window_ == 0 ? 0 : windows_ == 0 ? 1 + tf * (window_ - 1) : tf * window_;
+    // A window runs once a frame past it has come: the last window is run by finish(), without `more`.
+    if (need == 0 || pending_.size() <= need) {
+      advance(pending_, need);
+      break;
+    }
+    out.push_back(run_window(pending_.take(need), /*more=*/true));
+    ++windows_;
+  }
+  return join_frames(out);
+}
+
+torch::Tensor ExactTiles::finish() {
+  return pending_.empty() ? torch::Tensor() : run_window(pending_.take(pending_.size()), false);
+}
+
 // Note [Windows in host memory]
 // A window kept in host memory is stored time-major, [B, T, C, H, W] (returned as a [B, C, T, H, W] view), so
 // that a chunk of it is one dense block: an encode chunk goes up in one copy from pinned memory and each tile
@@ -164,28 +201,22 @@ torch::Tensor ExactTiles::to_model(const torch::Tensor& x, const BandPlace& plac
   return y.contiguous(model_.memory_format());
 }
 
-// Caches go to host memory only between windows (Note [Tiles through time]): a plain copy each way.
+// Caches go to host memory only between windows (Note [Tiles through time]), on the copy lanes (Note
+// [Offloaded caches]); a cache's device memory is released as soon as its download is queued, so one tile's
+// cache is on the device at a time.
 void ExactTiles::park(Tile& tile) {
-  if (!tile.place.device->torch_device().is_cuda()) return;
-  tile.cache.rewind();
-  for (size_t i = 0; i < tile.cache.size(); ++i) {
-    CausalCache::Slot& slot = tile.cache.next();
-    if (slot.history.defined()) slot.history = slot.history.to(torch::kCPU);
-  }
-  tile.cache.rewind();
+  Device& device = *tile.place.device;
+  if (!device.torch_device().is_cuda()) return;
+  tile.parking.download(tile.cache, device);
+  tile.parking.release(device);
   tile.parked = true;
 }
 
 void ExactTiles::unpark(Tile& tile) {
   if (!tile.parked) return;
-  tile.cache.rewind();
-  for (size_t i = 0; i < tile.cache.size(); ++i) {
-    CausalCache::Slot& slot = tile.cache.next();
-    if (slot.history.defined())
-      slot.history =
-          slot.history.to(tile.place.device->torch_device()).contiguous(slot.history.suggest_memory_format());
-  }
-  tile.cache.rewind();
+  Device& device = *tile.place.device;
+  tile.parking.upload(tile.cache, device);
+  tile.parking.wait_uploaded(device);
   tile.parked = false;
 }
 

@@ -1,4 +1,4 @@
-#include "core/band_set.h"
+#include "core/split/bands.h"
 
 #include <exception>
 #include <memory>
@@ -24,8 +24,10 @@ namespace vaecodec::core {
 // freed by one thread is not reused by the other's stream while still read. (On the default streams instead,
 // a split 720p decode on two H200s took 3.79 s against 3.38 s, before Note [Band threads].)
 
-BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Op op, const TileGrid& columns)
-    : out_device_(out_device), op_(op), columns_(columns) {
+Bands::Bands(std::vector<BandPlace> places, Device& out_device, Op op, const TileGrid& columns, int64_t chunk)
+    : ChunkedSplit(op, chunk, places.front().model->info().temporal_factor),
+      out_device_(out_device),
+      columns_(columns) {
   if (columns_.rows != 1)
     throw Error("a split run cuts its bands into columns, not into " + std::to_string(columns_.rows) +
                 " rows of tiles");
@@ -44,16 +46,16 @@ BandSet::BandSet(std::vector<BandPlace> places, Device& out_device, Op op, const
     }
 }
 
-int64_t BandSet::cache_bytes() const {
+int64_t Bands::cache_bytes() const {
   int64_t n = 0;
   for (const auto& b : bands_)
     for (const auto& c : b.caches) n += c.bytes();
   return n;
 }
 
-BandSet::~BandSet() = default;
+Bands::~Bands() = default;
 
-void BandSet::run_band(size_t i, BandLink& link) {
+void Bands::run_band(size_t i, BandLink& link) {
   Band& band = bands_[i];
   VaeModel& model = *band.place.model;
   const torch::Device device = band.place.device->torch_device();
@@ -76,7 +78,7 @@ void BandSet::run_band(size_t i, BandLink& link) {
   outputs_[i] = std::move(outs);
 }
 
-torch::Tensor BandSet::run(const torch::Tensor& x) {
+torch::Tensor Bands::run_chunk(const torch::Tensor& x) {
   const VaeModel& model = *bands_.front().place.model;
   const int64_t factor = model.info().spatial_factor;
   const bool encode = op_ == Op::kEncode;

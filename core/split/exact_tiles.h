@@ -12,7 +12,9 @@
 #include "core/device/device.h"
 #include "core/op.h"
 #include "core/place.h"
+#include "core/split/parking.h"
 #include "core/split/places.h"
+#include "core/split/split.h"
 #include "core/tile_grid.h"
 #include "core/trunk.h"
 #include "core/vae_model.h"
@@ -59,7 +61,7 @@ namespace vaecodec::core {
 // window need not wait, and do not:
 //   encode: the window's first tile (the lead) runs each of its chunks as soon as the chunk's frames have
 //   come
-//           (advance(), from EncodeRun::push), so its work overlaps the reading of the rest of the window;
+//           (advance(), from push()), so its work overlaps the reading of the rest of the window;
 //   decode: during the window's last tile, the frames of each chunk it finishes are final (every other tile
 //           wrote them already), and they go to the caller's `emit` at once, so the writer encodes while the
 //           last tile runs.
@@ -94,23 +96,33 @@ class Pieces {
 // a window's frames are handed over when the window is done, and no tile runs ahead of its window (Note [A
 // window's edges stream] needs one place).
 
-// The exact tiles of one run.
-class ExactTiles {
+// The exact tiles of one run: the split of a run whose plan runs tiles through time (ChunkOptions::
+// runs_through_time). Frames wait until a window is full, its first tile running ahead over the chunks that
+// have come (Note [A window's edges stream]).
+class ExactTiles : public Split {
  public:
   // What the caller is told as the tiles go (ChunkOptions' fields of the same names).
   struct Hooks {
     std::function<void(int64_t)> progress;           // frames done so far, as each tile finishes a chunk
     std::function<void(const torch::Tensor&)> emit;  // decode: frames as they become final, in order
   };
-  // grid: its rows and cols are the partition; chunk: latent frames per trunk call; host_window: the
-  // window's frames (decode output, encode input) are kept in host memory.
-  // places: two or more share the tiles out (Note [Exact tiles across devices]); else they run on `model`.
-  ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op op, int64_t chunk, bool host_window,
-             Hooks hooks = {}, std::vector<BandPlace> places = {});
-  ~ExactTiles();
+  // grid: its rows and cols are the partition; chunk: latent frames per trunk call; window: latent frames
+  // per window, 0 for the whole clip; host_window: the window's frames (decode output, encode input) are
+  // kept in host memory. places: two or more share the tiles out (Note [Exact tiles across devices]); else
+  // they run on `model`.
+  ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op op, int64_t chunk, int64_t window,
+             bool host_window, Hooks hooks = {}, std::vector<BandPlace> places = {});
+  ~ExactTiles() override;
   ExactTiles(const ExactTiles&) = delete;
   ExactTiles& operator=(const ExactTiles&) = delete;
+  // Decode: latents [B, z, n, h, w]; encode: frames [B, 3, t, H, W], any device. Returns the windows they
+  // complete (a window runs once a frame past it has come); with Hooks::emit, a decode window's frames go
+  // there instead and nothing is returned.
+  torch::Tensor push(const torch::Tensor& x) override;
+  torch::Tensor finish() override;  // the last window
+  int64_t cache_bytes() const override;
 
+ private:
   // One window: decode, latents [B, z, n, h, w]; encode, frames [B, 3, t, H, W] (the first window 1 + 4k
   // frames, later ones multiples of 4), any device. `more`: another window follows, so the tiles' caches are
   // kept (in host memory) until then. Returns the window's frames or latents; with Hooks::emit, a decode
@@ -123,15 +135,15 @@ class ExactTiles {
   // Where a window's input should wait while it fills: the model's device, or pinned host memory.
   torch::Tensor keep(const torch::Tensor& x) const;
 
- private:
   struct Tile {
     Area interior;         // what it writes, latent pixels
     Area computed;         // what its trunk computes: the interior and its norms' context (latent pixels)
     Area input;            // what its trunk reads: latent pixels (decode) or pixels (encode)
     torch::Tensor weight;  // blended tiles: the blend weights of the interior as the output has it
     CausalCache cache;
-    bool parked = false;  // its cache is in host memory
-    BandPlace place;      // where it runs
+    CacheParking parking;  // its cache's copies to and from host memory
+    bool parked = false;   // its cache is in host memory
+    BandPlace place;       // where it runs
   };
   torch::Tensor decode_window(const Pieces& z, bool more);
   torch::Tensor encode_window(const Pieces& x, bool more);
@@ -169,11 +181,14 @@ class ExactTiles {
   TileGrid grid_;
   Op op_;
   int64_t chunk_;
+  int64_t window_;  // latent frames per window; 0: the whole clip
   bool host_window_;
   std::vector<BandPlace> places_;    // one, or those sharing the tiles out
   std::unique_ptr<Places> workers_;  // with several places: one worker each
   std::vector<Tile> tiles_;
   CausalCache whole_;     // the whole-frame part's
+  Pieces pending_;        // the frames of the window being filled
+  int64_t windows_ = 0;   // encode: windows run
   bool started_ = false;  // a window has run (encode: later chunks are multiples of the temporal factor)
   Hooks hooks_;
   int64_t frames_done_ = 0;  // the frames of the windows done

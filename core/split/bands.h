@@ -14,8 +14,9 @@
 #include "core/op.h"
 #include "core/place.h"
 #include "core/planner.h"
+#include "core/split/blended_tiles.h"
 #include "core/split/places.h"
-#include "core/tiling.h"
+#include "core/split/split.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
@@ -23,20 +24,20 @@ namespace vaecodec::core {
 // The bands of a run (Note [Bands across devices]): one model call per band and column per chunk, each band
 // on its place's worker (Note [Places]: a thread kept for the process, its device current and a stream of its
 // own; LibTorch's inference mode on), and the bands' outputs joined into the frame on the run's device.
-class BandSet {
+class Bands : public ChunkedSplit {
  public:
   // columns: the frame's grid in latent pixels, one row of tiles (TileGrid::whole: the bands are not cut).
   // Every place's model must be of the same family and weights (the caller's business) and on its place's
   // device.
-  BandSet(std::vector<BandPlace> places, Device& out_device, Op op, const TileGrid& columns);
-  ~BandSet();
-  BandSet(const BandSet&) = delete;
-  BandSet& operator=(const BandSet&) = delete;
-  // x: one chunk of the whole frame, [B, C, t, H, W] (pixels for encode, latents for decode), any device.
-  torch::Tensor run(const torch::Tensor& x);
-  int64_t cache_bytes() const;
+  // chunk: latent frames per chunk.
+  Bands(std::vector<BandPlace> places, Device& out_device, Op op, const TileGrid& columns, int64_t chunk);
+  ~Bands() override;
+  Bands(const Bands&) = delete;
+  Bands& operator=(const Bands&) = delete;
+  int64_t cache_bytes() const override;
 
  private:
+  torch::Tensor run_chunk(const torch::Tensor& x) override;
   struct Band {
     BandPlace place;
     BandRows rows;
@@ -47,7 +48,6 @@ class BandSet {
 
   std::vector<Band> bands_;
   Device& out_device_;
-  Op op_;
   TileGrid columns_;
   std::unique_ptr<TileBlend> blend_;  // made at the first chunk when there are several columns
 

@@ -5,12 +5,13 @@
 #include <optional>
 #include <vector>
 
-#include <ATen/cuda/CUDAEvent.h>
 #include <torch/torch.h>
 
 #include "core/causal_cache.h"
 #include "core/device/device.h"
 #include "core/op.h"
+#include "core/split/parking.h"
+#include "core/split/split.h"
 #include "core/tile_grid.h"
 #include "core/vae_model.h"
 
@@ -52,43 +53,31 @@ class TileBlend {
   torch::ScalarType out_dtype_ = torch::kFloat;
 };
 
-// The tiles of a run, their caches and the blend (Note [Tile blending]). One model call per tile per chunk;
-// the engine's EncodeRun/DecodeRun use it when ChunkOptions::tiles cuts the frame. With `offload`, a tile's
-// cache waits in (pinned) host memory while the other tiles run (Note [Offloaded caches]).
-class TileSet {
+// The tiles of a run, their caches and the blend (Note [Tile blending]): the split of a run whose
+// ChunkOptions::tiles cuts the frame and does not run through time. One model call per tile per chunk. With
+// `offload`, a tile's cache waits in (pinned) host memory while the other tiles run (Note [Offloaded
+// caches]).
+class BlendedTiles : public ChunkedSplit {
  public:
-  TileSet(VaeModel& model, Device& device, TileGrid grid, Op op, bool offload);
-  ~TileSet();
-  TileSet(const TileSet&) = delete;
-  TileSet& operator=(const TileSet&) = delete;
-  // x: one chunk of the whole frame, [B, C, t, H, W] (pixels for encode, latents for decode), any device.
-  torch::Tensor run(const torch::Tensor& x);
-  const TileGrid& grid() const { return grid_; }
-  int64_t cache_bytes() const;  // every tile's cache, wherever it is
+  // chunk: latent frames per chunk.
+  BlendedTiles(VaeModel& model, Device& device, TileGrid grid, Op op, bool offload, int64_t chunk);
+  ~BlendedTiles() override;
+  BlendedTiles(const BlendedTiles&) = delete;
+  BlendedTiles& operator=(const BlendedTiles&) = delete;
+  int64_t cache_bytes() const override;  // every tile's cache, wherever it is
 
  private:
+  torch::Tensor run_chunk(const torch::Tensor& x) override;
+
   struct Tile {
     int64_t row = 0, col = 0;  // origin, latent pixels
     CausalCache cache;
-    // Offloaded on a CUDA device: the cache's copies and the tile's last model call.
-    std::vector<torch::Tensor> host;     // per cache slot: its pinned host buffer
-    std::vector<torch::Tensor> leaving;  // the device tensors of a download in flight
-    bool uploading = false;              // an upload has been queued since the last download
-    at::cuda::CUDAEvent allocated;       // on the compute stream: the upload's device memory may be written
-    at::cuda::CUDAEvent uploaded;        // on the upload stream: the cache is on the device
-    at::cuda::CUDAEvent computed;        // on the compute stream: the tile's last model call is done
-    at::cuda::CUDAEvent downloaded;      // on the download stream: the cache is back in host memory
+    CacheParking parking;  // offloaded on a CUDA device: the cache's copies (Note [Offloaded caches])
   };
-  // Queues the copy of `tile`'s cache to the device, after the download it may still be waiting for and
-  // after everything queued on the compute stream so far.
-  void upload(Tile& tile);
-  // Queues the copy of `tile`'s cache back to host memory, after the model call just queued for it.
-  void download(Tile& tile);
 
   VaeModel& model_;
   Device& device_;  // where the model runs: its compute stream and the caches' copy streams
   TileGrid grid_;
-  Op op_;
   bool offload_;
   std::vector<Tile> tiles_;
   std::unique_ptr<TileBlend> blend_;  // made at the first chunk
@@ -98,10 +87,5 @@ class TileSet {
 // `grid` for frames of latent_height x latent_width: a default grid is the whole frame. Throws when the grid
 // was planned for another frame size.
 TileGrid resolve_grid(const TileGrid& grid, int64_t latent_height, int64_t latent_width);
-
-// The tiles for frames of latent_height x latent_width, or nullptr when `grid` does not cut them (a default
-// grid means the whole frame). Throws when the grid was planned for another frame size.
-std::unique_ptr<TileSet> make_tile_set(VaeModel& model, Device& device, const TileGrid& grid, Op op,
-                                       bool offload, int64_t latent_height, int64_t latent_width);
 
 }  // namespace vaecodec::core

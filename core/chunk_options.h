@@ -1,0 +1,53 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/place.h"
+#include "core/plan_types.h"
+#include "core/tile_grid.h"
+
+namespace vaecodec::core {
+
+// How a run splits a sequence in time and space. Chunks in time and bands across devices do not change the
+// result; spatial tiles (Note [Tile blending] in core/split/blended_tiles.h) change it slightly. Memory and
+// speed depend on all three.
+struct ChunkOptions {
+  int64_t latent_frames =
+      1;                 // latent frames per chunk; an encode chunk is temporal_factor * this many frames
+  TileGrid tiles;        // the default, or a grid that does not cut the frame, runs whole frames
+  bool offload = false;  // tiles' caches wait in host memory while other tiles run (blended tiles)
+  // Exact tiles (tiles.exact: Note [Tiles through time] in core/split/exact_tiles.h): latent frames per
+  // window, 0 for the whole clip in one window; and whether the window's frames wait in host memory.
+  int64_t window = 0;
+  bool host_window = false;
+  // Two or more: the frame is split into these bands, top to bottom, each run by its place's model
+  // (Note [Bands across devices] in core/band_exchange.h); the run's own model then only names the output's
+  // device and the family. `tiles` may then cut the frame into blended columns (one row of tiles, no
+  // offload): each band runs the same columns. Exact `tiles` are shared out among the places instead.
+  std::vector<BandPlace> bands;
+  // Exact tiles: told, each time a tile finishes a chunk, the frames of the run done so far (a decode's
+  // output frames, an encode's input frames), a window's share counted in its tiles' chunks. A window's
+  // frames reach the caller only when it is done; this keeps a progress line moving meanwhile.
+  std::function<void(int64_t frames)> progress;
+  // Exact tiles, decode: where a window's frames go, in order, as they become final during its last tile
+  // (Note [A window's edges stream] in core/split/exact_tiles.h); the run then returns nothing for them.
+  // Unset: they are returned when the window is done.
+  std::function<void(const torch::Tensor& frames)> emit;
+
+  // Whether the run goes through windows of tiles through time (Note [Tiles through time]): exact tiles or
+  // SeedVR2's blended ones (Note [Norms of tiles through time]) that cut the frame, or a window of a whole
+  // frame; with bands, exact tiles are shared out among their places (Note [Exact tiles across devices] in
+  // core/split/exact_tiles.h) instead of splitting the frame in bands.
+  bool runs_through_time() const { return tiles.through_time && (tiles.tiled() || window != 0); }
+
+  // A plan's chunks and tiles, split across `bands` when there are two or more.
+  static ChunkOptions of(const Plan& plan, std::vector<BandPlace> bands = {}) {
+    return {plan.chunk, plan.tiles, plan.offload, plan.window, plan.host_window, std::move(bands), {}, {}};
+  }
+};
+
+}  // namespace vaecodec::core
