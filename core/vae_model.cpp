@@ -209,6 +209,8 @@ void randomize_parameters(VaeModel& model, uint64_t seed) {
       values.uniform_(0.8, 1.2, generator);
     } else if (name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0) {  // norm scales
       values.uniform_(0.8, 1.2, generator);
+    } else if (name.find("std") != std::string::npos) {  // a latent scale (LTX-2's std-of-means): never ~0
+      values.uniform_(0.8, 1.2, generator);
     } else {
       values.normal_(0.0, 0.02, generator);
     }

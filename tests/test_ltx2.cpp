@@ -232,4 +232,20 @@ TEST_CASE("a decode session refuses a decoder that looks ahead, in one line", "[
   CHECK_NOTHROW(core::Session(model, core::Op::kEncode, {}));
 }
 
+TEST_CASE("random LTX-2 weights (bench --random) scale their latents by a spread near one",
+          "[ltx2][weights]") {
+  // randomize_parameters gives norm scales and latent spreads values in [0.8, 1.2]: a spread drawn as a small
+  // weight (~0.02) would decode near-constant latents, which is not what a benchmark should time.
+  auto model = tiny_ltx2("23", torch::kFloat);
+  core::randomize_parameters(*model, /*seed=*/0);
+  bool found = false;
+  for (const auto& item : model->named_parameters()) {
+    if (item.key().find("std-of-means") == std::string::npos) continue;
+    found = true;
+    CHECK(item.value().min().item<double>() >= 0.8);
+    CHECK(item.value().max().item<double>() <= 1.2);
+  }
+  CHECK(found);
+}
+
 }  // namespace vaecodec::test
