@@ -141,9 +141,9 @@ class ExactTiles : public Split {
     Area input;            // what its trunk reads: latent pixels (decode) or pixels (encode)
     torch::Tensor weight;  // blended tiles: the blend weights of the interior as the output has it
     CausalCache cache;
-    CacheParking parking;  // its cache's copies to and from host memory
-    bool parked = false;   // its cache is in host memory
-    BandPlace place;       // where it runs
+    CacheParking parking{/*pinned=*/false};  // its cache's copies to host memory (Note [Offloaded caches])
+    bool parked = false;                     // its cache is in host memory
+    BandPlace place;                         // where it runs
   };
   torch::Tensor decode_window(const Pieces& z, bool more);
   torch::Tensor encode_window(const Pieces& x, bool more);

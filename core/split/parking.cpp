@@ -32,6 +32,7 @@ void CacheParking::upload(CausalCache& cache, Device& device) {
   }
   uploaded_.record(up);
   uploading_ = true;
+  if (!pinned_) host_.clear();  // a pageable source is staged by the time its copy returns
 }
 
 void CacheParking::wait_uploaded(Device& device) {
@@ -53,7 +54,9 @@ void CacheParking::download(CausalCache& cache, Device& device) {
     torch::Tensor& host = host_[i];
     if (!host.defined() || host.sizes() != slot.history.sizes() || host.strides() != slot.history.strides() ||
         host.scalar_type() != slot.history.scalar_type())
-      host = device.host_like(slot.history);  // one block, strides kept
+      host = pinned_ ? device.host_like(slot.history)  // one block, strides kept
+                     : torch::empty_strided(slot.history.sizes(), slot.history.strides(),
+                                            slot.history.options().device(torch::kCPU));
     host.copy_(slot.history, /*non_blocking=*/true);
     leaving_.push_back(slot.history);
     slot.history = host;

@@ -26,12 +26,21 @@ namespace vaecodec::core {
 // compute stream then waits for that copy (done long before, unless the copies are slower than the model)
 // and frees it, so freed memory never waits on another stream's events. Off CUDA parking changes nothing:
 // the caches are in host memory already.
+//
+// Exact tiles park in pageable host memory of the cache's own size, made at each download and freed once the
+// cache is back up, as they did before the parking was shared: LibTorch's pinned host allocator rounds every
+// block up to a power of two (ATen's CachingHostAllocator) and keeps it, and the caches exact tiles park are
+// what a --host-memory budget counts (up to twice the planned host memory otherwise). A download to pageable
+// memory returns when it is done, so the calling thread waits for the tile's model call there, as the
+// synchronous copy before it did; the upload returns once its source is staged.
 
 // One cache's parking: its pinned host buffers and the events of its copies. Every call is on the thread that
 // runs the cache's model calls, whose current stream is `device`'s compute stream.
 class CacheParking {
  public:
-  CacheParking() = default;
+  // pinned: the host buffers are pinned and kept between visits (blended tiles' offload); otherwise pageable,
+  // of the cache's own size, and freed once the cache is back on the device (exact tiles).
+  explicit CacheParking(bool pinned = true) : pinned_(pinned) {}
   CacheParking(CacheParking&&) = default;
   CacheParking& operator=(CacheParking&&) = default;
   ~CacheParking();  // copies may still be in flight into host memory it owns
@@ -48,7 +57,8 @@ class CacheParking {
   bool uploading() const { return uploading_; }  // an upload has been queued since the last download
 
  private:
-  std::vector<torch::Tensor> host_;     // per cache slot: its pinned host buffer
+  bool pinned_ = true;
+  std::vector<torch::Tensor> host_;     // per cache slot: its host buffer
   std::vector<torch::Tensor> leaving_;  // the device tensors of a download in flight
   bool uploading_ = false;
   at::cuda::CUDAEvent allocated_;   // on the compute stream: the upload's device memory may be written
