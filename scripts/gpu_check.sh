@@ -29,6 +29,8 @@
 #   devices.sh    split scaling_split scaling_batch batch
 #   long_runs.sh  candidates encoder long musubi
 #   python        scripts/gpu_python.sh
+# PACK=FILE: on exit (also on SIGTERM/SIGINT, e.g. an inner `timeout`), everything under $OUT is packed into
+# $OUT/FILE (.tar.xz) and the rest removed - the lent machines send back only a few files.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu}
@@ -37,6 +39,13 @@ ARCH=${CUDA_ARCHS:-90}
 RUNS=${RUNS:-3}
 PHASES=${PHASES:-tests speed variants models memory roundtrip}
 mkdir -p "$OUT"
+if [[ -n ${PACK:-} ]]; then
+  pack() {
+    (cd "$OUT" && tar -cJf "/tmp/.pack.$$" --exclude "./$PACK" . && find . -mindepth 1 -delete && mv "/tmp/.pack.$$" "$PACK")
+  }
+  trap pack EXIT
+  trap 'exit 143' TERM INT
+fi
 source scripts/gpu_check/common.sh
 source scripts/gpu_check/build.sh
 # Each file runs those of its phases that PHASES names (`has PHASE`).
