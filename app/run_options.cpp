@@ -269,12 +269,6 @@ BuiltModels build_models(const core::Checkpoint& checkpoint, const RunOptions& o
     }
     return built;
   }
-  // Note [The allocator's first mapping] in core/device/peers.cpp; a failure is left to that device's build,
-  // which reports it.
-  try {
-    core::Device::settle_allocator(devices[0]);
-  } catch (...) {
-  }
   core::Places places(devices);  // Note [Places] in core/split/places.h
   built.errors = places.run_each([&](size_t slot) {
     built.models[slot] = core::build_model(checkpoint, model_options(options, devices[slot]));

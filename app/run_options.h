@@ -122,7 +122,8 @@ std::vector<std::shared_ptr<core::VaeModel>> load_models(const RunOptions& optio
 // thread per GPU (core/split/places.h). Built one after the other, four took 3.8 s after their contexts;
 // at once, 0.44-0.49 s. The parallel builds first failed on some GPUs with "CUDA driver error: operation not
 // permitted": the allocator's first mapping, made by four threads at once (Note [The allocator's first
-// mapping] in core/device/peers.cpp); one small allocation on the calling thread beforehand settles it.
+// mapping] in core/device/peers.cpp); one small allocation on the calling thread beforehand settles it, made
+// wherever several places start (core::Places).
 
 // The models of one checkpoint on each of `devices`, at once (Note [Models built at once]); by slot, with the
 // exception of each one that failed (its model null).

@@ -107,8 +107,9 @@ class Device {
   // For one clip split across several GPUs: LibTorch's plain caching allocator instead of expandable
   // segments, unless the user chose the settings. Call before the first CUDA allocation.
   static void use_plain_allocator_for_peers();
-  // Makes the allocator's first mapping on `device`, on this thread, before several threads allocate at once
-  // (Note [The allocator's first mapping]); nothing for a CPU device.
+  // Makes the allocator's first mapping on `device`, on this thread, once per process, before several threads
+  // allocate at once (Note [The allocator's first mapping]); nothing for a CPU device. A failure is left to
+  // the device's first real allocation.
   static void settle_allocator(torch::Device device);
 
   // --- transfers (Note [Overlapping copies])

@@ -1,4 +1,5 @@
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include <ATen/cuda/PeerToPeerAccess.h>
@@ -46,8 +47,14 @@ void Device::use_plain_allocator_for_peers() {
 
 void Device::settle_allocator(torch::Device device) {
   if (!device.is_cuda()) return;
-  c10::cuda::CUDAGuard guard(device);
-  (void)torch::empty({1}, torch::TensorOptions().device(device).dtype(torch::kFloat));
+  static std::once_flag settled;
+  std::call_once(settled, [&] {
+    try {
+      c10::cuda::CUDAGuard guard(device);
+      (void)torch::empty({1}, torch::TensorOptions().device(device).dtype(torch::kFloat));
+    } catch (...) {  // left to the device's first real allocation, which reports it
+    }
+  });
 }
 
 void Device::enable_peer_access(torch::Device a, torch::Device b) {

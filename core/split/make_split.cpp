@@ -11,8 +11,9 @@
 
 namespace vaecodec::core {
 
-SplitKind split_kind(const ChunkOptions& chunks, int64_t latent_height, int64_t latent_width) {
-  const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
+namespace {
+
+SplitKind split_kind(const ChunkOptions& chunks, const TileGrid& grid) {
   // Tiles through time where the plan asks for them: exact parts, or SeedVR2's blended tiles, on a model
   // whose trunks are local; with bands, exact tiles are shared out among their places.
   if (chunks.runs_through_time()) return SplitKind::kExactTiles;
@@ -20,15 +21,17 @@ SplitKind split_kind(const ChunkOptions& chunks, int64_t latent_height, int64_t 
   return grid.tiled() ? SplitKind::kBlendedTiles : SplitKind::kWhole;
 }
 
+}  // namespace
+
 std::unique_ptr<Split> make_split(VaeModel& model, Device& device, Op op, const ChunkOptions& chunks,
                                   int64_t latent_height, int64_t latent_width) {
   if (op != Op::kEncode && op != Op::kDecode) throw Error("a run encodes or decodes: " + op_name(op));
-  const SplitKind kind = split_kind(chunks, latent_height, latent_width);
+  const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
+  const SplitKind kind = split_kind(chunks, grid);
   // Note [Decoders that look ahead]: tiles and bands run their own chunks, which do not yet end the clip.
   if (op == Op::kDecode && model.info().decode_lag > 0 && kind != SplitKind::kWhole)
     throw Error(model.info().family +
                 ": its decoder looks ahead in time; decode tiles and bands are not implemented for it yet");
-  const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
   switch (kind) {
     case SplitKind::kExactTiles:
       return std::make_unique<ExactTiles>(model, device, grid, op, chunks.latent_frames, chunks.window,

@@ -7,6 +7,7 @@
 
 #include <c10/cuda/CUDAGuard.h>
 
+#include "core/device/device.h"
 #include "core/error.h"
 #include "core/error_text.h"
 
@@ -103,6 +104,11 @@ class Pool {
 }  // namespace
 
 Places::Places(std::vector<torch::Device> devices, Streams streams) : devices_(std::move(devices)) {
+  for (const torch::Device& device : devices_)
+    if (devices_.size() >= 2 && device.is_cuda()) {
+      Device::settle_allocator(device);  // Note [The allocator's first mapping] in core/device/peers.cpp
+      break;
+    }
   for (const torch::Device& device : devices_) {
     streams_.push_back(
         streams == Streams::kOwn && device.is_cuda()

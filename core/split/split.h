@@ -65,13 +65,9 @@ class ChunkedSplit : public Split {
   bool started_ = false;   // a chunk has run (encode: later chunks are multiples of the temporal factor)
 };
 
-// The kind `chunks` runs for frames of latent_height x latent_width. Throws when its grid was planned for
-// another frame size.
-SplitKind split_kind(const ChunkOptions& chunks, int64_t latent_height, int64_t latent_width);
-
 // The split that runs `op` on `model` (on `device`) as `chunks` plans it - its kind, its places
 // (ChunkOptions::bands) and its hooks (ChunkOptions::progress, ChunkOptions::emit) - for frames of
-// latent_height x latent_width.
+// latent_height x latent_width. Throws when its grid was planned for another frame size.
 std::unique_ptr<Split> make_split(VaeModel& model, Device& device, Op op, const ChunkOptions& chunks,
                                   int64_t latent_height, int64_t latent_width);
 
