@@ -50,6 +50,7 @@ core::Plan untiled(core::Plan plan) {
   // Note [Chunks]). Exact plans keep their chunk, so that the comparison sees the tiles alone, bit for bit.
   if (!plan.tiles.exact) plan.chunk = 1;
   plan.tiles = core::TileGrid::whole(plan.tiles.latent_height, plan.tiles.latent_width);
+  plan.split = core::SplitKind::kWhole;
   plan.offload = false;
   plan.window = 0;
   plan.host_window = false;

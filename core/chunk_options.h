@@ -29,24 +29,24 @@ struct ChunkOptions {
   // device and the family. `tiles` may then cut the frame into blended columns (one row of tiles, no
   // offload): each band runs the same columns. Exact `tiles` are shared out among the places instead.
   std::vector<BandPlace> bands;
-  // Exact tiles: told, each time a tile finishes a chunk, the frames of the run done so far (a decode's
-  // output frames, an encode's input frames), a window's share counted in its tiles' chunks. A window's
-  // frames reach the caller only when it is done; this keeps a progress line moving meanwhile.
+  // Told, each time a chunk (exact tiles: a tile's chunk) is done, the frames of the run done so far (a
+  // decode's output frames, an encode's input frames, padding included), a window's share counted in its
+  // tiles' chunks (a window's frames reach the caller only when it is done).
   std::function<void(int64_t frames)> progress;
   // Exact tiles, decode: where a window's frames go, in order, as they become final during its last tile
-  // (Note [A window's edges stream] in core/split/exact_tiles.h); the run then returns nothing for them.
-  // Unset: they are returned when the window is done.
+  // (Note [A window's edges stream] in core/split/exact_tiles.h), on the run's device (a window kept in host
+  // memory goes back a few frames at a time); the run then returns nothing for them. Unset: they are
+  // returned when the window is done.
   std::function<void(const torch::Tensor& frames)> emit;
-
-  // Whether the run goes through windows of tiles through time (Note [Tiles through time]): exact tiles or
-  // SeedVR2's blended ones (Note [Norms of tiles through time]) that cut the frame, or a window of a whole
-  // frame; with bands, exact tiles are shared out among their places (Note [Exact tiles across devices] in
-  // core/split/exact_tiles.h) instead of splitting the frame in bands.
-  bool runs_through_time() const { return tiles.through_time && (tiles.tiled() || window != 0); }
+  // Where the chunks run, as the plan names it (Plan::split); make_split refuses options that do not fit it
+  // (tiles that cut the frame for kWhole, fewer than two bands for kBands, tiles not through time for
+  // kExactTiles).
+  SplitKind kind = SplitKind::kWhole;
 
   // A plan's chunks and tiles, split across `bands` when there are two or more.
   static ChunkOptions of(const Plan& plan, std::vector<BandPlace> bands = {}) {
-    return {plan.chunk, plan.tiles, plan.offload, plan.window, plan.host_window, std::move(bands), {}, {}};
+    return {plan.chunk,       plan.tiles, plan.offload, plan.window, plan.host_window,
+            std::move(bands), {},         {},           plan.split};
   }
 };
 

@@ -186,6 +186,8 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
           p.op = request.op;
           p.chunk = n;
           p.tiles = g;
+          // A window of the whole frame runs through time too; the whole clip in one runs chunk by chunk.
+          p.split = g.tiled() || window != 0 ? SplitKind::kExactTiles : SplitKind::kWhole;
           p.window = window;
           p.host_window = host_window;
           p.budget_bytes = options.budget_bytes;

@@ -92,10 +92,17 @@ struct MemoryEstimate {
   int64_t total() const { return weights + cache + activations + io + reserved; }
 };
 
+// Where a plan's chunks run (Note [Splits] in core/split/split.h): the model over the whole frame, blended
+// tiles chunk by chunk, bands across devices, or tiles through time (exact, or SeedVR2's blended ones). The
+// planner names it; core::make_split makes what it names.
+enum class SplitKind { kWhole, kBlendedTiles, kBands, kExactTiles };
+std::string split_kind_name(SplitKind kind);  // "whole", "blended tiles", "bands", "tiles through time"
+
 // What the planner chose.
 struct Plan {
   Op op = Op::kDecode;
   int64_t chunk = 1;  // latent frames per model call
+  SplitKind split = SplitKind::kWhole;
   TileGrid tiles;
   bool offload = false;  // tile caches live in host memory between visits
   // Exact tiles (tiles.exact): latent frames per window (0: the whole clip) and where its frames wait.

@@ -106,6 +106,7 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
     p.op = request.op;
     p.chunk = n;
     p.tiles = g;
+    p.split = g.tiled() ? SplitKind::kBlendedTiles : SplitKind::kWhole;
     p.offload = offload;
     p.budget_bytes = options.budget_bytes;
     p.budget_note = options.budget_note;
@@ -280,10 +281,24 @@ int64_t smallest_budget(const PlanRequest& request, const PlannerOptions& option
   return static_cast<int64_t>(std::ceil(static_cast<double>(smallest) / (1.0 - options.margin)));
 }
 
+std::string split_kind_name(SplitKind kind) {
+  switch (kind) {
+    case SplitKind::kWhole:
+      return "whole";
+    case SplitKind::kBlendedTiles:
+      return "blended tiles";
+    case SplitKind::kBands:
+      return "bands";
+    case SplitKind::kExactTiles:
+      break;
+  }
+  return "tiles through time";
+}
+
 std::string Plan::summary() const {
   std::ostringstream s;
   s << "plan: " << op_name(op) << " chunk " << chunk << " latent frame" << (chunk == 1 ? "" : "s") << ", ";
-  if (tiles.tiled() && tiles.through_time)
+  if (split == SplitKind::kExactTiles)
     s << tiles.rows << "x" << tiles.cols << " " << tile_kind() << " tiles of up to " << tiles.tile_width
       << "x" << tiles.tile_height << " latent px"
       << (tiles.exact ? std::string()
@@ -345,6 +360,7 @@ nlohmann::json Plan::to_json() const {
                               {"latent_height", tiles.latent_height}};
   return {{"op", op_name(op)},
           {"chunk", chunk},
+          {"split", split_kind_name(split)},
           {"tiled", tiles.tiled()},
           {"tiles", tile_json},
           {"offload", offload},
@@ -431,7 +447,8 @@ Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions optio
       plan.tiles = width < latent_width
                        ? TileGrid::cover(latent_height, latent_width, {latent_height, width}, overlap)
                        : TileGrid::whole(latent_height, latent_width);
-      plan.window = 0;  // bands run chunk by chunk
+      plan.split = SplitKind::kBands;  // every band cut into the grid's columns, if any
+      plan.window = 0;                 // bands run chunk by chunk
       plan.host_window = false;
       return plan;
     } catch (const Error& e) {

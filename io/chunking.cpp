@@ -78,16 +78,6 @@ void DecodedFrameSink::add_timing(int64_t pts, int64_t duration, torch::Tensor r
 
 void DecodedFrameSink::push(const torch::Tensor& video) {
   if (!has_frames(video)) return;
-  // A window of exact tiles kept in host memory (Note [Tiles through time] in core/split/exact_tiles.h) goes
-  // back through the device a few frames at a time, to be converted where the model ran.
-  if (video.device().is_cpu() && device_.torch_device().is_cuda()) {
-    constexpr int64_t kFramesPerUpload = 4;
-    for (int64_t at = 0; at < video.size(2); at += kFramesPerUpload) {
-      const int64_t n = std::min(kFramesPerUpload, video.size(2) - at);
-      push(video.narrow(2, at, n).to(device_.torch_device(), /*non_blocking=*/video.is_pinned()));
-    }
-    return;
-  }
   const int64_t frames = video.size(2);
   const int64_t real = std::min<int64_t>(frames, static_cast<int64_t>(timings_.size()));
   dropped_ += frames - real;

@@ -46,15 +46,15 @@ size_t frame_queue_capacity(const core::ModelInfo& info, const core::ChunkOption
   return static_cast<size_t>(1 + info.temporal_factor * std::max<int64_t>(chunks.latent_frames, 1));
 }
 
-// chunks with exact tiles' progress going to `progress` (ChunkOptions::progress).
+// chunks with the engine's progress going to `progress` (ChunkOptions::progress).
 core::ChunkOptions reporting(core::ChunkOptions chunks, Progress& progress) {
   chunks.progress = [&progress](int64_t frames) { progress.update(frames); };
   return chunks;
 }
 
-// A decode's chunks: as reporting(), and exact tiles hand `sink` their window's frames as they become final
-// (Note [A window's edges stream] in core/split/exact_tiles.h), so the writer runs beside the window's last
-// tile.
+// A decode's chunks: as reporting(), and tiles through time hand `sink` their window's frames as they become
+// final (Note [A window's edges stream] in core/split/exact_tiles.h), so the writer runs beside the window's
+// last tile.
 core::ChunkOptions decoding(core::ChunkOptions chunks, Progress& progress, DecodedFrameSink& sink) {
   chunks = reporting(std::move(chunks), progress);
   chunks.emit = [&sink](const torch::Tensor& frames) { sink.push(frames); };
@@ -337,8 +337,6 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
       run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor)));
   Progress progress("encode", reader.frame_count_hint(), progress_options(options));
   const core::ChunkOptions chunking = reporting(core::ChunkOptions::of(memory_plan, options.bands), progress);
-  // Tiles through time encode a window once it is read: the engine counts the frames, not the reader.
-  const bool count_read = !chunking.runs_through_time();
   EncodeFeeder feeder(model, chunking, geometry, device);
   std::vector<core::HostTensor> chunks;
   std::vector<int64_t> pts;
@@ -350,7 +348,6 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
     throw_if_interrupted();
     pts.push_back(frame->pts);
     keep(feeder.push(*frame));
-    if (count_read) progress.update(feeder.frames());
   }
   keep(feeder.finish());
   std::vector<torch::Tensor> parts;

@@ -75,6 +75,7 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
     plan.chunk = options.chunk;
     const int64_t f = model.info().spatial_factor;
     plan.tiles = core::TileGrid::whole(geometry.padded_height / f, geometry.padded_width / f);
+    plan.split = options.bands.size() >= 2 ? core::SplitKind::kBands : core::SplitKind::kWhole;
     return plan;
   }
   if (!options.bands.empty()) return plan_bands(model, op, geometry, options);

@@ -50,6 +50,7 @@ core::ChunkOptions split(const Bands& bands, int64_t chunk) {
   core::ChunkOptions options;
   options.latent_frames = chunk;
   options.bands = bands.places;
+  options.kind = core::SplitKind::kBands;
   return options;
 }
 
@@ -184,6 +185,7 @@ TEST_CASE("a failing band stops the split run with its own error, and the others
   core::ChunkOptions options;
   options.bands = {{wan21.get(), &core::Device::of(torch::kCPU)},
                    {wan22.get(), &core::Device::of(torch::kCPU)}};
+  options.kind = core::SplitKind::kBands;
   auto latents = torch::randn({1, 16, 1, 4, 4});
   try {
     core::decode_latents(*wan21, latents, options);
@@ -245,6 +247,7 @@ TEST_CASE("a split run in columns equals the one-device run tiled in the same co
         REQUIRE(c.columns.rows == 1);
         REQUIRE(c.columns.cols >= 2);
         core::ChunkOptions one{1, c.columns};
+        one.kind = core::SplitKind::kBlendedTiles;
         core::ChunkOptions cut = split(bands, 1);
         cut.tiles = c.columns;
         const auto tiled = c.run(one);
@@ -347,6 +350,7 @@ void check_cuda_split(const std::vector<std::vector<torch::Device>>& layouts) {
           std::vector<std::shared_ptr<core::VaeModel>> models;
           core::ChunkOptions options;
           options.latent_frames = 2;
+          options.kind = core::SplitKind::kBands;
           for (const auto& d : layout) {
             models.push_back(load(family, d, dtype));
             options.bands.push_back({models.back().get(), &core::Device::of(d)});
@@ -378,6 +382,7 @@ void check_shared_tiles(const std::vector<torch::Device>& devices) {
   for (const bool host : {false, true}) {
     core::ChunkOptions tiles{2, core::TileGrid::parts(32, 32, 2, 2)};
     tiles.host_window = host;
+    tiles.kind = core::SplitKind::kExactTiles;
     core::ChunkOptions shared = tiles;
     for (const auto& m : models) shared.bands.push_back({m.get(), &core::Device::of(m->device())});
     torch::manual_seed(23);
@@ -403,7 +408,9 @@ void check_split_columns(const std::vector<torch::Device>& devices) {
     for (const auto& d : devices) models.push_back(load(family, d, torch::kFloat));
     core::ChunkOptions columns{2, core::TileGrid::cover(32, 32, {32, 20}, 8)};
     REQUIRE(columns.tiles.cols == 2);
+    columns.kind = core::SplitKind::kBlendedTiles;
     core::ChunkOptions split = columns;
+    split.kind = core::SplitKind::kBands;
     for (const auto& m : models) split.bands.push_back({m.get(), &core::Device::of(m->device())});
     torch::manual_seed(19);
     const auto latents = torch::randn({1, model->info().latent_channels, 3, 32, 32}).to(gpu0);

@@ -41,6 +41,49 @@ TEST_CASE("every family's encode does not depend on the chunk length", "[chunks]
   }
 }
 
+TEST_CASE("a run reports its progress after every chunk, whatever its split", "[chunks][tiling]") {
+  // The engine counts (ChunkOptions::progress), so no front end asks which split runs: an encode's input
+  // frames, a decode's output frames, after every chunk, for the whole frame and for blended tiles (tiles
+  // through time: test_exact_tiles.cpp).
+  const TinyModel tiny = tiny_models().front();
+  auto model = load_tiny(tiny, torch::kCPU, torch::kDouble);
+  const int64_t tf = model->info().temporal_factor;
+  const auto video = read_tensors(tiny.folder / "cases.safetensors")
+                         .at("video")
+                         .to(torch::kDouble)
+                         .narrow(2, 0, 1 + 2 * tf);  // three latent frames: chunks of one give three reports
+  const int64_t latent_h = video.size(3) / model->info().spatial_factor;
+  const int64_t latent_w = video.size(4) / model->info().spatial_factor;
+  for (const bool tiled : {false, true}) {
+    core::ChunkOptions options{1};
+    if (tiled) {
+      options.tiles = core::TileGrid::cover(latent_h, latent_w, {latent_h, latent_w / 2 + 1}, 1);
+      REQUIRE(options.tiles.tiled());
+      options.kind = core::SplitKind::kBlendedTiles;
+    }
+    std::vector<int64_t> told;
+    options.progress = [&told](int64_t done) { told.push_back(done); };
+    INFO((tiled ? "blended tiles" : "whole"));
+    const auto latents = core::encode_video(*model, video, options);
+    CHECK(told == std::vector<int64_t>{1, 1 + tf, 1 + 2 * tf});
+    told.clear();
+    core::decode_latents(*model, latents, options);
+    CHECK(told == std::vector<int64_t>{1, 1 + tf, 1 + 2 * tf});
+  }
+}
+
+TEST_CASE("a plan's kind must fit its options", "[chunks][tiling]") {
+  auto model = load_tiny(tiny_models().front(), torch::kCPU, torch::kDouble);
+  const auto latents = torch::randn({1, model->info().latent_channels, 1, 8, 8}, torch::kDouble);
+  core::ChunkOptions options{1, core::TileGrid::cover(8, 8, {8, 5}, 2)};
+  REQUIRE(options.tiles.tiled());
+  CHECK_THROWS_WITH(core::decode_latents(*model, latents, options),
+                    Catch::Contains("a plan of kind whole has tiles that cut the frame"));
+  options.kind = core::SplitKind::kBands;
+  CHECK_THROWS_WITH(core::decode_latents(*model, latents, options),
+                    Catch::Contains("a plan of kind bands has fewer than two places"));
+}
+
 TEST_CASE("every registered family has a tiny model with golden cases", "[chunks]") {
   const auto tiny = tiny_models();
   size_t families = 0;

@@ -90,9 +90,11 @@ TEST_CASE("the Wan VAEs plan exact tiles where the whole frame does not fit, See
     CHECK(r.exact_tiles);
     const core::Plan whole = core::plan_run(r, budget(80 * kGiB));
     CHECK_FALSE(whole.tiles.tiled());
+    CHECK(whole.split == core::SplitKind::kWhole);
     CHECK(whole.cost == Approx(1.0));
     const core::Plan small = core::plan_run(r, budget(8 * kGiB));
     CHECK(small.tiles.tiled());
+    CHECK(small.split == core::SplitKind::kExactTiles);
     CHECK(small.tiles.exact);
     CHECK(small.estimate.total() <= static_cast<int64_t>(8 * kGiB * 0.85));
     CHECK(small.estimate.host >= int64_t{1} << 30);
@@ -100,6 +102,7 @@ TEST_CASE("the Wan VAEs plan exact tiles where the whole frame does not fit, See
     CHECK(small.cost < 1.3);  // the margins' extra work and the model calls, not copies
     const nlohmann::json j = small.to_json();
     CHECK(j.at("exact_tiles") == true);
+    CHECK(j.at("split") == "tiles through time");
     CHECK(j.at("host_estimate_bytes").get<int64_t>() == small.estimate.host);
     CHECK(j.at("estimated_seconds").get<double>() == Approx(small.seconds));
   }
@@ -110,6 +113,7 @@ TEST_CASE("the Wan VAEs plan exact tiles where the whole frame does not fit, See
   CHECK(through_time.tiles.tiled());
   CHECK_FALSE(through_time.tiles.exact);
   CHECK(through_time.tiles.through_time);
+  CHECK(through_time.split == core::SplitKind::kExactTiles);
   CHECK(through_time.to_json().at("exact_tiles") == false);
   CHECK(through_time.to_json().at("tile_kind") == "through time");
 }

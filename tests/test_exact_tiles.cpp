@@ -23,6 +23,7 @@ core::ChunkOptions exact(const Cut& c, int64_t latent_height, int64_t latent_wid
   o.tiles = core::TileGrid::parts(latent_height, latent_width, c.rows, c.cols);
   o.window = c.window;
   o.host_window = host;
+  o.kind = core::SplitKind::kExactTiles;
   return o;
 }
 

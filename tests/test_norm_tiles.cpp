@@ -54,6 +54,7 @@ core::ChunkOptions through_time(int64_t context, int64_t chunk = 1, int64_t wind
   o.tiles = core::TileGrid::cover_through_time(kRows, kCols, {kRows, 14}, 4, context);
   o.window = window;
   o.host_window = host;
+  o.kind = core::SplitKind::kExactTiles;
   return o;
 }
 
@@ -64,6 +65,7 @@ core::ChunkOptions one_tile() {
   o.tiles = core::TileGrid::whole(kRows, kCols);
   o.tiles.through_time = true;
   o.window = 1;
+  o.kind = core::SplitKind::kExactTiles;
   return o;
 }
 
@@ -72,6 +74,7 @@ core::ChunkOptions one_tile() {
 core::ChunkOptions blended_tiles() {
   core::ChunkOptions o;
   o.tiles = core::TileGrid::cover(kRows, kCols, {kRows, 14}, 4);
+  o.kind = core::SplitKind::kBlendedTiles;
   return o;
 }
 

@@ -179,6 +179,8 @@ TEST_CASE("the planner takes the cheapest plan that fits", "[planner]") {
       CHECK(plan.estimate.total() <=
             static_cast<int64_t>(static_cast<double>(b) * (1 - core::PlannerOptions{}.margin)));
       CHECK(plan.cost >= last_cost / 1.03 - 1e-9);  // within the planner's cost tolerance
+      // The plan names where its chunks run (Plan::split): blended tiles, as this request has no exact tiles.
+      CHECK(plan.split == (plan.tiles.tiled() ? core::SplitKind::kBlendedTiles : core::SplitKind::kWhole));
       if (!plan.tiles.tiled()) {
         CHECK_FALSE(plan.offload);
         CHECK(plan.chunk == 1);  // the whole frame gains nothing from longer chunks

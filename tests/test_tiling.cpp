@@ -20,6 +20,13 @@
 namespace vaecodec::test {
 namespace {
 
+// A plan of blended tiles on `grid`, `chunk` latent frames per call, their caches offloaded or not.
+core::ChunkOptions blended(int64_t chunk, const core::TileGrid& grid, bool offload = false) {
+  core::ChunkOptions o{chunk, grid, offload};
+  o.kind = core::SplitKind::kBlendedTiles;
+  return o;
+}
+
 std::shared_ptr<core::VaeModel> tiny_wan21_f64() {
   return core::build_model(core::load_checkpoint(data_dir() / "wan21-tiny" / "weights.safetensors"),
                            {"", torch::kCPU, torch::kDouble});
@@ -88,11 +95,13 @@ TEST_CASE("a grid that does not cut the frame gives the engine's run exactly", "
       read_tensors(data_dir() / "wan21-tiny" / "cases.safetensors").at("video").to(torch::kDouble);
   const auto latents = core::encode_video(*model, video, {1});
   for (const core::TileGrid& grid : {core::TileGrid{}, core::TileGrid::cover(8, 6, {8, 8}, 4)}) {
-    CHECK(core::encode_video(*model, video, {2, grid}).equal(core::encode_video(*model, video, {2})));
-    CHECK(core::decode_latents(*model, latents, {2, grid}).equal(core::decode_latents(*model, latents, {2})));
+    CHECK(core::encode_video(*model, video, blended(2, grid)).equal(core::encode_video(*model, video, {2})));
+    CHECK(core::decode_latents(*model, latents, blended(2, grid))
+              .equal(core::decode_latents(*model, latents, {2})));
   }
-  CHECK_THROWS_WITH(core::decode_latents(*model, latents, {1, core::TileGrid::cover(16, 16, {8, 8}, 4)}),
-                    Catch::Contains("the tile plan is for 16x16 latent pixels, the frames are 6x8"));
+  CHECK_THROWS_WITH(
+      core::decode_latents(*model, latents, blended(1, core::TileGrid::cover(16, 16, {8, 8}, 4))),
+      Catch::Contains("the tile plan is for 16x16 latent pixels, the frames are 6x8"));
 }
 
 TEST_CASE("tiled runs do not depend on the chunking: each tile keeps its cache", "[tiling][chunks]") {
@@ -101,13 +110,13 @@ TEST_CASE("tiled runs do not depend on the chunking: each tile keeps its cache",
   const auto grid = core::TileGrid::cover(12, 16, {8, 10}, 4);
   REQUIRE(grid.count() == 4);
 
-  const auto latents = core::encode_video(*model, video, {1, grid});
+  const auto latents = core::encode_video(*model, video, blended(1, grid));
   REQUIRE(latents.sizes() == torch::IntArrayRef({1, 16, 5, 12, 16}));
   for (int64_t chunk : {2, 1000}) {
     INFO("encode chunk " << chunk);
-    CHECK(relative_error(core::encode_video(*model, video, {chunk, grid}), latents) <= 1e-12);
+    CHECK(relative_error(core::encode_video(*model, video, blended(chunk, grid)), latents) <= 1e-12);
   }
-  core::Run pieces(*model, core::Device::of(model->device()), core::Op::kEncode, {2, grid});
+  core::Run pieces(*model, core::Device::of(model->device()), core::Op::kEncode, blended(2, grid));
   std::vector<torch::Tensor> parts;
   int64_t t = 0;
   for (int64_t piece : {3, 1, 7, 6}) {
@@ -117,15 +126,15 @@ TEST_CASE("tiled runs do not depend on the chunking: each tile keeps its cache",
   if (auto z = pieces.finish(); z.defined()) parts.push_back(z);
   CHECK(relative_error(torch::cat(parts, 2), latents) <= 1e-12);
 
-  const auto decoded = core::decode_latents(*model, latents, {1, grid});
+  const auto decoded = core::decode_latents(*model, latents, blended(1, grid));
   REQUIRE(decoded.sizes() == video.sizes());
   for (int64_t chunk : {2, 3, 1000}) {
     INFO("decode chunk " << chunk);
-    CHECK(relative_error(core::decode_latents(*model, latents, {chunk, grid}), decoded) <= 1e-12);
+    CHECK(relative_error(core::decode_latents(*model, latents, blended(chunk, grid)), decoded) <= 1e-12);
   }
   // Offloading the caches (a no-op move on the CPU) does not change the arithmetic.
-  CHECK(core::decode_latents(*model, latents, {2, grid, /*offload=*/true})
-            .equal(core::decode_latents(*model, latents, {2, grid})));
+  CHECK(core::decode_latents(*model, latents, blended(2, grid, /*offload=*/true))
+            .equal(core::decode_latents(*model, latents, blended(2, grid))));
 }
 
 TEST_CASE("on CUDA, caches offloaded to pinned host memory give the same tiled result", "[tiling][gpu]") {
@@ -138,14 +147,14 @@ TEST_CASE("on CUDA, caches offloaded to pinned host memory give the same tiled r
   for (const auto& grid :
        {core::TileGrid::cover(12, 16, {8, 10}, 4), core::TileGrid::cover(12, 16, {6, 6}, 2)}) {
     INFO(grid.count() << " tiles");
-    const auto latents = core::encode_video(*model, video, {1, grid});
+    const auto latents = core::encode_video(*model, video, blended(1, grid));
     for (int64_t chunk : {1, 2}) {
       INFO("chunk " << chunk);
-      CHECK(core::encode_video(*model, video, {chunk, grid, /*offload=*/true})
-                .equal(core::encode_video(*model, video, {chunk, grid})));
-      const auto decoded = core::decode_latents(*model, latents, {chunk, grid});
+      CHECK(core::encode_video(*model, video, blended(chunk, grid, /*offload=*/true))
+                .equal(core::encode_video(*model, video, blended(chunk, grid))));
+      const auto decoded = core::decode_latents(*model, latents, blended(chunk, grid));
       for (int repeat = 0; repeat < 3; ++repeat)
-        CHECK(core::decode_latents(*model, latents, {chunk, grid, /*offload=*/true}).equal(decoded));
+        CHECK(core::decode_latents(*model, latents, blended(chunk, grid, /*offload=*/true)).equal(decoded));
     }
   }
 }
@@ -162,8 +171,8 @@ TEST_CASE("with a pointwise model tiles are invisible: the blend is a partition 
     const auto grid = core::TileGrid::cover(12, 16, tile, overlap);
     INFO(grid.rows << "x" << grid.cols << " tiles, overlap " << overlap);
     REQUIRE(grid.tiled());
-    CHECK(relative_error(core::encode_video(model, video, {2, grid}), latents) < 1e-6);
-    CHECK(relative_error(core::decode_latents(model, latents, {2, grid}), decoded) < 1e-6);
+    CHECK(relative_error(core::encode_video(model, video, blended(2, grid)), latents) < 1e-6);
+    CHECK(relative_error(core::decode_latents(model, latents, blended(2, grid)), decoded) < 1e-6);
   }
 }
 
@@ -175,8 +184,8 @@ TEST_CASE("tiled output is close to untiled on the tiny model", "[tiling]") {
   double last_psnr = 0;
   for (const core::TileSize tile : {core::TileSize{12, 16}, core::TileSize{16, 20}, core::TileSize{20, 24}}) {
     const auto grid = core::TileGrid::cover(24, 32, tile, /*overlap=*/4);
-    const auto tiled_latents = core::encode_video(*model, video, {1, grid});
-    const auto tiled_decoded = core::decode_latents(*model, latents, {1, grid});
+    const auto tiled_latents = core::encode_video(*model, video, blended(1, grid));
+    const auto tiled_decoded = core::decode_latents(*model, latents, blended(1, grid));
     const double encode_error = relative_error(tiled_latents, latents);
     const double decode_error = relative_error(tiled_decoded, decoded);
     const double decode_psnr = psnr_db(tiled_decoded, decoded);

@@ -85,6 +85,7 @@ TEST_CASE("on the trained Wan2.1 model exact tiles equal the whole frame, blende
   core::ChunkOptions exact{1};
   exact.tiles = core::TileGrid::parts(12, 16, 2, 2);
   exact.window = 1;
+  exact.kind = core::SplitKind::kExactTiles;
   const auto exact_latents = core::encode_video(*model, video, exact);
   const auto exact_decoded = core::decode_latents(*model, latents, exact);
   CHECK(relative_error(exact_latents, latents) <= 1e-5);
@@ -92,7 +93,8 @@ TEST_CASE("on the trained Wan2.1 model exact tiles equal the whole frame, blende
   CHECK(std::abs(psnr_db(exact_decoded, video) - whole_psnr) < 0.01);
 
   // Blended tiles of 8 x 10 latent pixels overlapping by 4: the seams cost little on a trained network.
-  const core::ChunkOptions blended{1, core::TileGrid::cover(12, 16, {8, 10}, 4)};
+  core::ChunkOptions blended{1, core::TileGrid::cover(12, 16, {8, 10}, 4)};
+  blended.kind = core::SplitKind::kBlendedTiles;
   REQUIRE(blended.tiles.tiled());
   const auto blended_trip = roundtrip(*model, video, blended);
   const double blended_psnr = psnr_db(blended_trip, video);
@@ -143,6 +145,7 @@ TEST_CASE("on the trained SeedVR2 model tiles through time stay within their mea
   const auto tiled = [&](int64_t context) {
     core::ChunkOptions o{1};
     o.tiles = core::TileGrid::cover_through_time(16, 24, {16, 14}, 4, context);
+    o.kind = core::SplitKind::kExactTiles;
     return core::decode_latents(*model, latents, o);
   };
   const auto bare = tiled(0), to_edge = tiled(9), whole_context = tiled(10);

@@ -340,8 +340,20 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
     decode_tiles(mine, where == features.device() ? features : features.to(where), chunks, out, more, false);
   });
   if (!hooks_.emit) return out;
-  hooks_.emit(out);
+  emit(out);
   return {};
+}
+
+void ExactTiles::emit(const torch::Tensor& frames) const {
+  if (!frames.device().is_cpu() || !device_.torch_device().is_cuda()) {
+    hooks_.emit(frames);
+    return;
+  }
+  constexpr int64_t kFramesPerUpload = 4;
+  for (int64_t at = 0; at < frames.size(2); at += kFramesPerUpload) {
+    const int64_t n = std::min(kFramesPerUpload, frames.size(2) - at);
+    hooks_.emit(frames.narrow(2, at, n).to(device_.torch_device(), /*non_blocking=*/frames.is_pinned()));
+  }
 }
 
 void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tensor& features,
@@ -382,7 +394,7 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
         tile_frames.narrow(2, frame, y.size(2)).copy_(y);
       else
         put(crop(out, frame, y.size(2), pixels), y);
-      if (emitting) hooks_.emit(out.narrow(2, frame, y.size(2)));
+      if (emitting) emit(out.narrow(2, frame, y.size(2)));
       frame += y.size(2);
       count_step();
     }

@@ -96,8 +96,8 @@ class Pieces {
 // a window's frames are handed over when the window is done, and no tile runs ahead of its window (Note [A
 // window's edges stream] needs one place).
 
-// The exact tiles of one run: the split of a run whose plan runs tiles through time (ChunkOptions::
-// runs_through_time). Frames wait until a window is full, its first tile running ahead over the chunks that
+// The exact tiles of one run: the split of a run whose plan runs tiles through time (SplitKind::
+// kExactTiles). Frames wait until a window is full, its first tile running ahead over the chunks that
 // have come (Note [A window's edges stream]).
 class ExactTiles : public Split {
  public:
@@ -172,6 +172,9 @@ class ExactTiles : public Split {
   // The first encode chunk of a window in frames, and every later one.
   int64_t first_chunk_frames() const;
   int64_t later_chunk_frames() const;
+  // Hands decoded frames to Hooks::emit on the run's device: a window kept in host memory goes back a few
+  // frames at a time (to be converted where the model ran, as every other split's frames are).
+  void emit(const torch::Tensor& frames) const;
   // Counts a tile chunk of the window done and, with `report`, tells Hooks::progress (from any place's
   // thread; the lead's chunks were told when they ran).
   void count_step(bool report = true);

@@ -13,12 +13,24 @@ namespace vaecodec::core {
 
 namespace {
 
-SplitKind split_kind(const ChunkOptions& chunks, const TileGrid& grid) {
-  // Tiles through time where the plan asks for them: exact parts, or SeedVR2's blended tiles, on a model
-  // whose trunks are local; with bands, exact tiles are shared out among their places.
-  if (chunks.runs_through_time()) return SplitKind::kExactTiles;
-  if (chunks.bands.size() >= 2) return SplitKind::kBands;  // each band cut into the grid's columns, if any
-  return grid.tiled() ? SplitKind::kBlendedTiles : SplitKind::kWhole;
+// The options must fit the kind their plan names: a plan is made for one kind, and a hand-made ChunkOptions
+// that says otherwise is a caller's mistake, not a choice to make here (ExactTiles checks its own grid).
+void check_kind(const ChunkOptions& chunks, const TileGrid& grid) {
+  switch (chunks.kind) {
+    case SplitKind::kWhole:
+      if (grid.tiled()) throw Error("a plan of kind whole has tiles that cut the frame");
+      if (grid.through_time && chunks.window != 0) throw Error("a plan of kind whole has windows");
+      return;
+    case SplitKind::kBlendedTiles:
+      if (grid.through_time) throw Error("a plan of kind blended tiles has tiles through time");
+      return;
+    case SplitKind::kBands:
+      if (chunks.bands.size() < 2) throw Error("a plan of kind bands has fewer than two places");
+      if (grid.through_time) throw Error("a plan of kind bands has tiles through time");
+      return;
+    case SplitKind::kExactTiles:
+      return;
+  }
 }
 
 }  // namespace
@@ -27,13 +39,15 @@ std::unique_ptr<Split> make_split(VaeModel& model, Device& device, Op op, const 
                                   int64_t latent_height, int64_t latent_width) {
   if (op != Op::kEncode && op != Op::kDecode) throw Error("a run encodes or decodes: " + op_name(op));
   const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
-  const SplitKind kind = split_kind(chunks, grid);
+  check_kind(chunks, grid);
+  const SplitKind kind = chunks.kind;
   // Note [Decoders that look ahead]: tiles and bands run their own chunks, which do not yet end the clip.
   if (op == Op::kDecode && model.info().decode_lag > 0 && kind != SplitKind::kWhole)
     throw Error(model.info().family +
                 ": its decoder looks ahead in time; decode tiles and bands are not implemented for it yet");
+  std::unique_ptr<ChunkedSplit> chunked;
   switch (kind) {
-    case SplitKind::kExactTiles:
+    case SplitKind::kExactTiles:  // reports its own progress, inside its windows
       return std::make_unique<ExactTiles>(model, device, grid, op, chunks.latent_frames, chunks.window,
                                           chunks.host_window, ExactTiles::Hooks{chunks.progress, chunks.emit},
                                           chunks.bands);  // a split whose bands do not fit
@@ -41,13 +55,21 @@ std::unique_ptr<Split> make_split(VaeModel& model, Device& device, Op op, const 
       if (grid.tiled() && chunks.offload)
         throw Error(
             "a run split across devices keeps its columns' caches on the devices: it does not offload them");
-      return std::make_unique<Bands>(chunks.bands, device, op, grid, chunks.latent_frames);
+      chunked = std::make_unique<Bands>(chunks.bands, device, op, grid, chunks.latent_frames);
+      break;
     case SplitKind::kBlendedTiles:
-      return std::make_unique<BlendedTiles>(model, device, grid, op, chunks.offload, chunks.latent_frames);
+      if (grid.tiled()) {  // a grid that does not cut this frame runs it whole
+        chunked =
+            std::make_unique<BlendedTiles>(model, device, grid, op, chunks.offload, chunks.latent_frames);
+        break;
+      }
+      [[fallthrough]];
     case SplitKind::kWhole:
+      chunked = std::make_unique<Whole>(model, device, op, chunks.latent_frames);
       break;
   }
-  return std::make_unique<Whole>(model, device, op, chunks.latent_frames);
+  chunked->report_to(chunks.progress);
+  return chunked;
 }
 
 }  // namespace vaecodec::core

@@ -33,7 +33,7 @@ torch::Tensor ChunkedSplit::push(const torch::Tensor& x) {
     if (pending_.size(2) < need) break;
     {
       torch::InferenceMode guard;
-      out.push_back(run_chunk(pending_.narrow(2, 0, need)));
+      out.push_back(run_counted(pending_.narrow(2, 0, need)));
     }
     started_ = true;
     pending_ = pending_.narrow(2, need, pending_.size(2) - need);
@@ -44,10 +44,21 @@ torch::Tensor ChunkedSplit::push(const torch::Tensor& x) {
 torch::Tensor ChunkedSplit::finish() {
   std::vector<torch::Tensor> out;
   torch::InferenceMode guard;
-  if (pending_.defined() && pending_.size(2) > 0) out.push_back(run_chunk(pending_));
+  if (pending_.defined() && pending_.size(2) > 0) out.push_back(run_counted(pending_));
   pending_ = torch::Tensor();
-  if (torch::Tensor held = end(); held.defined()) out.push_back(std::move(held));
+  if (torch::Tensor held = end(); held.defined()) {
+    frames_done_ += op_ == Op::kDecode ? held.size(2) : 0;
+    if (progress_ && op_ == Op::kDecode) progress_(frames_done_);
+    out.push_back(std::move(held));
+  }
   return join_frames(out);
+}
+
+torch::Tensor ChunkedSplit::run_counted(const torch::Tensor& x) {
+  torch::Tensor y = run_chunk(x);
+  frames_done_ += op_ == Op::kDecode ? (y.defined() ? y.size(2) : 0) : x.size(2);
+  if (progress_) progress_(frames_done_);
+  return y;
 }
 
 }  // namespace vaecodec::core

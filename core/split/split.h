@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include <torch/torch.h>
@@ -27,9 +28,10 @@ namespace vaecodec::core {
 //                                     where the plan has several.
 // What they share lives here too: the workers, one per place (places.h, Note [Places]) and the caches'
 // copies to and from host memory (parking.h, Note [Offloaded caches]). A new kind is a class deriving from
-// Split (or ChunkedSplit, when it runs chunk by chunk), in its own files here, named by SplitKind, chosen in
-// split_kind() and made in make_split() (make_split.cpp); nothing above the engine names it.
-enum class SplitKind { kWhole, kBlendedTiles, kBands, kExactTiles };
+// Split (or ChunkedSplit, when it runs chunk by chunk), in its own files here, named by a SplitKind
+// (core/plan_types.h) that the planner chooses (Plan::split) and made in make_split() (make_split.cpp);
+// nothing above the engine names its class. Every kind reports progress (ChunkOptions::progress), so the
+// front ends count nothing themselves.
 
 class Split {
  public:
@@ -51,6 +53,8 @@ class ChunkedSplit : public Split {
   ChunkedSplit(Op op, int64_t latent_frames, int64_t temporal_factor);
   torch::Tensor push(const torch::Tensor& x) override;
   torch::Tensor finish() override;
+  // Told the frames done (ChunkOptions::progress) after every chunk.
+  void report_to(std::function<void(int64_t frames)> progress) { progress_ = std::move(progress); }
 
  protected:
   // One chunk of the whole frame (pixels for encode, latents for decode), any device.
@@ -61,8 +65,12 @@ class ChunkedSplit : public Split {
 
  private:
   int64_t latent_frames_, temporal_factor_;
+  // One chunk through run_chunk, counted for progress_.
+  torch::Tensor run_counted(const torch::Tensor& x);
   torch::Tensor pending_;  // what waits for a full chunk
   bool started_ = false;   // a chunk has run (encode: later chunks are multiples of the temporal factor)
+  std::function<void(int64_t)> progress_;
+  int64_t frames_done_ = 0;  // encode: frames in; decode: frames out
 };
 
 // The split that runs `op` on `model` (on `device`) as `chunks` plans it - its kind, its places
