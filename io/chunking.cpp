@@ -1,5 +1,7 @@
 #include "io/chunking.h"
 
+#include <algorithm>
+
 namespace vaecodec::io {
 namespace F = torch::nn::functional;
 using torch::indexing::Slice;
@@ -8,6 +10,17 @@ namespace {
 int64_t round_up(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
+
+// The engine counts the frames it has encoded (ChunkOptions::progress), the padding's repeats of the last
+// frame too (Note [Padding]); progress counts the clip's own, `real_frames` so far.
+core::ChunkOptions without_padding(core::ChunkOptions chunks, const int64_t& real_frames) {
+  if (chunks.progress)
+    chunks.progress = [told = std::move(chunks.progress), &real_frames](int64_t done) {
+      told(std::min(done, real_frames));
+    };
+  return chunks;
+}
+
 }  // namespace
 
 Geometry Geometry::of(const core::ModelInfo& info, int64_t width, int64_t height) {
@@ -31,7 +44,9 @@ bool has_frames(const torch::Tensor& t) {
 
 EncodeFeeder::EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry,
                            core::Device& device)
-    : run_(model, device, core::Op::kEncode, chunks), geometry_(geometry), device_(device) {
+    : run_(model, device, core::Op::kEncode, without_padding(chunks, frames_in_)),
+      geometry_(geometry),
+      device_(device) {
   // The engine's own chunk lengths (Note [Chunks] in core/engine.cpp), so every push runs one chunk at once.
   const int64_t latent_frames = std::max<int64_t>(chunks.latent_frames, 1);
   later_group_ = geometry.temporal_factor * latent_frames;

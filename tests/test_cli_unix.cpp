@@ -271,6 +271,29 @@ TEST_CASE("cli batch: a missing input fails alone, with one JSON line per input 
   CHECK(!fs::exists(dir / "none"));
 }
 
+TEST_CASE("cli progress counts the clip's own frames, not the padding the model needs", "[cli][unix]") {
+  // 10 frames are encoded as 13 (1 + 4k, Note [Padding]); the engine reports what it ran after every chunk
+  // (ChunkOptions::progress), and the count never passes the clip's 10.
+  ScratchDir dir;
+  small_clip(dir / "ten.mp4", 10);
+  const CliResult r = run_cli("encode " + quote(dir / "ten.mp4") + " -o " + quote(dir / "ten.safetensors") +
+                              " --weights " + quote(tiny_weights()));  // not --quiet
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  // Updates (printed on a slow machine) and the final line: never past 10, and 10 at the end.
+  const std::regex update("^encode: ([0-9]+)/10 frames");
+  int done_lines = 0;
+  for (const std::string& line : lines_of(r.err)) {
+    std::smatch m;
+    if (std::regex_search(line, m, update)) CHECK(std::stoi(m[1]) <= 10);
+    if (line.starts_with("encode: done, ")) {
+      ++done_lines;
+      CHECK_THAT(line, StartsWith("encode: done, 10 frames in "));
+    }
+  }
+  CHECK(done_lines == 1);
+}
+
 TEST_CASE("cli batch: one progress line names the input and k/N, each outcome names the output",
           "[cli][unix]") {
   ScratchDir dir;
