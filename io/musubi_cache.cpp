@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/json_text.h"
+#include "core/models/registry.h"
 #include "core/safetensors.h"
 
 namespace vaecodec::io {
@@ -15,7 +16,6 @@ namespace {
 // Note [musubi-tuner's latent cache]: the trainer's names and values.
 constexpr const char* kArchitecture = "wan";
 constexpr const char* kFormatVersion = "1.0.1";
-constexpr const char* kFamily = "wan2.1-vae";
 constexpr int64_t kBucketStep = 16;
 
 // torch's name of a dtype, as str(torch.bfloat16) ends: the suffix of the tensor's key.
@@ -70,12 +70,27 @@ int64_t musubi_frame_count(int64_t available) {
   return available < 1 ? 0 : 1 + 4 * ((available - 1) / 4);
 }
 
+namespace {
+
+[[noreturn]] void refuse_family(const std::string& family) {
+  throw UsageError(
+      "--format musubi writes musubi-tuner's Wan cache, which holds latents of the Wan2.1 VAE "
+      "(Wan2.1 and Wan2.2-14B); these weights are " +
+      family);
+}
+
+}  // namespace
+
+void check_musubi_family(const core::ModelFamily& family) {
+  if (family.musubi_architecture != kArchitecture) refuse_family(family.name);
+}
+
 void check_musubi_model(const core::ModelInfo& info) {
-  if (info.family != kFamily)
-    throw UsageError(
-        "--format musubi writes musubi-tuner's Wan cache, which holds latents of the Wan2.1 VAE "
-        "(Wan2.1 and Wan2.2-14B); these weights are " +
-        info.family);
+  const auto& families = core::model_families();
+  const auto family = std::find_if(families.begin(), families.end(),
+                                   [&](const core::ModelFamily& f) { return f.name == info.family; });
+  if (family == families.end()) refuse_family(info.family);
+  check_musubi_family(*family);
 }
 
 void check_musubi_size(int64_t width, int64_t height, const std::filesystem::path& input) {

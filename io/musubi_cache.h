@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "core/atomic_file.h"
+#include "core/models/model_family.h"
 #include "core/vae_model.h"
 #include "io/latent_file.h"
 
@@ -38,7 +39,10 @@ namespace vaecodec::io {
 //   with --vf.
 // - width and height in the name and metadata are those of the frames encoded (after --vf), start is the
 //   index of the first frame taken at the graph's frame rate (0 without --start).
-// Only the Wan2.1 VAE (16 channels; Wan2.1 and Wan2.2-14B) makes latents this trainer's Wan models take.
+// Only the Wan2.1 VAE (16 channels; Wan2.1 and Wan2.2-14B) makes latents this trainer's Wan models take: a
+// family's record says so (ModelFamily::musubi_architecture "wan"), and check_musubi_model refuses the
+// others. `encode --format musubi` writes one file per clip through its latent sink (Note [Latent sinks] in
+// io/latent_sink.h), which asks the checks and the writer below.
 // `encode --dataset-config` writes the same files with the windows and sizes the trainer's dataset rules give
 // (Note [musubi-tuner's dataset rules] in io/musubi_dataset.h), and two more shapes of them: an image's cache
 // (no window in its name, no frame_count), and a clip's with its control clip's latents beside its own.
@@ -67,7 +71,10 @@ std::optional<std::filesystem::path> find_musubi_cache(const std::filesystem::pa
 // The frames a window of `available` frames keeps: the longest 1 + 4k not above it.
 int64_t musubi_frame_count(int64_t available);
 
-// Throws UsageError unless the model makes latents musubi-tuner's Wan trainer takes.
+// Throws UsageError unless the family's models make latents musubi-tuner's Wan trainer takes: its record
+// names the architecture "wan" (ModelFamily::musubi_architecture).
+void check_musubi_family(const core::ModelFamily& family);
+// The same for the family of the model `info` describes; a family the registry does not know is refused.
 void check_musubi_model(const core::ModelInfo& info);
 // Throws UsageError unless frames of this size make a musubi-tuner bucket; `input` names the clip.
 void check_musubi_size(int64_t width, int64_t height, const std::filesystem::path& input);

@@ -45,7 +45,6 @@ namespace {
 // (or a control clip that cannot be read) fails here, alone.
 EncodedVideo encode_window(core::VaeModel& model, const fs::path& input, const std::string& graph,
                            const MusubiJob& job, PipelineOptions options) {
-  options.latent_format = PipelineOptions::LatentFormat::kVaecodec;  // the window is 1 + 4k already
   options.source = SourceOptions{};
   options.source.filter_graph = graph;
   options.source.max_frames = job.item.frames;  // the reader stops at the window's end

@@ -15,8 +15,8 @@
 #include "io/chunking.h"
 #include "io/interrupt.h"
 #include "io/latent_record.h"
+#include "io/latent_sink.h"
 #include "io/log.h"
-#include "io/musubi_cache.h"
 #include "io/output_file.h"
 #include "io/progress.h"
 #include "io/run_plan.h"
@@ -106,11 +106,6 @@ void report_damage(const VideoReader& reader, int64_t frames) {
 // path.
 const TensorToFrame* device_converter(const core::VaeModel& model, const VideoWriter& writer) {
   return model.device().is_cuda() ? writer.converter() : nullptr;
-}
-
-void check_latent_extension(const fs::path& path) {
-  if (!is_latent_path(path))
-    throw UsageError("latent file " + path.string() + " must end in .safetensors or .latent");
 }
 
 // latent_frames: the clip's length where known (0 where not).
@@ -319,18 +314,18 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
 }
 
 // Reads `input` through options.source and runs every frame through the encoder: the latents on the CPU and
-// the record of what was read (Note [latent files]); nothing is written.
+// the record of what was read (Note [latent files]); nothing is written. With a sink, the frames are checked
+// and cut as it asks (Note [Latent sinks] in io/latent_sink.h); without, every frame of any size is kept.
 static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& input,
-                                      const PipelineOptions& options) {
+                                      const PipelineOptions& options, const LatentSink* sink = nullptr) {
   const Clock::time_point start = Clock::now();
-  const bool musubi = options.latent_format == PipelineOptions::LatentFormat::kMusubi;
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
   VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/false, options.source,
                              /*yuv_planes=*/device.torch_device().is_cuda(), options.host_threads});
   const VideoFormat format = reader.format();
-  if (musubi) check_musubi_size(format.width, format.height, input);
+  if (sink) sink->check_frames(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan = plan_memory(
       model, core::Op::kEncode, geometry,
@@ -358,11 +353,8 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   EncodedVideo v;
   v.latents = torch::cat(parts, /*dim=*/2);
   int64_t frames = feeder.frames();
-  if (musubi && musubi_frame_count(frames) < frames) {
-    // Note [musubi-tuner's latent cache]: the causal encoder's first latents are those of the frames kept.
-    const int64_t kept = musubi_frame_count(frames);
-    warn(input.string() + ": took the first " + std::to_string(kept) + " of its " + std::to_string(frames) +
-         " frames (musubi-tuner trains on 1 + 4k frames)");
+  if (const int64_t kept = sink ? sink->frames_kept(frames, input) : frames; kept < frames) {
+    // Note [Latent sinks]: the causal encoder's first latents are those of the frames kept.
     v.latents = v.latents.narrow(2, 0, 1 + (kept - 1) / info.temporal_factor);
     pts.resize(static_cast<size_t>(kept));
     frames = kept;
@@ -391,34 +383,13 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
 static RunSummary encode_once(core::VaeModel& model, const fs::path& input, const fs::path& output,
                               const PipelineOptions& options) {
   const Clock::time_point start = Clock::now();
-  const bool musubi = options.latent_format == PipelineOptions::LatentFormat::kMusubi;
   check_output_path(output, {input});
-  if (musubi)
-    check_musubi_model(model.info());
-  else
-    check_latent_extension(output);
-  // A musubi cache file is named by what was read; it is made once that is known.
-  std::optional<core::AtomicFile> temp;
-  if (!musubi) temp.emplace(output);
-  EncodedVideo v = encode_video_once(model, input, options);
-  fs::path written = output;
-  if (musubi) {
-    MusubiItem item;
-    item.stem = output.filename().string();
-    const std::optional<LatentMeta::Rational> rate = v.meta.frame_rate;
-    if (options.source.start_us && rate)
-      item.start_frame =
-          av_rescale_q(*options.source.start_us, AV_TIME_BASE_Q, AVRational{rate->den, rate->num});
-    item.frames = v.summary.frames;
-    item.width = v.summary.width;
-    item.height = v.summary.height;
-    written = output.parent_path() / musubi_file_name(item);
-    temp.emplace(written);
-    write_musubi_cache(*temp, v.latents, item, v.meta, options.musubi_dtype);
-  } else {
-    write_latents(*temp, v.latents, v.meta, latent_normalization(model.info()));
-  }
-  temp->commit();
+  const std::unique_ptr<LatentSink> sink =
+      make_latent_sink(model.info(), output,
+                       {options.latent_format, options.musubi_dtype, options.source.start_us,
+                        latent_normalization(model.info())});
+  EncodedVideo v = encode_video_once(model, input, options, sink.get());
+  const fs::path written = sink->write(v.latents, v.meta);
   RunSummary summary = std::move(v.summary);
   summary.output = written;
   summary.seconds = seconds_since(start);

@@ -13,6 +13,7 @@
 #include "core/planner.h"
 #include "core/vae_model.h"
 #include "io/latent_file.h"
+#include "io/latent_sink.h"
 #include "io/metrics.h"
 #include "io/video_reader.h"
 #include "io/video_writer.h"
@@ -44,10 +45,11 @@ struct PipelineOptions {
   // encode: store latents times the model's latent scale; decode: the input's latents are stored so scaled
   // (Note [latent scale] in io/latent_file.h).
   bool latent_scale = false;
-  // encode: the file written. kVaecodec: the output's extension picks .safetensors or .latent
-  // (Note [latent files]); kMusubi: musubi-tuner's Wan cache, the output naming the folder and the clip's
-  // stem ( Note [musubi-tuner's latent cache]), its latents stored as musubi_dtype.
-  enum class LatentFormat { kVaecodec, kMusubi };
+  // encode: the sink its latents go to (Note [Latent sinks] in io/latent_sink.h). kVaecodec: the output's
+  // extension picks .safetensors or .latent (Note [latent files]); kMusubi: musubi-tuner's Wan cache, the
+  // output naming the folder and the clip's stem (Note [musubi-tuner's latent cache]), its latents stored as
+  // musubi_dtype.
+  using LatentFormat = io::LatentFormat;
   LatentFormat latent_format = LatentFormat::kVaecodec;
   torch::ScalarType musubi_dtype = torch::kBFloat16;
   // Told the frames done so far in the run, from the thread that does them (the writer's for roundtrip and
@@ -128,7 +130,8 @@ FinishingRun start_roundtrip(core::VaeModel& model, const std::filesystem::path&
 
 // Decodes `input` and writes its latents with everything decode() needs to rebuild the video (LatentMeta):
 // .safetensors or ComfyUI's .latent, by extension; or, with LatentFormat::kMusubi, musubi-tuner's cache file
-// output.parent_path() / musubi_file_name(...) (RunSummary::output names it).
+// output.parent_path() / musubi_file_name(...) (RunSummary::output names it): the sink options.latent_format
+// picks (Note [Latent sinks] in io/latent_sink.h).
 RunSummary encode(core::VaeModel& model, const std::filesystem::path& input,
                   const std::filesystem::path& output, const PipelineOptions& options = {});
 
@@ -139,8 +142,8 @@ struct EncodedVideo {
   LatentMeta meta;
   RunSummary summary;
 };
-// The same run as encode(), written nowhere: musubi-tuner's dataset cache (io/musubi_item.h) puts a clip's
-// latents and its control clip's into one file.
+// The same run as encode(), written nowhere and asking no sink (every frame kept, any size):
+// musubi-tuner's dataset cache (io/musubi_item.h) puts a clip's latents and its control clip's into one file.
 EncodedVideo encode_video(core::VaeModel& model, const std::filesystem::path& input,
                           const PipelineOptions& options = {});
 

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "core/models/registry.h"
 #include "core/safetensors.h"
 #include "io/latent_file.h"
 #include "io/musubi_cache.h"
@@ -44,7 +46,37 @@ CacheCheck check_cache(const std::filesystem::path& folder, const std::vector<st
   return c;
 }
 
+core::ModelInfo info_of(const std::string& family) {
+  core::ModelInfo info;
+  info.family = family;
+  return info;
+}
+
 }  // namespace
+
+TEST_CASE("musubi: the family record's musubi-tuner architecture decides which models write its cache",
+          "[musubi]") {
+  const std::string refused =
+      "--format musubi writes musubi-tuner's Wan cache, which holds latents of the Wan2.1 VAE (Wan2.1 and "
+      "Wan2.2-14B); these weights are ";
+  // The registered families: Wan2.1's record names the architecture, the others none; a family the registry
+  // does not know is refused too.
+  CHECK(core::find_model_family("wan2.1-vae").musubi_architecture == "wan");
+  CHECK_NOTHROW(io::check_musubi_model(info_of("wan2.1-vae")));
+  for (const std::string family : {"wan2.2-vae", "seedvr2-vae", "ltx2-vae", "no-such-family"}) {
+    INFO(family);
+    CHECK_THROWS_AS(io::check_musubi_model(info_of(family)), UsageError);
+    CHECK_THROWS_WITH(io::check_musubi_model(info_of(family)), refused + family);
+  }
+  // The field decides, not the name: Wan2.1's record without it is refused, Wan2.2's with it is taken
+  // (records changed here only, never registered).
+  core::ModelFamily wan21 = core::find_model_family("wan2.1-vae");
+  wan21.musubi_architecture.clear();
+  CHECK_THROWS_WITH(io::check_musubi_family(wan21), refused + "wan2.1-vae");
+  core::ModelFamily wan22 = core::find_model_family("wan2.2-vae");
+  wan22.musubi_architecture = "wan";
+  CHECK_NOTHROW(io::check_musubi_family(wan22));
+}
 
 TEST_CASE("musubi: cache file names, window frames and bucket sizes", "[musubi]") {
   CHECK(io::musubi_file_name({"clip_one", 12, 81, 832, 480}) ==

@@ -56,6 +56,11 @@ struct ModelFamily {
   // Why its models cannot run the fp8 convolutions (Note [FP8 convolutions] in core/kernels/conv3d.cpp), in a
   // few words; empty when they can. place_model refuses RunChoices::fp8 with it.
   std::string no_fp8;
+  // What musubi-tuner calls the architecture whose cache holds this family's latents ("wan"; the
+  // `_{architecture}.safetensors` ending of its cache files, Note [musubi-tuner's latent cache] in
+  // io/musubi_cache.h); empty when musubi-tuner trains no model on them. `encode --format musubi` refuses
+  // a family whose architecture is not one it writes.
+  std::string musubi_architecture;
 };
 
 // Fills a record's detect, describe and build from a model class with `static std::optional<Config>

@@ -12,6 +12,7 @@ ModelFamily wan21_family() {
   f.released_config = Wan21Config{}.to_json();
   set_model_functions<Wan21Vae, Wan21Config>(f);
   f.layouts = {wan_diffusers_layout()};
+  f.musubi_architecture = "wan";  // musubi-tuner's Wan2.1 and Wan2.2-14B models take its latents
   // cache_elements: CausalCache::bytes() of the released architecture on the CPU per pixel (the test "the
   // cache coefficients match the released models' caches" recomputes them). Peaks: `scripts/gpu_check.sh` on
   // an H100, bf16, bench --chunk 1, channels-last engine with the fused norms (docs/benchmarks.md); bench
