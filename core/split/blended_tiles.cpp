@@ -1,6 +1,7 @@
 #include "core/split/blended_tiles.h"
 
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include <c10/cuda/CUDAGuard.h>
@@ -125,40 +126,64 @@ torch::Tensor BlendedTiles::run_chunk(const torch::Tensor& x) {
   const torch::Device device = device_.torch_device();
   const torch::ScalarType dtype = model_.dtype();
   const bool encode = op_ == Op::kEncode;
-  auto call = [&](const torch::Tensor& input, CausalCache& cache) {
-    const bool pinned = input.device().is_cpu() && input.is_pinned();
-    auto on_device = (encode ? input.to(device, dtype, /*non_blocking=*/pinned) : input.to(device, pinned))
-                         .contiguous(model_.memory_format());
-    before_model_call();
-    return encode ? model_.encode(on_device, cache) : model_.decode(on_device, cache);
-  };
   const int64_t f = model_.info().spatial_factor;
-  const int64_t in_scale = encode ? f : 1, out_scale = encode ? 1 : f;
-  if (!blend_) blend_ = std::make_unique<TileBlend>(grid_, out_scale, device, dtype);
-  const bool overlap = offload_ && device.is_cuda();
+  const int64_t in_scale = encode ? f : 1;
+  if (!blend_) blend_ = std::make_unique<TileBlend>(grid_, encode ? 1 : f, device, dtype);
   for (size_t i = 0; i < tiles_.size(); ++i) {
-    Tile& tile = tiles_[i];
+    const Tile& tile = tiles_[i];
     const torch::Tensor crop = x.narrow(3, tile.row * in_scale, grid_.tile_height * in_scale)
                                    .narrow(4, tile.col * in_scale, grid_.tile_width * in_scale);
-    torch::Tensor out;
-    if (overlap) {
-      // Note [Offloaded caches]
-      if (!tile.parking.uploading()) tile.parking.upload(tile.cache, device_);
-      tile.parking.wait_uploaded(device_);
-      Tile& next = tiles_[(i + 1) % tiles_.size()];
-      if (&next != &tile && !next.parking.uploading()) next.parking.upload(next.cache, device_);
-      out = call(crop, tile.cache);
-      tile.parking.download(tile.cache, device_);
-      // The tile before this one has been going down while this one ran: once it is down its device memory
-      // returns to the compute stream's pool, before the next model call.
-      if (leaving_ != nullptr) leaving_->parking.release(device_);
-      leaving_ = &tile;
-    } else {
-      out = call(crop, tile.cache);  // off CUDA the caches stay where they are: in host memory already
-    }
-    blend_->add(i, out);
+    blend_->add(i, run_tile(i, [&](CausalCache& cache) {
+                  const bool pinned = crop.device().is_cpu() && crop.is_pinned();
+                  auto on_device =
+                      (encode ? crop.to(device, dtype, /*non_blocking=*/pinned) : crop.to(device, pinned))
+                          .contiguous(model_.memory_format());
+                  before_model_call();
+                  return encode ? model_.encode(on_device, cache) : model_.decode(on_device, cache);
+                }));
   }
   return blend_->take();
+}
+
+// Note [Held-back frames of a split]
+// A decoder that looks ahead (Note [Decoders that look ahead] in core/vae_model.h) keeps the last frames of
+// every cache it runs with until the clip ends. Blended tiles end each tile's cache (decode_end, the cache on
+// the device as for a chunk) and blend the tiles' held-back frames with the chunks' weights: they are the
+// same rows and columns of the same tiles, later in time, so the tiled clip is the same for any chunking.
+torch::Tensor BlendedTiles::end() {
+  if (op_ != Op::kDecode || model_.info().decode_lag <= 0 || !blend_) return {};
+  torch::InferenceMode guard;
+  bool held = false;
+  for (size_t i = 0; i < tiles_.size(); ++i) {
+    torch::Tensor out = run_tile(i, [&](CausalCache& cache) {
+      before_model_call();
+      return model_.decode_end(cache);
+    });
+    if (!out.defined()) continue;  // every tile alike: nothing ran
+    blend_->add(i, out);
+    held = true;
+  }
+  if (!held) return {};
+  torch::Tensor frames = blend_->take();
+  return frames.size(2) > 0 ? frames : torch::Tensor();
+}
+
+torch::Tensor BlendedTiles::run_tile(size_t i, const std::function<torch::Tensor(CausalCache&)>& call) {
+  Tile& tile = tiles_[i];
+  if (!offload_ || !device_.torch_device().is_cuda())
+    return call(tile.cache);  // off CUDA the caches stay where they are: in host memory already
+  // Note [Offloaded caches]
+  if (!tile.parking.uploading()) tile.parking.upload(tile.cache, device_);
+  tile.parking.wait_uploaded(device_);
+  Tile& next = tiles_[(i + 1) % tiles_.size()];
+  if (&next != &tile && !next.parking.uploading()) next.parking.upload(next.cache, device_);
+  torch::Tensor out = call(tile.cache);
+  tile.parking.download(tile.cache, device_);
+  // The tile before this one has been going down while this one ran: once it is down its device memory
+  // returns to the compute stream's pool, before the next model call.
+  if (leaving_ != nullptr) leaving_->parking.release(device_);
+  leaving_ = &tile;
+  return out;
 }
 
 }  // namespace vaecodec::core

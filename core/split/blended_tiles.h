@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -68,6 +69,10 @@ class BlendedTiles : public ChunkedSplit {
 
  private:
   torch::Tensor run_chunk(const torch::Tensor& x) override;
+  // Decode: every tile's held-back frames, blended (Note [Held-back frames of a split]).
+  torch::Tensor end() override;
+  // Tile i's model call `call` on the tile's cache, the cache on the device while it runs (offload).
+  torch::Tensor run_tile(size_t i, const std::function<torch::Tensor(CausalCache&)>& call);
 
   struct Tile {
     int64_t row = 0, col = 0;  // origin, latent pixels

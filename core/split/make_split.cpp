@@ -41,10 +41,13 @@ std::unique_ptr<Split> make_split(VaeModel& model, Device& device, Op op, const 
   const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
   check_kind(chunks, grid);
   const SplitKind kind = chunks.kind;
-  // Note [Decoders that look ahead]: tiles and bands run their own chunks, which do not yet end the clip.
-  if (op == Op::kDecode && model.info().decode_lag > 0 && kind != SplitKind::kWhole)
-    throw Error(model.info().family +
-                ": its decoder looks ahead in time; decode tiles and bands are not implemented for it yet");
+  // Note [Held-back frames of a split] (blended_tiles.cpp): blended tiles end their tiles' caches; bands and
+  // tiles through time do not end the clip yet.
+  if (op == Op::kDecode && model.info().decode_lag > 0 &&
+      (kind == SplitKind::kBands || kind == SplitKind::kExactTiles))
+    throw Error(model.info().family + ": its decoder looks ahead in time; decode " +
+                (kind == SplitKind::kBands ? "bands are" : "tiles through time are") +
+                " not implemented for it yet");
   std::unique_ptr<ChunkedSplit> chunked;
   switch (kind) {
     case SplitKind::kExactTiles:  // reports its own progress, inside its windows
