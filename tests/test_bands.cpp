@@ -66,6 +66,15 @@ torch::Tensor video(int64_t frames, int64_t height, int64_t width, torch::Scalar
   return picture.clamp(-1, 1).to(dtype);
 }
 
+// A tiny LTX-2 model (tests/data/ltx2-tiny; left out of tiny_models(), tests/tiny_models.h) in float64, and
+// `n` more as the places of a split.
+std::shared_ptr<core::VaeModel> tiny_ltx2(const std::string& tag) {
+  core::ModelOptions options;
+  options.dtype = torch::kDouble;
+  return core::build_model(
+      core::load_checkpoint(data_dir() / "ltx2-tiny" / ("weights-" + tag + ".safetensors")), options);
+}
+
 }  // namespace
 
 TEST_CASE("band rows: near-equal whole latent rows, the taller bands first", "[bands]") {
@@ -141,6 +150,40 @@ TEST_CASE("4 and 8 bands, as on 4 and 8 GPUs, equal the one-device run, every fa
       Bands bands(family, n, torch::kCPU, torch::kDouble);
       CHECK(relative_error(core::decode_latents(*model, latents, split(bands, 1)), decoded) <= 1e-12);
       CHECK(relative_error(core::encode_video(*model, frames, split(bands, 1)), encoded) <= 1e-12);
+    }
+  }
+}
+
+TEST_CASE("a split LTX-2 run equals the one-device run, its held-back frames ended in every band",
+          "[bands][ltx2]") {
+  // 2.0's decoder pads by reflection, 2.3's with zeros. 5 latent rows: 3 bands of 2, 2 and 1 rows, the last
+  // reflecting its bottom edge through its halo.
+  for (const std::string tag : {"20", "23"}) {
+    auto model = tiny_ltx2(tag);
+    torch::manual_seed(11);
+    const auto latents = torch::randn({1, 4, 4, 5, 3}, torch::kDouble);
+    const auto frames = video(17, 5 * 32, 2 * 32, torch::kDouble);
+    const auto decoded = core::decode_latents(*model, latents, {1});
+    const auto encoded = core::encode_video(*model, frames, {1});
+    REQUIRE(decoded.size(2) == 1 + 8 * 3);
+    for (int64_t n : {2, 3}) {
+      std::vector<std::shared_ptr<core::VaeModel>> models;
+      core::ChunkOptions options;
+      options.kind = core::SplitKind::kBands;
+      for (int64_t i = 0; i < n; ++i) {
+        models.push_back(tiny_ltx2(tag));
+        options.bands.push_back({models.back().get(), &core::Device::of(torch::kCPU)});
+      }
+      for (int64_t chunk : {1, 2, 4}) {
+        INFO("ltx2 " << tag << ", " << n << " bands, chunks of " << chunk);
+        options.latent_frames = chunk;
+        const auto banded = core::decode_latents(*model, latents, options);
+        REQUIRE(banded.sizes() == decoded.sizes());
+        CHECK(relative_error(banded, decoded) <= 1e-12);
+      }
+      INFO("ltx2 " << tag << ", " << n << " bands, encode");
+      options.latent_frames = 1;
+      CHECK(relative_error(core::encode_video(*model, frames, options), encoded) <= 1e-12);
     }
   }
 }

@@ -61,7 +61,8 @@ void Bands::run_band(size_t i, BandLink& link) {
   const torch::Device device = band.place.device->torch_device();
   BandScope scope(link, static_cast<int64_t>(i), device);
   // The inputs were made on run()'s stream (Note [Band streams]).
-  if (device.is_cuda()) {
+  const bool ending = inputs_[i].empty();  // end(): no inputs, the caches' held-back frames
+  if (device.is_cuda() && !ending) {
     const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device.index());
     inputs_ready_[i].block(stream);
     for (const torch::Tensor& part : inputs_[i])
@@ -69,8 +70,12 @@ void Bands::run_band(size_t i, BandLink& link) {
   }
   std::vector<torch::Tensor> outs;
   for (int64_t c = 0; c < columns_.cols; ++c) {
-    const torch::Tensor& part = inputs_[i][static_cast<size_t>(c)];
     CausalCache& cache = band.caches[static_cast<size_t>(c)];
+    if (ending) {
+      outs.push_back(model.decode_end(cache));
+      continue;
+    }
+    const torch::Tensor& part = inputs_[i][static_cast<size_t>(c)];
     outs.push_back(op_ == Op::kEncode ? model.encode(part, cache) : model.decode(part, cache));
   }
   if (device.is_cuda()) outputs_made_[i].record(c10::cuda::getCurrentCUDAStream(device.index()));
@@ -104,6 +109,24 @@ torch::Tensor Bands::run_chunk(const torch::Tensor& x) {
                               .contiguous(model.memory_format()));
     if (device.is_cuda()) inputs_ready_[i].record(c10::cuda::getCurrentCUDAStream(device.index()));
   }
+  return run_bands(std::move(inputs));
+}
+
+// Note [Held-back frames of a split] in blended_tiles.cpp: each band ends its columns' caches at once, the
+// bands exchanging their halos as in a chunk, and the held-back rows are joined and blended as a chunk's.
+torch::Tensor Bands::end() {
+  const VaeModel& model = *bands_.front().place.model;
+  if (op_ != Op::kDecode || model.info().decode_lag <= 0 || !places_) return {};
+  before_model_call();
+  torch::Tensor held = run_bands(std::vector<std::vector<torch::Tensor>>(bands_.size()));
+  return held.defined() && held.size(2) > 0 ? held : torch::Tensor();
+}
+
+torch::Tensor Bands::run_bands(std::vector<std::vector<torch::Tensor>> inputs) {
+  const VaeModel& model = *bands_.front().place.model;
+  const int64_t factor = model.info().spatial_factor;
+  const bool encode = op_ == Op::kEncode;
+  const auto n = bands_.size();
   if (!places_) {  // Note [Band threads]
     std::vector<torch::Device> devices;
     for (const Band& band : bands_) devices.push_back(band.place.device->torch_device());
@@ -135,6 +158,10 @@ torch::Tensor Bands::run_chunk(const torch::Tensor& x) {
   }
   for (const auto& e : errors)
     if (e) throw Error("a band of the split run stopped without saying why");
+  // Nothing held back (a clip that ended before its first chunk settled anything): every band alike.
+  for (const auto& out : outputs)
+    for (const torch::Tensor& t : out)
+      if (!t.defined()) return {};
   c10::InferenceMode inference;
   // The outputs were made on the bands' streams: this thread's stream waits for them, and the allocator keeps
   // their memory from the bands' next chunk until this stream is done with it (Note [Band streams]).

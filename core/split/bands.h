@@ -38,6 +38,11 @@ class Bands : public ChunkedSplit {
 
  private:
   torch::Tensor run_chunk(const torch::Tensor& x) override;
+  // Decode: the bands' held-back frames (Note [Held-back frames of a split] in blended_tiles.cpp).
+  torch::Tensor end() override;
+  // Every band's columns of `inputs` (by band, then column, on the bands' devices) through its model at once,
+  // joined into the frame on the run's device; no inputs: every band ends its caches (end()).
+  torch::Tensor run_bands(std::vector<std::vector<torch::Tensor>> inputs);
   struct Band {
     BandPlace place;
     BandRows rows;

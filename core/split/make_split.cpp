@@ -41,13 +41,11 @@ std::unique_ptr<Split> make_split(VaeModel& model, Device& device, Op op, const 
   const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
   check_kind(chunks, grid);
   const SplitKind kind = chunks.kind;
-  // Note [Held-back frames of a split] (blended_tiles.cpp): blended tiles end their tiles' caches; bands and
-  // tiles through time do not end the clip yet.
-  if (op == Op::kDecode && model.info().decode_lag > 0 &&
-      (kind == SplitKind::kBands || kind == SplitKind::kExactTiles))
-    throw Error(model.info().family + ": its decoder looks ahead in time; decode " +
-                (kind == SplitKind::kBands ? "bands are" : "tiles through time are") +
-                " not implemented for it yet");
+  // Note [Held-back frames of a split] (blended_tiles.cpp): whole frames, blended tiles and bands end their
+  // caches; tiles through time run windows of their own, which do not end the clip.
+  if (op == Op::kDecode && model.info().decode_lag > 0 && kind == SplitKind::kExactTiles)
+    throw Error(model.info().family +
+                ": its decoder looks ahead in time; decode tiles through time are not implemented for it");
   std::unique_ptr<ChunkedSplit> chunked;
   switch (kind) {
     case SplitKind::kExactTiles:  // reports its own progress, inside its windows

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/band_exchange.h"
 #include "core/error.h"
 
 namespace vaecodec::core {
@@ -20,6 +21,23 @@ torch::Tensor take_aligned(CausalCache::Slot& slot, const torch::Tensor& x, int6
                 " frames ahead of its input");
   slot.history = all.narrow(2, frames, all.size(2) - frames).clone();
   return all.narrow(2, 0, frames);
+}
+
+// Note [LTX-2 in bands]
+// In a band of a split run (Note [Bands across devices] in core/band_exchange.h) a conv's input gets the row
+// above and the row below its band from the neighbours (with_halo) in place of its padding: at an inner edge
+// the halo is what the one-device conv reads there, whatever the padding mode. At the frame's top and bottom
+// the padding applies: zeros (with_halo's own) or, reflecting, the frame's second row from the edge, which is
+// the band's own second row, or its halo when the band is one row high. Columns are never cut by a band, so
+// the width is padded as on one device. Every band holds the same frames at every conv (the time padding and
+// the history depend on the chunking only), so the bands meet at the same exchanges.
+torch::Tensor band_rows_padded(const torch::Tensor& x, bool reflect) {
+  torch::Tensor whole = with_halo(x, 1, 1);
+  if (!reflect) return whole;
+  const BandContext& band = *current_band();
+  if (band.band == 0) whole.narrow(3, 0, 1).copy_(whole.narrow(3, 2, 1));
+  if (band.band + 1 == band.bands()) whole.narrow(3, -1, 1).copy_(whole.narrow(3, -3, 1));
+  return at::reflection_pad3d(whole, {1, 1, 0, 0, 0, 0});
 }
 
 }  // namespace
@@ -53,7 +71,10 @@ torch::Tensor LTX2Conv::forward(const torch::Tensor& x, CausalCache& cache, bool
   slot.history = buffer.narrow(2, std::max<int64_t>(frames - 2, 0), std::min<int64_t>(frames, 2)).clone();
   if (frames < 3) return empty_output();
   std::array<int64_t, 3> padding{0, 1, 1};
-  if (reflect_) {
+  if (in_band()) {
+    buffer = band_rows_padded(buffer, reflect_);
+    padding = {0, 0, reflect_ ? 0 : 1};
+  } else if (reflect_) {
     buffer = at::reflection_pad3d(buffer, {1, 1, 1, 1, 0, 0});
     padding = {0, 0, 0};
   }
