@@ -2,7 +2,7 @@
 # On a GPU machine, after scripts/gpu_check.sh built $BUILD: what a VRAM budget costs (exact tiles through
 # time, docs/memory.md). Every row runs beside the unconstrained run of the same model, op and size in the same
 # call; each bench row is one warm-up and one timed run, with the plan's estimate and the error against the
-# untiled run. Results: $OUT/budgets.jsonl (one bench JSON per row) and $OUT/budgets.md (the table).
+# untiled run. Results: a line per row on stdout and $OUT/budgets.jsonl (one bench JSON per row).
 #   BUDGET_ROWS     MODEL:OP:SIZE rows (unset: the Wan2.1 rows; set and empty: none, e.g. for ROUNDTRIP alone)
 #   BUDGETS         the --vram values and presets of each row (default: 8G 12G 16G 24G)
 #   ROUNDTRIP=1     also the 1080p x41 round trip with 10 GiB left free by another process
