@@ -19,8 +19,9 @@ struct TinyModel {
 };
 
 // Whether a family's decoder looks ahead in time (Note [Decoders that look ahead] in core/vae_model.h). Such
-// a family (LTX-2) is left out of tiny_models() until sessions, bands and tiles run it (issue 42); its
-// golden, chunk and layout tests are its own (tests/test_ltx2.cpp).
+// a family (LTX-2: two tiny configs, weights-20 and weights-23) is left out of tiny_models(), whose tests
+// load one weights.safetensors each and run sessions and tiles through time, which it does not; its golden,
+// chunk, band and blended-tile tests are its own (tests/test_ltx2.cpp, tests/test_bands.cpp).
 inline bool decoder_looks_ahead(const core::ModelFamily& family) {
   return family.describe(family.released_config).decode_lag > 0;
 }
