@@ -73,6 +73,9 @@ class DecodedFrameSink {
   void add_timing(int64_t pts, int64_t duration, torch::Tensor reference = {});
   void push(const torch::Tensor& video);
   int64_t emitted() const { return emitted_; }
+  // The clip's own frames so far: emitted, or waiting with their timing (decoded frames beyond them are the
+  // padding's, Note [Padding]).
+  int64_t frames_timed() const { return emitted_ + static_cast<int64_t>(timings_.size()); }
   int64_t dropped() const { return dropped_; }
 
  private:

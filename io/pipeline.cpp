@@ -1,5 +1,6 @@
 #include "io/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -52,11 +53,14 @@ core::ChunkOptions reporting(core::ChunkOptions chunks, Progress& progress) {
   return chunks;
 }
 
-// A decode's chunks: as reporting(), and tiles through time hand `sink` their window's frames as they become
-// final (Note [A window's edges stream] in core/split/exact_tiles.h), so the writer runs beside the window's
-// last tile.
+// A decode's chunks: the engine's progress going to `progress`, and tiles through time hand `sink` their
+// window's frames as they become final (Note [A window's edges stream] in core/split/exact_tiles.h), so the
+// writer runs beside the window's last tile.
 core::ChunkOptions decoding(core::ChunkOptions chunks, Progress& progress, DecodedFrameSink& sink) {
-  chunks = reporting(std::move(chunks), progress);
+  // The engine counts the frames it decoded, the padding's too (Note [Padding]); progress counts the clip's.
+  chunks.progress = [&progress, &sink](int64_t frames) {
+    progress.update(std::min(frames, sink.frames_timed()));
+  };
   chunks.emit = [&sink](const torch::Tensor& frames) { sink.push(frames); };
   return chunks;
 }

@@ -97,7 +97,6 @@ void Progress::update(int64_t done) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (finished_) return;
   done = std::max(done, done_);  // two reporters (the engine, the writer): the count never goes back
-  if (total_ > 0) done = std::min(done, total_);  // the engine counts the padding frames too
   done_ = done;
   if (options_.listener) options_.listener(done);
   if (options_.quiet) return;

@@ -272,26 +272,32 @@ TEST_CASE("cli batch: a missing input fails alone, with one JSON line per input 
 }
 
 TEST_CASE("cli progress counts the clip's own frames, not the padding the model needs", "[cli][unix]") {
-  // 10 frames are encoded as 13 (1 + 4k, Note [Padding]); the engine reports what it ran after every chunk
-  // (ChunkOptions::progress), and the count never passes the clip's 10.
+  // 10 frames run as 13 (1 + 4k, Note [Padding]); the engine reports what it ran after every chunk
+  // (ChunkOptions::progress), the padding's frames too, and io counts the clip's 10: encode, decode and the
+  // round trip.
   ScratchDir dir;
   small_clip(dir / "ten.mp4", 10);
-  const CliResult r = run_cli("encode " + quote(dir / "ten.mp4") + " -o " + quote(dir / "ten.safetensors") +
-                              " --weights " + quote(tiny_weights()));  // not --quiet
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  // Updates (printed on a slow machine) and the final line: never past 10, and 10 at the end.
-  const std::regex update("^encode: ([0-9]+)/10 frames");
-  int done_lines = 0;
-  for (const std::string& line : lines_of(r.err)) {
-    std::smatch m;
-    if (std::regex_search(line, m, update)) CHECK(std::stoi(m[1]) <= 10);
-    if (line.starts_with("encode: done, ")) {
-      ++done_lines;
-      CHECK_THAT(line, StartsWith("encode: done, 10 frames in "));
+  const std::string weights = " --weights " + quote(tiny_weights());  // not --quiet
+  for (const auto& [label, command] : std::vector<std::pair<std::string, std::string>>{
+           {"encode", "encode " + quote(dir / "ten.mp4") + " -o " + quote(dir / "ten.safetensors")},
+           {"decode", "decode " + quote(dir / "ten.safetensors") + " -o " + quote(dir / "decoded.mp4")},
+           {"roundtrip", "roundtrip " + quote(dir / "ten.mp4") + " -o " + quote(dir / "trip.mp4")}}) {
+    const CliResult r = run_cli(command + weights);
+    INFO(label << ": " << r.err);
+    REQUIRE(r.status == 0);
+    // Updates (printed on a slow machine) and the final line: never past 10, and 10 at the end.
+    const std::regex update("^" + label + ": ([0-9]+)/10 frames");
+    int done_lines = 0;
+    for (const std::string& line : lines_of(r.err)) {
+      std::smatch m;
+      if (std::regex_search(line, m, update)) CHECK(std::stoi(m[1]) <= 10);
+      if (line.starts_with(label + ": done, ")) {
+        ++done_lines;
+        CHECK_THAT(line, StartsWith(label + ": done, 10 frames in "));
+      }
     }
+    CHECK(done_lines == 1);
   }
-  CHECK(done_lines == 1);
 }
 
 TEST_CASE("cli batch: one progress line names the input and k/N, each outcome names the output",

@@ -1,5 +1,6 @@
 #include "core/split/places.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -104,11 +105,10 @@ class Pool {
 }  // namespace
 
 Places::Places(std::vector<torch::Device> devices, Streams streams) : devices_(std::move(devices)) {
-  for (const torch::Device& device : devices_)
-    if (devices_.size() >= 2 && device.is_cuda()) {
-      Device::settle_allocator(device);  // Note [The allocator's first mapping] in core/device/peers.cpp
-      break;
-    }
+  // Note [The allocator's first mapping] in core/device/peers.cpp: before several places allocate at once.
+  const auto cuda =
+      std::find_if(devices_.begin(), devices_.end(), [](const torch::Device& d) { return d.is_cuda(); });
+  if (devices_.size() >= 2 && cuda != devices_.end()) Device::settle_allocator(*cuda);
   for (const torch::Device& device : devices_) {
     streams_.push_back(
         streams == Streams::kOwn && device.is_cuda()

@@ -47,8 +47,7 @@ torch::Tensor ChunkedSplit::finish() {
   if (pending_.defined() && pending_.size(2) > 0) out.push_back(run_counted(pending_));
   pending_ = torch::Tensor();
   if (torch::Tensor held = end(); held.defined()) {
-    frames_done_ += op_ == Op::kDecode ? held.size(2) : 0;
-    if (progress_ && op_ == Op::kDecode) progress_(frames_done_);
+    count(held.size(2));  // a decode's held-back frames (an encode holds none back)
     out.push_back(std::move(held));
   }
   return join_frames(out);
@@ -56,9 +55,13 @@ torch::Tensor ChunkedSplit::finish() {
 
 torch::Tensor ChunkedSplit::run_counted(const torch::Tensor& x) {
   torch::Tensor y = run_chunk(x);
-  frames_done_ += op_ == Op::kDecode ? (y.defined() ? y.size(2) : 0) : x.size(2);
-  if (progress_) progress_(frames_done_);
+  count(op_ == Op::kDecode ? (y.defined() ? y.size(2) : 0) : x.size(2));
   return y;
+}
+
+void ChunkedSplit::count(int64_t frames) {
+  frames_done_ += frames;
+  if (progress_) progress_(frames_done_);
 }
 
 }  // namespace vaecodec::core

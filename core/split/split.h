@@ -67,8 +67,9 @@ class ChunkedSplit : public Split {
   int64_t latent_frames_, temporal_factor_;
   // One chunk through run_chunk, counted for progress_.
   torch::Tensor run_counted(const torch::Tensor& x);
-  torch::Tensor pending_;  // what waits for a full chunk
-  bool started_ = false;   // a chunk has run (encode: later chunks are multiples of the temporal factor)
+  void count(int64_t frames);  // `frames` more done: told to progress_
+  torch::Tensor pending_;      // what waits for a full chunk
+  bool started_ = false;       // a chunk has run (encode: later chunks are multiples of the temporal factor)
   std::function<void(int64_t)> progress_;
   int64_t frames_done_ = 0;  // encode: frames in; decode: frames out
 };
