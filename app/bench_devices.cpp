@@ -204,13 +204,14 @@ void bench_split(const BenchOptions& o) {
       run();
       synchronize_all();
     });
-  // The split's output against the first device's own run of the same model, frame by frame in float32 (the
-  // whole clip in float64 would not fit beside it at 4K): the split should change rounding only.
-  // A failure here (the one-device run may not fit where the bands did) leaves the timing standing.
+  // The split's output against the first device's own run of the same model under the one-device plan
+  // (`clip.plan`, as timed alone; the split's plan names bands, which one place cannot run), frame by frame
+  // in float32 (the whole clip in float64 would not fit beside it at 4K): the split should change rounding
+  // only. A failure here (the one-device run may not fit where the bands did) leaves the timing standing.
   std::optional<double> split_error;
   try {
     const torch::Tensor mine = run();
-    const torch::Tensor reference = run_op(model, o.op, clip.video, clip.latents, plan);
+    const torch::Tensor reference = run_op(model, o.op, clip.video, clip.latents, clip.plan);
     double diff = 0, norm = 0;
     for (int64_t t = 0; t < reference.size(2); ++t) {
       const auto r = reference.select(2, t).to(torch::kFloat);

@@ -489,4 +489,30 @@ TEST_CASE("one clip split across the first GPUs writes what one GPU writes",
   }
 }
 
+TEST_CASE("bench --split compares the split's output with the first GPU's own run",
+          "[gpu][multi-gpu][devices][bands]") {
+  // Note [Benchmark over devices]: the error against one device is computed under the one-device plan (a plan
+  // that names bands cannot run on one place), on 2, 3, ... GPUs.
+  const std::vector<int64_t> counts = gpu_counts_here();
+  if (counts.empty()) return;
+  for (const int64_t n : counts) {
+    for (const std::string op : {"encode", "decode"}) {
+      INFO(n << " GPUs, " << op);
+      const CliResult r =
+          run_cli("bench --weights " + quote(tiny_weights()) + " --op " + op +
+                  " --size 176x208 --frames 9 --runs 1 --warmup 1 --dtype fp32 --json --split "
+                  "--devices " +
+                  device_numbers(n));
+      INFO(r.err);
+      REQUIRE(r.status == 0);
+      CHECK(r.err.find("warning") == std::string::npos);
+      const auto j = nlohmann::json::parse(r.out);
+      const nlohmann::json& error = j.at("split").at("relative_error_vs_one_device");
+      REQUIRE(error.is_number());
+      CHECK(error.get<double>() <= 1e-5);
+      CHECK(j.at("split").at("devices").size() == static_cast<size_t>(n));
+    }
+  }
+}
+
 }  // namespace vaecodec::test
