@@ -30,7 +30,8 @@ namespace vaecodec::core {
 //     the models' own zero padding. For a kernel k, stride s and top padding p, top = p and bottom = k - s -
 //     p;
 //   - attention over a frame's pixels gathers the keys and values of every band (its queries stay its own);
-//   - SeedVR2's per-frame GroupNorm combines every band's mean and variance of each group and frame.
+//   - SeedVR2's per-frame GroupNorm combines every band's statistics of each group and frame (Note [SeedVR2
+//     GroupNorm in bands] in core/models/seedvr2/seedvr2_blocks.cpp).
 // Every other layer works per pixel or within 2x2 blocks that never straddle a band's edge. So each band's
 // output is the one-device output's rows, up to the rounding of the GroupNorm's combined statistics and of
 // the attention's sums, which a band adds in another order.

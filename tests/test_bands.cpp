@@ -13,6 +13,7 @@
 #include "core/device/device.h"
 #include "core/engine.h"
 #include "core/error.h"
+#include "core/kernel_log.h"
 #include "core/models/registry.h"
 #include "core/plan_for.h"
 #include "tests/gpu_support.h"
@@ -402,12 +403,23 @@ void check_cuda_split(const std::vector<std::vector<torch::Device>>& layouts) {
                              << layout.size() << " bands, the last on " << layout.back().str());
           const bool f32 = dtype == torch::kFloat;
           const double bound = f32 ? 1e-5 : 5e-2;
+          core::KernelLog::reset();
+          core::KernelLog::enable(true);
           const auto split_decode = core::decode_latents(*model, latents.to(gpu0, dtype), options);
           REQUIRE(split_decode.device() == gpu0);
           CHECK(relative_error(split_decode, f32 ? one_gpu_decoded : decoded) <= bound);
           options.latent_frames = 1;
           const auto split_encode = core::encode_video(*model, frames.to(gpu0, dtype), options);
           CHECK(relative_error(split_encode, f32 ? one_gpu_encoded : encoded) <= bound);
+          core::KernelLog::enable(false);
+          // Note [SeedVR2 GroupNorm in bands]: a band's norms run the own kernel, none the composite path.
+          if (family.family == "seedvr2-vae") {
+            int64_t own = 0, composite = 0;
+            for (const auto& e : core::KernelLog::entries())
+              if (e.kernel == "frame_group_norm") (e.path == "own kernel" ? own : composite) += e.calls;
+            CHECK(own > 0);
+            CHECK(composite == 0);
+          }
         }
       }
     }

@@ -147,33 +147,59 @@ __global__ void group_apply(const T* __restrict__ x, FrameLayout in_layout, T* _
   }
 }
 
-template <typename T, int V>
-cudaError_t launch(const FrameGroupNormArgs& a, cudaStream_t stream) {
+struct Grid {
+  int threads;
+  dim3 blocks;
+  FrameLayout in, out;
+};
+
+template <int V>
+Grid grid_of(const FrameGroupNormArgs& a) {
   const int lanes = static_cast<int>(a.channels / V);
   const int rows = std::max(1, 256 / lanes);
-  const int threads = lanes * rows;
-  const int64_t frames = a.batch * a.frames;
-  const dim3 grid(static_cast<unsigned>(frames), static_cast<unsigned>(a.splits));
-  const FrameLayout in{a.x_batch_stride, a.x_frame_stride, a.frames};
-  const FrameLayout out{a.y_batch_stride, a.y_frame_stride, a.frames};
-  auto* partials = static_cast<Moments*>(a.workspace);
-  const size_t moments_bytes = sizeof(Moments) * rows * a.channels;
-  group_moments<T, V><<<grid, threads, moments_bytes, stream>>>(static_cast<const T*>(a.x), in, a.pixels,
-                                                                static_cast<int>(a.channels),
-                                                                static_cast<int>(a.groups), partials);
-  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  const size_t coefficient_bytes = sizeof(float) * 2 * (a.channels + a.groups);
-  group_apply<T, V><<<grid, threads, coefficient_bytes, stream>>>(
-      static_cast<const T*>(a.x), in, static_cast<T*>(a.y), out, a.weight, a.bias, partials, a.splits,
-      a.pixels, static_cast<int>(a.channels), static_cast<int>(a.groups), a.eps, a.silu);
+  return {lanes * rows, dim3(static_cast<unsigned>(a.batch * a.frames), static_cast<unsigned>(a.splits)),
+          FrameLayout{a.x_batch_stride, a.x_frame_stride, a.frames},
+          FrameLayout{a.y_batch_stride, a.y_frame_stride, a.frames}};
+}
+
+template <typename T, int V>
+cudaError_t moments(const FrameGroupNormArgs& a, cudaStream_t stream) {
+  const Grid g = grid_of<V>(a);
+  const size_t moments_bytes = sizeof(Moments) * (g.threads / (a.channels / V)) * a.channels;
+  group_moments<T, V><<<g.blocks, g.threads, moments_bytes, stream>>>(
+      static_cast<const T*>(a.x), g.in, a.pixels, static_cast<int>(a.channels), static_cast<int>(a.groups),
+      static_cast<Moments*>(a.workspace));
   return cudaGetLastError();
 }
 
+template <typename T, int V>
+cudaError_t apply(const FrameGroupNormArgs& a, const Moments* partials, int partial_splits,
+                  cudaStream_t stream) {
+  const Grid g = grid_of<V>(a);
+  const size_t coefficient_bytes = sizeof(float) * 2 * (a.channels + a.groups);
+  group_apply<T, V><<<g.blocks, g.threads, coefficient_bytes, stream>>>(
+      static_cast<const T*>(a.x), g.in, static_cast<T*>(a.y), g.out, a.weight, a.bias, partials,
+      partial_splits, a.pixels, static_cast<int>(a.channels), static_cast<int>(a.groups), a.eps, a.silu);
+  return cudaGetLastError();
+}
+
+// The passes for T at the vector width args ask for: 16-byte accesses, or one value at a time.
 template <typename T>
-cudaError_t launch_for(const FrameGroupNormArgs& a, cudaStream_t stream) {
-  constexpr int kWide = 16 / sizeof(T);  // one 16-byte access
-  if (a.vector_width == kWide) return launch<T, kWide>(a, stream);
-  return launch<T, 1>(a, stream);
+cudaError_t moments_for(const FrameGroupNormArgs& a, cudaStream_t stream) {
+  constexpr int kWide = 16 / sizeof(T);
+  return a.vector_width == kWide ? moments<T, kWide>(a, stream) : moments<T, 1>(a, stream);
+}
+
+template <typename T>
+cudaError_t apply_for(const FrameGroupNormArgs& a, const Moments* partials, int partial_splits,
+                      cudaStream_t stream) {
+  constexpr int kWide = 16 / sizeof(T);
+  return a.vector_width == kWide ? apply<T, kWide>(a, partials, partial_splits, stream)
+                                 : apply<T, 1>(a, partials, partial_splits, stream);
+}
+
+bool runs(const FrameGroupNormArgs& a) {
+  return a.batch * a.frames * a.pixels != 0;
 }
 
 }  // namespace
@@ -188,9 +214,27 @@ size_t frame_group_norm_workspace_bytes(int64_t batch, int64_t frames, int64_t g
 }
 
 cudaError_t launch_frame_group_norm(const FrameGroupNormArgs& args, cudaStream_t stream) {
-  if (args.batch * args.frames * args.pixels == 0) return cudaSuccess;
+  if (!runs(args)) return cudaSuccess;
   if (args.channels / args.vector_width > kFrameGroupNormMaxLanes) return cudaErrorInvalidValue;
-  return with_element_type(args.type, [&](auto zero) { return launch_for<decltype(zero)>(args, stream); });
+  if (const cudaError_t err = launch_frame_group_moments(args, stream); err != cudaSuccess) return err;
+  return launch_frame_group_apply(args, static_cast<const float*>(args.workspace), args.splits, stream);
+}
+
+cudaError_t launch_frame_group_moments(const FrameGroupNormArgs& args, cudaStream_t stream) {
+  if (!runs(args)) return cudaSuccess;
+  if (args.channels / args.vector_width > kFrameGroupNormMaxLanes) return cudaErrorInvalidValue;
+  return with_element_type(args.type, [&](auto zero) { return moments_for<decltype(zero)>(args, stream); });
+}
+
+cudaError_t launch_frame_group_apply(const FrameGroupNormArgs& args, const float* partials,
+                                     int partial_splits, cudaStream_t stream) {
+  static_assert(sizeof(Moments) == sizeof(float) * kFrameGroupPartialFloats);
+  if (!runs(args)) return cudaSuccess;
+  if (args.channels / args.vector_width > kFrameGroupNormMaxLanes || partial_splits < 1)
+    return cudaErrorInvalidValue;
+  const auto* sets = reinterpret_cast<const Moments*>(partials);
+  return with_element_type(
+      args.type, [&](auto zero) { return apply_for<decltype(zero)>(args, sets, partial_splits, stream); });
 }
 
 }  // namespace vaecodec::core::kernels

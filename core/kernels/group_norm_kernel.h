@@ -38,4 +38,16 @@ int frame_group_norm_vector_width(ElementType type, int64_t channels);
 size_t frame_group_norm_workspace_bytes(int64_t batch, int64_t frames, int64_t groups, int splits);
 cudaError_t launch_frame_group_norm(const FrameGroupNormArgs& args, cudaStream_t stream);
 
+// The two passes of launch_frame_group_norm one at a time, for statistics pooled between them from other
+// parts of the same frames (bands across devices, Note [Bands across devices] in core/band_exchange.h). A
+// partial is kFrameGroupPartialFloats float32 values: the count of its values, their mean and the sum of
+// their squared deviations from it; partials are laid out [frame][split][group], frame = batch item * frames
+// + frame. launch_frame_group_moments writes args.splits of them per frame and group into args.workspace;
+// launch_frame_group_apply normalises x into y with `partials` [frame][partial_splits][group] (any number of
+// sets concatenated along the split axis: their union is what each group's statistics are over).
+constexpr int64_t kFrameGroupPartialFloats = 3;
+cudaError_t launch_frame_group_moments(const FrameGroupNormArgs& args, cudaStream_t stream);
+cudaError_t launch_frame_group_apply(const FrameGroupNormArgs& args, const float* partials,
+                                     int partial_splits, cudaStream_t stream);
+
 }  // namespace vaecodec::core::kernels

@@ -83,7 +83,7 @@ bool interleave_phases_takes_layout(const torch::Tensor& phases, const torch::Te
 
 static bool frame_group_norm_into_impl(const torch::Tensor& x, const torch::Tensor& weight,
                                        const torch::Tensor& bias, int64_t groups, double eps, bool silu,
-                                       const torch::Tensor& out) {
+                                       const torch::Tensor& out, const FrameGroupPool& pool) {
   if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != x.scalar_type() ||
       out.sizes() != x.sizes())
     return false;
@@ -121,18 +121,35 @@ static bool frame_group_norm_into_impl(const torch::Tensor& x, const torch::Tens
 
   auto w = weight.to(torch::kFloat).contiguous();
   auto b = bias.to(torch::kFloat).contiguous();
-  auto workspace = torch::empty(
-      {static_cast<int64_t>(frame_group_norm_workspace_bytes(a.batch, a.frames, groups, a.splits))},
-      x.options().dtype(torch::kByte));
+  // The partials, [frame][split][group] (group_norm_kernel.h).
+  auto workspace =
+      torch::empty({frames, a.splits, groups, kFrameGroupPartialFloats}, x.options().dtype(torch::kFloat));
   a.x = x.data_ptr();
   a.y = out.data_ptr();
   a.weight = w.data_ptr<float>();
   a.bias = b.data_ptr<float>();
   a.workspace = workspace.data_ptr();
   const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index());
-  const cudaError_t err = launch_frame_group_norm(a, stream.stream());
-  if (err != cudaSuccess)
-    throw Error(std::string("GroupNorm kernel launch failed: ") + cudaGetErrorString(err));
+  const auto check = [](cudaError_t err) {
+    if (err != cudaSuccess)
+      throw Error(std::string("GroupNorm kernel launch failed: ") + cudaGetErrorString(err));
+  };
+  if (!pool) {
+    check(launch_frame_group_norm(a, stream.stream()));
+    return true;
+  }
+  // Statistics over every part of the frames: this part's partials, pooled with the others' (Note [Bands
+  // across devices] in core/band_exchange.h), then the second pass with all of them.
+  check(launch_frame_group_moments(a, stream.stream()));
+  const torch::Tensor all = pool(workspace).contiguous();
+  if (all.dim() != 4 || all.size(0) != frames || all.size(2) != groups ||
+      all.size(3) != kFrameGroupPartialFloats || all.scalar_type() != torch::kFloat ||
+      all.device() != x.device())
+    throw Error("GroupNorm: the pooled statistics are " + c10::str(all.sizes()) + " " +
+                std::string(c10::toString(all.scalar_type())) + " on " + all.device().str() + ", not [" +
+                std::to_string(frames) + ", *, " + std::to_string(groups) + ", 3] float32 on " +
+                x.device().str());
+  check(launch_frame_group_apply(a, all.data_ptr<float>(), static_cast<int>(all.size(1)), stream.stream()));
   return true;
 }
 
@@ -246,8 +263,9 @@ static bool interleave_phases_into_impl(const torch::Tensor& phases, const torch
 
 // Note [What the engine applied] (core/kernel_log.h): each entry point counts whether its kernel ran.
 bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                           int64_t groups, double eps, bool silu, const torch::Tensor& out) {
-  const bool ran = frame_group_norm_into_impl(x, weight, bias, groups, eps, silu, out);
+                           int64_t groups, double eps, bool silu, const torch::Tensor& out,
+                           const FrameGroupPool& pool) {
+  const bool ran = frame_group_norm_into_impl(x, weight, bias, groups, eps, silu, out, pool);
   KernelLog::count("frame_group_norm", ran ? "own kernel" : "composite");
   return ran;
 }

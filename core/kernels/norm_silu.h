@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+
 #include <torch/torch.h>
 
 namespace vaecodec::core::kernels {
@@ -46,7 +48,14 @@ bool interleave_phases_takes_layout(const torch::Tensor& phases, const torch::Te
 // frames are channels-last inside (x and out: [B, C, T, H, W] with strides 1 over C, C over W, W * C over H;
 // any batch and frame strides, so out may be a causal buffer's tail). False when the kernel does not apply
 // and nothing was written; the caller takes the composite path.
+// With `pool`, the statistics are over more than x's pixels (a frame cut into bands across devices): pool
+// gets x's partial statistics, a float32 tensor [B * T, S, groups, 3] on x's device (per frame, a few sets
+// of count, mean and sum of squared deviations of each group: kernels::kFrameGroupPartialFloats), and returns
+// every part's, concatenated along dim 1, on x's device; the kernel normalises with their union. pool is
+// called only where the kernel runs.
+using FrameGroupPool = std::function<torch::Tensor(const torch::Tensor&)>;
 bool frame_group_norm_into(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                           int64_t groups, double eps, bool silu, const torch::Tensor& out);
+                           int64_t groups, double eps, bool silu, const torch::Tensor& out,
+                           const FrameGroupPool& pool = {});
 
 }  // namespace vaecodec::core::kernels

@@ -19,6 +19,13 @@ std::pair<torch::Tensor, torch::Tensor> register_linear(torch::nn::Module& paren
   return {weight, bias};
 }
 
+// In a band of a split run, every band's partial statistics of a norm, concatenated along their sets (Note
+// [Bands across devices]); elsewhere none, and the statistics are over x alone.
+kernels::FrameGroupPool band_pool() {
+  if (!in_band()) return {};
+  return [](const torch::Tensor& partials) { return concat_bands({partials}, 1)[0]; };
+}
+
 }  // namespace
 
 std::shared_ptr<CausalConv3d> seedvr2_conv3(int64_t in, int64_t out) {
@@ -35,17 +42,24 @@ FrameGroupNorm::FrameGroupNorm(int64_t channels, int64_t groups) : groups_(group
   bias_ = register_parameter("bias", torch::empty({channels}), false);
 }
 
+// Note [SeedVR2 GroupNorm in bands]
+// In a band the kernel runs as on the whole frame (a band's buffer cuts rows between frames, not inside one),
+// its two passes apart: the first pass's partial statistics of the band go to every band (one exchange of
+// [frames, sets, groups, 3] float32 per norm and chunk), and the second pass normalises with the union of all
+// bands' sets, which is the whole frame's statistics. The composite path (CPU, float64, layouts the kernel
+// does not take) exchanges the same kind of partials, one set per frame and group (float64 for float64
+// input), so that bands whose layers choose differently still meet at the same exchange with tensors that
+// concatenate.
 torch::Tensor FrameGroupNorm::forward(const torch::Tensor& x, bool silu) const {
-  if (in_band()) return composite(x, silu);
   if (x.is_cuda()) {
     auto y = torch::empty_like(x);  // keeps x's memory format
-    if (kernels::frame_group_norm_into(x, weight_, bias_, groups_, kNormEps, silu, y)) return y;
+    if (kernels::frame_group_norm_into(x, weight_, bias_, groups_, kNormEps, silu, y, band_pool())) return y;
   }
   return composite(x, silu);
 }
 
 void FrameGroupNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out) const {
-  if (!in_band() && kernels::frame_group_norm_into(x, weight_, bias_, groups_, kNormEps, /*silu=*/true, out))
+  if (kernels::frame_group_norm_into(x, weight_, bias_, groups_, kNormEps, /*silu=*/true, out, band_pool()))
     return;
   out.copy_(composite(x, /*silu=*/true));
 }
@@ -58,21 +72,25 @@ torch::Tensor FrameGroupNorm::composite(const torch::Tensor& x, bool silu) const
   auto xf = x.to(compute).reshape({b, groups_, per_group, t, -1});
   auto [var, mean] = at::var_mean(xf, {2, 4}, /*unbiased=*/false, /*keepdim=*/true);  // [B, G, 1, T, 1]
   if (in_band()) {
-    // A group's pixels are spread over the bands: pool every band's count, mean and variance (float64),
-    // the variance as the mean of the bands' variances plus the variance of their means, count-weighted.
+    // A group's pixels are spread over the bands: pool every band's partials (Note [SeedVR2 GroupNorm in
+    // bands]), [B * T, sets, G, 3] of count, mean and sum of squared deviations, in float64: the variance is
+    // the count-weighted mean of the sets' variances plus the variance of their means.
     const double count = static_cast<double>(xf.size(2) * xf.size(4));
-    std::vector<torch::Tensor> counts, means, vars;
-    for (auto& band : gather_bands({torch::full({1, 1, 1, 1, 1}, count, mean.options().dtype(torch::kDouble)),
-                                    mean.to(torch::kDouble), var.to(torch::kDouble)})) {
-      counts.push_back(band[0]);
-      means.push_back(band[1]);
-      vars.push_back(band[2]);
-    }
-    const auto n = torch::stack(counts), m = torch::stack(means), v = torch::stack(vars);  // [bands, ...]
-    const auto total = n.sum(0);
-    const auto pooled_mean = (n * m).sum(0) / total;
-    mean = pooled_mean.to(compute);
-    var = ((n * (v + (m - pooled_mean).square())).sum(0) / total).to(compute);
+    const auto per_frame = [&](const torch::Tensor& s) {  // [B, G, 1, T, 1] -> [B * T, 1, G]
+      return s.reshape({b, groups_, t}).permute({0, 2, 1}).reshape({b * t, 1, groups_});
+    };
+    const auto m = per_frame(mean);
+    const auto partials = torch::stack({torch::full_like(m, count), m, per_frame(var) * count}, -1);
+    const auto all = band_pool()(partials).to(torch::kDouble);  // [B * T, sets, G, 3]
+    const auto n = all.select(3, 0), means = all.select(3, 1), squares = all.select(3, 2);
+    const auto total = n.sum(1, /*keepdim=*/true);
+    const auto pooled_mean = (n * means).sum(1, true) / total;
+    const auto pooled_var = (squares + n * (means - pooled_mean).square()).sum(1, true) / total;
+    const auto to_groups = [&](const torch::Tensor& s) {  // [B * T, 1, G] -> [B, G, 1, T, 1]
+      return s.reshape({b, t, groups_}).permute({0, 2, 1}).reshape({b, groups_, 1, t, 1}).to(compute);
+    };
+    mean = to_groups(pooled_mean);
+    var = to_groups(pooled_var);
   }
   auto weight = weight_.to(compute).reshape({1, groups_, per_group, 1, 1});
   auto bias = bias_.to(compute).reshape({1, groups_, per_group, 1, 1});
