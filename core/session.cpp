@@ -23,13 +23,6 @@ Session::Session(std::shared_ptr<VaeModel> model, Op op, Options options)
   if (!model_) throw Error("a session needs a model");
   if (op_ != Op::kEncode && op_ != Op::kDecode) throw UsageError("a session encodes or decodes");
   if (options_.chunk < 0) throw UsageError("a session's chunk is at least 1 latent frame (0: a whole block)");
-  // Note [Decoders that look ahead] in core/vae_model.h: a session has no end of clip yet, so it would never
-  // give the frames such a decoder holds back.
-  if (op_ == Op::kDecode && model_->info().decode_lag > 0)
-    throw UsageError(
-        model_->info().family +
-        ": its decoder looks ahead in time, which decode sessions do not run yet; decode the whole "
-        "latents instead");
 }
 
 void Session::check(const torch::Tensor& block) const {
@@ -67,21 +60,21 @@ void Session::check(const torch::Tensor& block) const {
   }
 }
 
-torch::Tensor Session::empty_output(const torch::Tensor& block) const {
+torch::Tensor Session::empty_output(c10::IntArrayRef sizes) const {
   const ModelInfo& info = model_->info();
   const int64_t f = info.spatial_factor;
   auto options = torch::TensorOptions().device(model_->device());
   if (op_ == Op::kEncode)
-    return torch::empty({block.size(0), info.latent_channels, 0, block.size(3) / f, block.size(4) / f},
+    return torch::empty({sizes[0], info.latent_channels, 0, sizes[3] / f, sizes[4] / f},
                         options.dtype(torch::kFloat));
-  return torch::empty({block.size(0), 3, 0, block.size(3) * f, block.size(4) * f},
-                      options.dtype(model_->dtype()));
+  return torch::empty({sizes[0], 3, 0, sizes[3] * f, sizes[4] * f}, options.dtype(model_->dtype()));
 }
 
 torch::Tensor Session::model_call(const torch::Tensor& x) {
   std::unique_lock<std::mutex> lock;
   if (options_.model_calls) lock = std::unique_lock<std::mutex>(*options_.model_calls);
   before_model_call();
+  if (!x.defined()) return model_->decode_end(state_.cache);
   return op_ == Op::kEncode ? model_->encode(x, state_.cache) : model_->decode(x, state_.cache);
 }
 
@@ -105,7 +98,7 @@ torch::Tensor Session::run_encode(const torch::Tensor& frames) {
   const int64_t ready = first ? 1 + tf * ((n - 1) / tf) : tf * (n / tf);
   // What waits is copied out, so that the block it came with is not held with it.
   state_.pending = x.narrow(2, ready, n - ready).clone();
-  if (ready == 0) return empty_output(frames);
+  if (ready == 0) return empty_output(frames.sizes());
   x = x.narrow(2, 0, ready).contiguous(model_->memory_format());
   std::vector<torch::Tensor> parts;
   int64_t at = 0;
@@ -144,13 +137,14 @@ void Session::mark_done() {
 torch::Tensor Session::push(const torch::Tensor& block) {
   std::lock_guard<std::mutex> lock(mutex_);
   check(block);
-  if (block.size(2) == 0) return empty_output(block);
+  if (block.size(2) == 0) return empty_output(block.sizes());
   c10::OptionalDeviceGuard device_guard;
   if (model_->device().is_cuda()) {
     device_guard.reset_device(model_->device());
     hand_to(c10::cuda::getCurrentCUDAStream(model_->device().index()));
   }
   State before = state_;  // shares the histories: what a failed push puts back
+  if (state_.ended) state_ = State{};
   torch::Tensor out;
   try {
     out = run(block);
@@ -165,6 +159,44 @@ torch::Tensor Session::push(const torch::Tensor& block) {
   state_.in += block.size(2);
   state_.out += out.size(2);
   mark_done();
+  return out;
+}
+
+torch::Tensor Session::finish() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t waiting = op_ == Op::kEncode ? pending() : 0;
+  if (waiting > 0) {
+    const int64_t tf = model_->info().temporal_factor;
+    throw UsageError("encode session: " + std::to_string(waiting) + " frame" +
+                     (waiting > 1 ? "s wait" : " waits") + " for a group of " + std::to_string(tf) +
+                     " and cannot end the clip; push " + std::to_string(tf - waiting) +
+                     " more (the last one repeated) or reset() to drop them");
+  }
+  const std::vector<int64_t> none = {0, 0, 0, 0, 0};
+  const std::vector<int64_t>& sizes = state_.form.empty() ? none : state_.form;
+  torch::Tensor out;
+  if (op_ == Op::kDecode && model_->info().decode_lag > 0 && !state_.form.empty()) {
+    c10::OptionalDeviceGuard device_guard;
+    if (model_->device().is_cuda()) {
+      device_guard.reset_device(model_->device());
+      hand_to(c10::cuda::getCurrentCUDAStream(model_->device().index()));
+    }
+    State before = state_;  // what a failed finish puts back
+    try {
+      torch::InferenceMode inference;
+      out = model_call(torch::Tensor());
+    } catch (...) {
+      state_ = std::move(before);
+      throw;
+    }
+    mark_done();
+  }
+  if (!out.defined() || out.size(2) == 0) out = empty_output(sizes);
+  State ended;
+  ended.in = state_.in;
+  ended.out = state_.out + out.size(2);
+  ended.ended = true;
+  state_ = std::move(ended);
   return out;
 }
 
@@ -199,9 +231,16 @@ int64_t Session::state_bytes() const {
   return n;
 }
 
+int64_t Session::pending() const {
+  if (op_ == Op::kEncode) return state_.pending.defined() ? state_.pending.size(2) : 0;
+  // A decode owes the frames its latents make (Note [Streaming sessions]) less those it returned.
+  if (state_.ended || state_.in == 0) return 0;
+  return 1 + model_->info().temporal_factor * (state_.in - 1) - state_.out;
+}
+
 int64_t Session::pending_frames() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return state_.pending.defined() ? state_.pending.size(2) : 0;
+  return pending();
 }
 
 int64_t Session::frames_in() const {

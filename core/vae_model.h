@@ -73,7 +73,10 @@ void refuse_config_key(const nlohmann::json& config, const std::string& key, con
 // decode() returns fewer frames than above (none at all for a short first chunk), keeping the rest in the
 // cache, ModelInfo::decode_lag output frames in all, and decode_end() returns them once the clip has ended,
 // with the clip's right padding applied. Over a whole run the frames are the same as a causal decoder's, and
-// the same for any chunking. For a causal decoder decode_end() returns nothing.
+// the same for any chunking. For a causal decoder decode_end() returns nothing. Whoever runs the cache ends
+// it: a split when its run ends (Note [Held-back frames of a split] in core/split/blended_tiles.cpp), a
+// streaming session when its caller says the clip ends (Session::finish, Note [Streaming sessions] in
+// core/session.h).
 class VaeModel : public torch::nn::Module {
  public:
   virtual const ModelInfo& info() const = 0;

@@ -108,6 +108,52 @@ TEST_CASE("an encode session's frames give the whole clip's latents, groups wait
   }
 }
 
+TEST_CASE(
+    "finish ends a causal decode or an encode with 0 frames; encode frames short of a group are refused",
+    "[session]") {
+  for (const TinyModel& tiny : tiny_models()) {
+    INFO(tiny.family);
+    auto model = tiny_f64(tiny);
+    const int64_t f = model->info().spatial_factor, z = model->info().latent_channels;
+    const auto latent = golden(tiny, "latent").narrow(2, 0, 3);
+    const auto whole = core::decode_latents(*model, latent, {1000});
+    Session d(model, Op::kDecode, no_options());
+    CHECK(relative_error(push_blocks(d, latent, {2}), whole) <= 1e-12);
+    const auto end = d.finish();
+    CHECK(end.sizes() == std::vector<int64_t>{1, 3, 0, latent.size(3) * f, latent.size(4) * f});
+    CHECK(end.scalar_type() == whole.scalar_type());
+    CHECK(d.frames_out() == whole.size(2));
+    CHECK(d.state_bytes() == 0);
+    // The next push starts a new clip, of any size.
+    const auto small = latent.narrow(2, 0, 2).narrow(4, 0, latent.size(4) / 2).contiguous();
+    CHECK(relative_error(push_blocks(d, small, {1}), core::decode_latents(*model, small, {1000})) <= 1e-12);
+    CHECK(d.frames_in() == 2);
+
+    const auto video = golden(tiny, "video").narrow(2, 0, 5);  // 1 + 4 frames
+    const auto latents = core::encode_video(*model, video, {1000});
+    Session e(model, Op::kEncode, no_options());
+    const auto z0 = e.push(video.narrow(2, 0, 3));  // frame 0 -> 1 latent frame; 2 wait
+    const int64_t bytes = e.state_bytes();
+    try {
+      e.finish();
+      FAIL("finished with frames waiting");
+    } catch (const UsageError& error) {
+      CHECK_THAT(std::string(error.what()),
+                 Catch::StartsWith("encode session: 2 frames wait for a group of 4") &&
+                     Catch::Contains("push 2 more"));
+    }
+    CHECK(e.pending_frames() == 2);
+    CHECK(e.state_bytes() == bytes);
+    const auto z1 = e.push(video.narrow(2, 3, 2));
+    CHECK(relative_error(torch::cat({z0, z1}, 2), latents) <= 1e-12);
+    const auto none = e.finish();
+    CHECK(none.sizes() == std::vector<int64_t>{1, z, 0, video.size(3) / f, video.size(4) / f});
+    CHECK(e.frames_out() == 2);
+    CHECK(e.state_bytes() == 0);
+    CHECK(relative_error(e.push(video), latents) <= 1e-12);
+  }
+}
+
 TEST_CASE("sessions of one model keep their own state: interleaved, branched and reset", "[session]") {
   const TinyModel tiny = tiny_model("wan2.1-vae");
   auto model = tiny_f64(tiny);

@@ -121,6 +121,15 @@ torch::Tensor Stream::push(const torch::Tensor& block) {
   }
 }
 
+torch::Tensor Stream::finish() {
+  try {
+    return model_.with_switches([&] { return session_->finish(); });
+  } catch (const c10::OutOfMemoryError&) {
+    core::Device::of(model_.device()).release_cached();  // what the failed finish held goes back
+    throw;
+  }
+}
+
 torch::Tensor Model::run(core::Op op, const torch::Tensor& input) {
   std::lock_guard<std::mutex> lock(*calls_);
   c10::OptionalDeviceGuard device_guard;

@@ -108,6 +108,7 @@ class Stream {
   Stream(Model& model, std::unique_ptr<core::Session> session)
       : model_(model), session_(std::move(session)) {}
   torch::Tensor push(const torch::Tensor& block);
+  torch::Tensor finish();
   std::unique_ptr<Stream> clone() const { return std::make_unique<Stream>(model_, session_->clone()); }
   core::Session& session() { return *session_; }
   const Model& model() const { return model_; }

@@ -136,6 +136,7 @@ PYBIND11_MODULE(_vaecodec, m) {
                           self.session().op() == vaecodec::core::Op::kEncode ? "frames" : "latents", "push");
              return without_gil([&] { return self.push(block); });
            })
+      .def("finish", [](Stream& self) { return without_gil([&] { return self.finish(); }); })
       .def(
           "clone", [](const Stream& self) { return without_gil([&] { return self.clone(); }); },
           py::keep_alive<0, 1>())

@@ -1,11 +1,13 @@
 """Streaming sessions (model.decode_stream / encode_stream) on the CPU in float32: any split into blocks gives
-the whole clip's run for every family, sessions are independent (interleaved, from threads, cloned, reset),
-and a refused push raises one line and leaves the session as it was."""
+the whole clip's run for every family, LTX-2's with the frames it holds back given by finish(); sessions are
+independent (interleaved, from threads, cloned, reset), and a refused push or finish raises one line and
+leaves the session as it was."""
 
 import os
 import subprocess
 import sys
 import threading
+import warnings
 
 import pytest
 import torch
@@ -14,11 +16,18 @@ import vaecodec
 from conftest import ROOT, TINY, relative_error
 
 FAMILIES = sorted(TINY)
+# LTX-2's decoder looks ahead (Note [Decoders that look ahead] in core/vae_model.h): its two tiny configs.
+LTX2 = {tag: ROOT / "tests" / "data" / "ltx2-tiny" / f"weights-{tag}.safetensors" for tag in ("20", "23")}
 
 
 @pytest.fixture(scope="module")
 def models():
     return {family: vaecodec.load(path, device="cpu", dtype="fp32") for family, path in TINY.items()}
+
+
+@pytest.fixture(scope="module")
+def ltx2_models():
+    return {tag: vaecodec.load(path, device="cpu", dtype="fp32") for tag, path in LTX2.items()}
 
 
 def latents_for(model, t=5, h=6, w=8, seed=0):
@@ -203,6 +212,124 @@ except RuntimeError as e:
 assert s.state_bytes == state and s.frames_in == 1 and s.frames_out == 1
 tail = s.push(z[:, :, 1:])
 got = torch.cat([head, tail], 2)
+want = m.decode(z)
+err = ((got - want).norm() / want.norm()).item()
+assert err <= 1e-5, err
+print("ok", err)
+"""
+    env = dict(os.environ, VAECODEC_TEST_OOM="call=2")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=str(ROOT))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")
+
+
+@pytest.mark.parametrize("tag", sorted(LTX2))
+def test_a_decoder_that_looks_ahead_gives_its_last_frames_at_finish(ltx2_models, tag):
+    # The Python package loads no float64 model (dtype= takes fp32, bf16, fp16): float32, as the tests above;
+    # the engine's own tests check the same splits to 1e-12 in float64 (tests/test_session_lookahead.cpp).
+    m = ltx2_models[tag]
+    assert m.temporal_factor == 8
+    z = latents_for(m, t=16, h=2, w=2)  # 121 frames, more than either tiny config holds back
+    whole = m.decode(z)
+    assert whole.shape[2] == 1 + 8 * 15
+    for blocks in ([1], [2], [3], [1, 4], [5, 2, 3]):
+        with m.decode_stream() as s:
+            pushed = push_all(s, z, blocks)
+            held = s.pending_frames
+            assert 0 < held < whole.shape[2] and s.state_bytes > 0, blocks
+            assert pushed.shape[2] + held == whole.shape[2] == s.frames_out + held
+            end = s.finish()
+            assert end.shape[2] == held
+            got = torch.cat([pushed, end], 2)
+            assert got.shape == whole.shape and got.dtype == whole.dtype
+            assert relative_error(got, whole) <= 1e-5, blocks
+            assert s.frames_in == 16 and s.frames_out == whole.shape[2]
+            assert s.pending_frames == 0 and s.state_bytes == 0
+    # A clone mid-clip finishes to the same frames; its source goes on with another future.
+    s = m.decode_stream()
+    head = s.push(z[:, :, :6])
+    branch = s.clone()
+    assert branch.pending_frames == s.pending_frames > 0 and branch.state_bytes == s.state_bytes
+    tail = torch.cat([branch.push(z[:, :, 6:]), branch.finish()], 2)
+    assert relative_error(torch.cat([head, tail], 2), whole) <= 1e-5
+    s.push(latents_for(m, t=10, h=2, w=2, seed=3))
+    assert s.finish().shape[2] > 0
+    # After finish the next push starts a new clip, of another size.
+    small = latents_for(m, t=3, h=2, w=3, seed=1)
+    first = s.push(small[:, :, :1])
+    assert s.frames_in == 1 and first.shape[2] == 0
+    assert relative_error(torch.cat([first, push_all(s, small[:, :, 1:], [1]), s.finish()], 2),
+                          m.decode(small)) <= 1e-5
+    # uint8 frames at finish as at push.
+    with m.decode_stream(output="uint8") as s:
+        got = torch.cat([s.push(z[:, :, :9]), s.push(z[:, :, 9:]), s.finish()], 1)
+    want = ((whole.float() + 1) * 127.5).round().to(torch.uint8).permute(0, 2, 3, 4, 1)
+    assert got.dtype == torch.uint8 and got.shape == want.shape
+    assert (got.int() - want.int()).abs().max().item() <= 1
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_finish_of_a_causal_decoder_or_an_encode_gives_no_frames(models, family):
+    m = models[family]
+    z = latents_for(m)
+    with m.decode_stream() as s:
+        got = push_all(s, z, [2])
+        end = s.finish()
+        assert end.shape == (1, 3, 0, got.shape[3], got.shape[4]) and end.dtype == got.dtype
+        assert s.frames_out == got.shape[2] and s.pending_frames == 0 and s.state_bytes == 0
+    video = frames_for(m, t=5)
+    whole = m.encode(video)
+    with m.encode_stream() as e:
+        head = e.push(video[:, :, :3])
+        with pytest.raises(ValueError) as refused:
+            e.finish()
+        text = str(refused.value)
+        assert text.startswith("encode session: 2 frames wait for a group of 4") and "\n" not in text, text
+        assert e.pending_frames == 2
+        rest = e.push(video[:, :, 3:])
+        assert relative_error(torch.cat([head, rest], 2), whole) <= 1e-5
+        end = e.finish()
+        assert end.shape == (1, m.latent_channels, 0, whole.shape[3], whole.shape[4])
+        assert e.frames_out == 2 and e.state_bytes == 0
+        assert relative_error(e.push(video), whole) <= 1e-5
+
+
+def test_closing_a_stream_with_frames_held_back_warns(ltx2_models):
+    m = ltx2_models["23"]
+    z = latents_for(m, t=3, h=1, w=2)  # 17 frames, all held back until finish
+    with pytest.warns(UserWarning, match="closed with 17 frames held back; call finish"):
+        with m.decode_stream() as s:
+            assert s.push(z).shape[2] == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with m.decode_stream() as s:
+            s.push(z)
+            assert s.finish().shape[2] == 17
+        with pytest.raises(KeyError):  # leaving on an exception: no warning on top of it
+            with m.decode_stream() as s:
+                s.push(z)
+                raise KeyError("the generator failed")
+
+
+def test_a_finish_that_fails_while_it_runs_leaves_the_clip_open(tmp_path):
+    # As the push's test above: the 2nd model call of the process fails, here the finish's.
+    script = f"""
+import torch, vaecodec
+m = vaecodec.load({str(LTX2['23'])!r}, device="cpu", dtype="fp32")
+z = torch.randn(1, 4, 4, 1, 2, generator=torch.Generator().manual_seed(0))
+s = m.decode_stream()
+head = s.push(z)                        # model call 1
+state, held = s.state_bytes, s.pending_frames
+try:
+    s.finish()                          # call 2 fails
+    raise SystemExit("the finish did not fail")
+except RuntimeError as e:
+    assert "out of memory" in str(e) and "\\n" not in str(e), str(e)
+assert s.state_bytes == state > 0 and s.pending_frames == held > 0 and s.frames_in == 4, (s.state_bytes, held)
+end = s.finish()
+assert end.shape[2] == held
+got = torch.cat([head, end], 2)
 want = m.decode(z)
 err = ((got - want).norm() / want.norm()).item()
 assert err <= 1e-5, err
