@@ -183,4 +183,36 @@ TEST_CASE("a shared GPU: the default budget is what is free, a larger one is ref
   CHECK_FALSE(std::filesystem::exists(dir / "big.mp4"));
 }
 
+// Note [Offloaded caches]: a parked cache's host buffer is page-locked memory of exactly the cache's size
+// (not LibTorch's pinned blocks, rounded up to a power of two), and carries a cache down and back up
+// unchanged.
+TEST_CASE("a parked cache's host buffer has the cache's layout, and off CUDA is plain host memory",
+          "[memory]") {
+  const auto t = torch::randn({1, 3, 5, 7, 9}).contiguous(torch::MemoryFormat::ChannelsLast3d);
+  const torch::Tensor host = core::Device::of(torch::kCPU).pinned_exact_like(t);
+  CHECK(host.device().is_cpu());
+  CHECK(host.sizes() == t.sizes());
+  CHECK(host.strides() == t.strides());
+  CHECK(host.scalar_type() == t.scalar_type());
+}
+
+TEST_CASE("on CUDA, a parked cache's host buffer is pinned, exactly its size, and carries a round trip",
+          "[gpu][memory]") {
+  if (!cuda_here()) return;
+  core::Device& gpu = core::Device::of(torch::Device(torch::kCUDA, 0));
+  // 2 * 16 * 5 * 129 * 257 bf16 values: 5.06 MiB, which LibTorch's pinned allocator would round up to 8 MiB.
+  const auto cache = torch::randn({2, 16, 5, 129, 257}, torch::TensorOptions().device(torch::kCUDA))
+                         .to(torch::kBFloat16)
+                         .contiguous(torch::MemoryFormat::ChannelsLast3d);
+  torch::Tensor host = gpu.pinned_exact_like(cache);
+  CHECK(host.is_pinned());
+  CHECK(host.strides() == cache.strides());
+  CHECK(host.storage().nbytes() == static_cast<size_t>(cache.numel() * cache.element_size()));
+  host.copy_(cache, /*non_blocking=*/true);
+  auto back = torch::empty_like(cache);
+  back.copy_(host, /*non_blocking=*/true);
+  gpu.synchronize();
+  CHECK(torch::equal(back, cache));
+}
+
 }  // namespace vaecodec::test

@@ -7,6 +7,7 @@
 #include <map>
 
 #include <ATen/Context.h>
+#include <ATen/EmptyTensor.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -112,6 +113,19 @@ c10::cuda::CUDAStream Device::stream(Lane lane) {
 torch::Tensor Device::host_like(const torch::Tensor& t) const {
   return torch::empty_strided(t.sizes(), t.strides(),
                               t.options().device(torch::kCPU).pinned_memory(is_cuda()));
+}
+
+torch::Tensor Device::pinned_exact_like(const torch::Tensor& t) const {
+  const size_t bytes = at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.element_size());
+  if (!is_cuda() || bytes == 0) return host_like(t);
+  void* data = nullptr;
+  if (const cudaError_t err = cudaHostAlloc(&data, bytes, cudaHostAllocPortable); err != cudaSuccess) {
+    (void)cudaGetLastError();  // not a sticky error: the next call must not see it
+    throw OutOfMemory("cannot lock " + std::to_string(bytes >> 20) +
+                      " MiB of host memory for a parked cache (" + cudaGetErrorString(err) + ")");
+  }
+  return torch::from_blob(
+      data, t.sizes(), t.strides(), [](void* p) { cudaFreeHost(p); }, t.options().device(torch::kCPU));
 }
 
 double Device::cap_memory(int64_t budget_bytes) {

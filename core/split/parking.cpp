@@ -54,7 +54,7 @@ void CacheParking::download(CausalCache& cache, Device& device) {
     torch::Tensor& host = host_[i];
     if (!host.defined() || host.sizes() != slot.history.sizes() || host.strides() != slot.history.strides() ||
         host.scalar_type() != slot.history.scalar_type())
-      host = pinned_ ? device.host_like(slot.history)  // one block, strides kept
+      host = pinned_ ? device.pinned_exact_like(slot.history)  // one block of its size, strides kept
                      : torch::empty_strided(slot.history.sizes(), slot.history.strides(),
                                             slot.history.options().device(torch::kCPU));
     host.copy_(slot.history, /*non_blocking=*/true);

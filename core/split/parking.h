@@ -18,14 +18,14 @@ namespace vaecodec::core {
 // first one of the next chunk). Tile i+1's upload starts only once tile i-1's model call is done, so at most
 // three tiles' caches are on the device at once (the planner counts three). A cache's upload also waits for
 // its own previous download, and each slot's cache comes back into the same pinned buffer every time (host
-// memory: one copy of the caches). All device memory comes from the compute stream's pool (a copy stream's
-// pool would keep its freed blocks out of the model's reach): an upload allocates on the compute stream, and
-// its copy waits for everything queued there so far (the `allocated` event, which also orders it after tile
-// i-1's call). A cache going down keeps its device memory until release(): blended tiles release it once the
-// next tile's model call is queued, exact tiles at once (one tile's cache on the device at a time); the
-// compute stream then waits for that copy (done long before, unless the copies are slower than the model)
-// and frees it, so freed memory never waits on another stream's events. Off CUDA parking changes nothing:
-// the caches are in host memory already.
+// memory: one copy of the caches, each buffer of its slot's size: Device::pinned_exact_like). All device
+// memory comes from the compute stream's pool (a copy stream's pool would keep its freed blocks out of the
+// model's reach): an upload allocates on the compute stream, and its copy waits for everything queued there
+// so far (the `allocated` event, which also orders it after tile i-1's call). A cache going down keeps its
+// device memory until release(): blended tiles release it once the next tile's model call is queued, exact
+// tiles at once (one tile's cache on the device at a time); the compute stream then waits for that copy (done
+// long before, unless the copies are slower than the model) and frees it, so freed memory never waits on
+// another stream's events. Off CUDA parking changes nothing: the caches are in host memory already.
 //
 // Exact tiles park in pageable host memory of the cache's own size, made at each download and freed once the
 // cache is back up, as they did before the parking was shared: LibTorch's pinned host allocator rounds every
