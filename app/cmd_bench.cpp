@@ -245,7 +245,7 @@ void add_bench_command(CLI::App& app) {
                   "Model family: " + core::model_family_names() + " (default with --random: " +
                       core::default_model_family().name + "; with --weights: detected)");
   cmd->add_option("--size", o->size, "WIDTHxHEIGHT")->capture_default_str();
-  cmd->add_option("--frames", o->frames, "Frames (1 + 4k)")
+  cmd->add_option("--frames", o->frames, "Frames: 1 + 4k (LTX-2: 1 + 8k)")
       ->check(CLI::Range(int64_t{1}, 4 * core::kMaxChunk + 1))
       ->capture_default_str();
   cmd->add_option("--op", o->op, "encode, decode or roundtrip")->capture_default_str();
