@@ -133,6 +133,17 @@ torch::Tensor VaeModel::encode_tile(const torch::Tensor& x, CausalCache& cache, 
   return t.run(to_trunk_input(x), interior, latent_height * down, latent_width * down, cache);
 }
 
+torch::Tensor VaeModel::decode_features_end(CausalCache& cache) {
+  ModelCall call(*this);
+  return decode_features_end_chunk(cache);
+}
+
+torch::Tensor VaeModel::decode_tile_end(CausalCache& cache, Area interior, int64_t latent_height,
+                                        int64_t latent_width) {
+  ModelCall call(*this);
+  return decode_tile_end_chunk(cache, interior, latent_height, latent_width);
+}
+
 torch::Tensor VaeModel::decode_features_chunk(const torch::Tensor&, CausalCache&) {
   throw Error(info().family + ": this model has no whole-frame part for exact tiles");
 }

@@ -101,6 +101,14 @@ class VaeModel : public torch::nn::Module {
   // Decode: features cropped to tile_input(false, interior, ...) -> the interior's pixels [B, 3, t, ., .].
   torch::Tensor decode_tile(const torch::Tensor& features, CausalCache& cache, Area interior,
                             int64_t latent_height, int64_t latent_width);
+  // Decode, once the clip has ended (Note [Decoders that look ahead]): what the whole-frame part held back
+  // (features, as decode_features returns them), and what a tile's trunk held back (the interior's pixels,
+  // as decode_tile returns them), each completed with the clip's right padding; undefined when nothing was
+  // held back (a causal decoder, or a cache that has seen nothing). A tile ends its trunk after the
+  // whole-frame part's held-back features have gone through it.
+  torch::Tensor decode_features_end(CausalCache& cache);
+  torch::Tensor decode_tile_end(CausalCache& cache, Area interior, int64_t latent_height,
+                                int64_t latent_width);
   // Encode: frames cropped to tile_input(true, interior, ...) -> the interior's features [B, C, n, ., .].
   torch::Tensor encode_tile(const torch::Tensor& x, CausalCache& cache, Area interior, int64_t latent_height,
                             int64_t latent_width);
@@ -159,6 +167,16 @@ class VaeModel : public torch::nn::Module {
   // The whole-frame parts; called only where trunk() is local. Each rewinds the cache first.
   virtual torch::Tensor decode_features_chunk(const torch::Tensor& z, CausalCache& cache);
   virtual torch::Tensor encode_features_chunk(const torch::Tensor& features, CausalCache& cache);
+  // Their ends, for a decoder that looks ahead; nothing by default.
+  virtual torch::Tensor decode_features_end_chunk(CausalCache& cache) {
+    (void)cache;
+    return {};
+  }
+  virtual torch::Tensor decode_tile_end_chunk(CausalCache& cache, Area interior, int64_t latent_height,
+                                              int64_t latent_width) {
+    (void)cache, (void)interior, (void)latent_height, (void)latent_width;
+    return {};
+  }
   // Between pixels and the trunk's ends (Wan2.2 folds 2x2 pixels into channels); identity by default.
   virtual torch::Tensor to_trunk_input(const torch::Tensor& x) const { return x; }
   virtual torch::Tensor from_trunk_output(const torch::Tensor& y) const { return y; }

@@ -20,9 +20,9 @@ struct TinyModel {
 
 // Whether a family's decoder looks ahead in time (Note [Decoders that look ahead] in core/vae_model.h). Such
 // a family (LTX-2: two tiny configs, weights-20 and weights-23) is left out of tiny_models(), whose tests
-// load one weights.safetensors each and run tiles through time, which it does not; its golden, chunk,
-// session, band and blended-tile tests are its own (tests/test_ltx2.cpp, tests/test_session_lookahead.cpp,
-// tests/test_bands.cpp).
+// load one weights.safetensors each and expect a decode to give every chunk's frames as it comes; its
+// golden, chunk, session, band, blended-tile and exact-tile tests are its own (tests/test_ltx2.cpp,
+// tests/test_session_lookahead.cpp, tests/test_bands.cpp, tests/test_ltx2_tiles.cpp).
 inline bool decoder_looks_ahead(const core::ModelFamily& family) {
   return family.describe(family.released_config).decode_lag > 0;
 }

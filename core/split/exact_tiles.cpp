@@ -20,6 +20,14 @@ torch::Tensor crop(const torch::Tensor& x, int64_t frame, int64_t frames, const 
       .narrow(4, area.cols.begin, area.cols.size());
 }
 
+// Output frames a decode has settled once `latents` latent frames have come (Note [Decoders that look ahead]
+// in core/vae_model.h): every one once the clip has ended, else all but the model's lag.
+int64_t settled_frames(const ModelInfo& info, int64_t latents, bool ended) {
+  if (latents == 0) return 0;
+  const int64_t all = 1 + info.temporal_factor * (latents - 1);
+  return ended ? all : std::max<int64_t>(all - info.decode_lag, 0);
+}
+
 // Chunk lengths over `n` units, `first` for the first and `later` after.
 std::vector<int64_t> chunk_lengths(int64_t n, int64_t first, int64_t later) {
   std::vector<int64_t> out;
@@ -223,8 +231,13 @@ void ExactTiles::unpark(Tile& tile) {
 torch::Tensor ExactTiles::run_window(const Pieces& x, bool more) {
   torch::InferenceMode guard;
   const bool decode = op_ == Op::kDecode;
-  const int64_t tf = model_.info().temporal_factor;
-  window_frames_ = decode ? (started_ ? tf * x.size() : 1 + tf * (x.size() - 1)) : x.size();
+  if (decode) {  // Note [Held-back frames of exact tiles]
+    window_frames_ = settled_frames(model_.info(), latents_ + x.size(), /*ended=*/!more) -
+                     settled_frames(model_.info(), latents_, false);
+    latents_ += x.size();
+  } else {
+    window_frames_ = x.size();
+  }
   step_ = 0;
   torch::Tensor out = decode ? decode_window(x, more) : encode_window(x, more);
   frames_done_ += window_frames_;
@@ -300,51 +313,85 @@ torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, 
                  1);
 }
 
+// Note [Held-back frames of exact tiles]
+// A decoder that looks ahead (Note [Decoders that look ahead] in core/vae_model.h) holds frames back in every
+// cache it runs with: the whole-frame part settles fewer features than the window's latents (none at all
+// from a short first window) and each tile's trunk fewer frames than those features make. What is held back
+// stays in the caches, parked between windows with the rest of them, and comes out in the next window: a
+// window's frames are those settled by its last latent less those settled before it, ModelInfo::decode_lag
+// behind a causal decoder's (settled_frames), and every tile settles as many. The window that ends the clip
+// ends the caches: the whole-frame part's held-back features join the window's features and go through the
+// tiles' trunks as theirs, and then each tile ends its trunk (decode_tile_end), one step more per tile, whose
+// frames are written, staged or emitted as a chunk's. So a window's frames are complete and in order when it
+// is done (the last tile's frames go to emit as it settles them), the clip's frames appear once each, and
+// the result is the same for any window and chunk.
 torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   const int64_t n = z.size(), f = model_.info().spatial_factor;
-  const std::vector<int64_t> chunks = chunk_lengths(n, chunk_, chunk_);
-  // The whole-frame part over the window, into one tensor of features.
+  const bool ends = !more && model_.info().decode_lag > 0;
+  // The whole-frame part over the window, into one tensor of features (Note [Held-back frames of exact
+  // tiles]: fewer than n until the clip ends, then more).
   torch::Tensor features;
-  for (int64_t c = 0, at = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
-    before_model_call();
-    torch::Tensor part =
-        model_.decode_features(to_model(z.slice(at, chunks[c]), BandPlace{&model_, &device_}, false), whole_);
-    if (!features.defined()) {
+  int64_t settled = 0;
+  auto append = [&](const torch::Tensor& part) {
+    if (!part.defined() || part.size(2) == 0) return;
+    if (!features.defined() || settled + part.size(2) > features.size(2)) {
       auto sizes = part.sizes().vec();
-      sizes[2] = n;
-      features = torch::empty(sizes, CausalConv3d::layout_of(part));
+      sizes[2] = std::max(n, settled + part.size(2));
+      torch::Tensor grown = torch::empty(sizes, CausalConv3d::layout_of(part));
+      if (settled > 0) grown.narrow(2, 0, settled).copy_(features.narrow(2, 0, settled));
+      features = grown;
     }
-    features.narrow(2, at, chunks[c]).copy_(part);
+    features.narrow(2, settled, part.size(2)).copy_(part);
+    settled += part.size(2);
+  };
+  for (int64_t at = 0; at < n; at += chunk_) {
+    before_model_call();
+    append(model_.decode_features(
+        to_model(z.slice(at, std::min(chunk_, n - at)), BandPlace{&model_, &device_}, false), whole_));
   }
+  if (ends) {
+    before_model_call();
+    append(model_.decode_features_end(whole_));
+  }
+  if (settled == 0 && !ends) {  // nothing settled yet: the tiles start in a later window
+    if (window_frames_ > 0)
+      throw Error(model_.info().family + ": " + std::to_string(window_frames_) +
+                  " frames are due from a window whose whole-frame part settled none");
+    return {};
+  }
+  if (features.defined()) features = features.narrow(2, 0, settled);
+  const std::vector<int64_t> chunks = chunk_lengths(settled, chunk_, chunk_);
   // The window's frames; on the CPU a host window changes nothing but takes the same path (so that tests
   // run it).
   const bool cuda = device_.torch_device().is_cuda();
   const auto options = torch::TensorOptions().dtype(model_.dtype());
-  const std::vector<int64_t> sizes{features.size(0), 3, window_frames_, grid_.latent_height * f,
+  const std::vector<int64_t> sizes{z.slice(0, 1).size(0), 3, window_frames_, grid_.latent_height * f,
                                    grid_.latent_width * f};
   const auto where =
       host_window_ ? options.device(torch::kCPU).pinned_memory(cuda) : options.device(device_.torch_device());
   // Blended tiles add into the frames (Note [Norms of tiles through time]).
   torch::Tensor out = torch::empty(sizes, where);
   if (!grid_.exact) out.zero_();
-  steps_ = static_cast<int64_t>(tiles_.size() * chunks.size());
+  steps_ = static_cast<int64_t>(tiles_.size() * (chunks.size() + (ends ? 1 : 0)));
   if (places_.size() == 1) {
     std::vector<Tile*> all;
     for (Tile& tile : tiles_) all.push_back(&tile);
     decode_tiles(all, features, chunks, out, more, static_cast<bool>(hooks_.emit));
-    return hooks_.emit ? torch::Tensor() : out;
+    return hooks_.emit || out.size(2) == 0 ? torch::Tensor() : out;
   }
   on_places([&](const std::vector<Tile*>& mine) {  // Note [Exact tiles across devices]
     if (mine.empty()) return;
     const torch::Device where = mine.front()->place.device->torch_device();
-    decode_tiles(mine, where == features.device() ? features : features.to(where), chunks, out, more, false);
+    const bool here = !features.defined() || where == features.device();
+    decode_tiles(mine, here ? features : features.to(where), chunks, out, more, false);
   });
-  if (!hooks_.emit) return out;
+  if (!hooks_.emit) return out.size(2) == 0 ? torch::Tensor() : out;
   emit(out);
   return {};
 }
 
 void ExactTiles::emit(const torch::Tensor& frames) const {
+  if (frames.size(2) == 0) return;  // a chunk that settled none (Note [Held-back frames of exact tiles])
   if (!frames.device().is_cpu() || !device_.torch_device().is_cuda()) {
     hooks_.emit(frames);
     return;
@@ -361,6 +408,7 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
                               bool emit_last) {
   const int64_t f = model_.info().spatial_factor;
   const bool host = host_window_;
+  const bool ends = !more && model_.info().decode_lag > 0;  // Note [Held-back frames of exact tiles]
   std::vector<std::unique_ptr<Task>>
       placing;          // tiles' frames going into `out` (Note [Windows in host memory])
   std::mutex blending;  // blended tiles' placings add into frames they share
@@ -377,16 +425,15 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
       for (auto& p : placing) p->get();
       placing.clear();
     }
-    const bool stage = host && !emitting;  // the tile's frames of the window wait on its device
+    // The tile's frames of the window wait on its device (none: nothing to stage).
+    const bool stage = host && !emitting && out.size(2) > 0;
     torch::Tensor tile_frames;
-    for (int64_t c = 0, at = 0, frame = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
-      before_model_call();
-      const torch::Tensor input =
-          crop(features, at, chunks[c], tile->input).contiguous(model_.memory_format());
-      const torch::Tensor y = written(*tile,
-                                      tile->place.model->decode_tile(input, tile->cache, tile->computed,
-                                                                     grid_.latent_height, grid_.latent_width),
-                                      f);
+    int64_t frame = 0;
+    auto take = [&](const torch::Tensor& model_out) {  // a chunk's frames (or the end's), where they go
+      const torch::Tensor y = written(*tile, model_out, f);
+      if (frame + y.size(2) > out.size(2))
+        throw Error(model_.info().family + ": a tile made more frames than its window's " +
+                    std::to_string(out.size(2)));
       if (stage && !tile_frames.defined())
         tile_frames = torch::empty({y.size(0), y.size(1), out.size(2), y.size(3), y.size(4)},
                                    y.options().dtype(out.scalar_type()));
@@ -397,7 +444,26 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
       if (emitting) emit(out.narrow(2, frame, y.size(2)));
       frame += y.size(2);
       count_step();
+    };
+    for (int64_t c = 0, at = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
+      before_model_call();
+      const torch::Tensor input =
+          crop(features, at, chunks[c], tile->input).contiguous(model_.memory_format());
+      take(tile->place.model->decode_tile(input, tile->cache, tile->computed, grid_.latent_height,
+                                          grid_.latent_width));
     }
+    if (ends) {  // what the tile's trunk held back (Note [Held-back frames of exact tiles])
+      before_model_call();
+      torch::Tensor held = tile->place.model->decode_tile_end(tile->cache, tile->computed,
+                                                              grid_.latent_height, grid_.latent_width);
+      if (held.defined())
+        take(held);
+      else
+        count_step();
+    }
+    if (frame != out.size(2))
+      throw Error(model_.info().family + ": a tile made " + std::to_string(frame) +
+                  " frames of its window's " + std::to_string(out.size(2)));
     if (stage) {
       torch::Tensor down = cuda ? device.host_like(tile_frames) : torch::empty_like(tile_frames);
       down.copy_(tile_frames, /*non_blocking=*/cuda);

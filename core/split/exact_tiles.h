@@ -35,6 +35,9 @@ namespace vaecodec::core {
 // and between two windows every tile's cache waits in host memory (the only copies of caches). The window's
 // frames stay on the device, or in host memory where the plan says so (`host_window`), and go to the caller
 // when the window is done. Exact tiles are a partition of the frame (TileGrid::part): nothing is blended.
+// A decoder that looks ahead holds frames back in the whole-frame part's cache and in every tile's, across
+// windows, and the window that ends the clip ends them all (Note [Held-back frames of exact tiles] in
+// exact_tiles.cpp).
 
 // Note [Norms of tiles through time]
 // SeedVR2's convolutions are local but its GroupNorms take their statistics over the whole frame (Note
@@ -148,8 +151,8 @@ class ExactTiles : public Split {
   torch::Tensor decode_window(const Pieces& z, bool more);
   torch::Tensor encode_window(const Pieces& x, bool more);
   // Decode: `mine` (the tiles of one place) over the window's `features` (on their place's device) in
-  // `chunks`, each writing its interior into `out`; with `emit_last`, the last hands its frames on as it
-  // goes.
+  // `chunks`, each writing its interior into `out`, and each ending its trunk when the window ends the clip
+  // (not `more`); with `emit_last`, the last hands its frames on as it goes.
   void decode_tiles(const std::vector<Tile*>& mine, const torch::Tensor& features,
                     const std::vector<int64_t>& chunks, torch::Tensor& out, bool more, bool emit_last);
   // Encode: `mine` over the window `x` from chunk `first` on, each chunk's features to place(tile, y, at).
@@ -192,6 +195,7 @@ class ExactTiles : public Split {
   CausalCache whole_;     // the whole-frame part's
   Pieces pending_;        // the frames of the window being filled
   int64_t windows_ = 0;   // encode: windows run
+  int64_t latents_ = 0;   // decode: the latent frames of the windows run
   bool started_ = false;  // a window has run (encode: later chunks are multiples of the temporal factor)
   Hooks hooks_;
   int64_t frames_done_ = 0;  // the frames of the windows done

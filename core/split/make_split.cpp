@@ -41,11 +41,8 @@ std::unique_ptr<Split> make_split(VaeModel& model, Device& device, Op op, const 
   const TileGrid grid = resolve_grid(chunks.tiles, latent_height, latent_width);
   check_kind(chunks, grid);
   const SplitKind kind = chunks.kind;
-  // Note [Held-back frames of a split] (blended_tiles.cpp): whole frames, blended tiles and bands end their
-  // caches; tiles through time run windows of their own, which do not end the clip.
-  if (op == Op::kDecode && model.info().decode_lag > 0 && kind == SplitKind::kExactTiles)
-    throw Error(model.info().family +
-                ": its decoder looks ahead in time; decode tiles through time are not implemented for it");
+  // Every kind ends the caches it runs a decoder that looks ahead with when the clip ends: Note [Held-back
+  // frames of a split] (blended_tiles.cpp), Note [Held-back frames of exact tiles] (exact_tiles.cpp).
   std::unique_ptr<ChunkedSplit> chunked;
   switch (kind) {
     case SplitKind::kExactTiles:  // reports its own progress, inside its windows

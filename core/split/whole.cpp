@@ -20,8 +20,7 @@ torch::Tensor Whole::run_chunk(const torch::Tensor& x) {
   return model_.decode(latents, cache_);
 }
 
-// What a decoder that looks ahead held back (Note [Decoders that look ahead]); make_split refuses tiles and
-// bands for such a decoder.
+// What a decoder that looks ahead held back (Note [Decoders that look ahead]).
 torch::Tensor Whole::end() {
   if (op_ != Op::kDecode || model_.info().decode_lag <= 0) return {};
   torch::Tensor held = model_.decode_end(cache_);

@@ -170,6 +170,10 @@ torch::Tensor LTX2Downsampler::forward(const torch::Tensor& x, CausalCache& cach
   return main.add_(shortcut);
 }
 
+Reach LTX2Downsampler::reach() const {
+  return stride_[1] == 2 ? Reach{1, Resize::kDown2} : Reach{1};
+}
+
 LTX2Upsampler::LTX2Upsampler(int64_t in, int64_t multiplier, std::array<int64_t, 3> stride, bool residual,
                              bool reflect)
     : stride_(stride), multiplier_(multiplier), residual_(residual) {
@@ -195,6 +199,10 @@ torch::Tensor LTX2Upsampler::forward(const torch::Tensor& x, CausalCache& cache,
     first.started = true;
   }
   return y;
+}
+
+Reach LTX2Upsampler::reach() const {
+  return stride_[1] == 2 ? Reach{0, Resize::kUp2} : Reach{1};
 }
 
 }  // namespace vaecodec::core

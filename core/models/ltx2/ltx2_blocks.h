@@ -42,6 +42,8 @@ class LTX2Conv : public torch::nn::Module {
   // (Note [LTX-2 decoder lag]).
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache, bool end);
   int64_t out_channels() const { return weight_.size(0); }
+  // One pixel each side (Note [Exact tiles] in core/trunk.h).
+  Reach reach() const { return {1}; }
 
  private:
   torch::Tensor weight_, bias_;
@@ -57,6 +59,9 @@ torch::Tensor ltx2_pixel_norm_silu(const torch::Tensor& x);
 class LTX2Module : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(const torch::Tensor& x, CausalCache& cache, bool end) = 0;
+  // How far it looks around an output pixel in space (Note [Exact tiles] in core/trunk.h; Note [LTX-2 exact
+  // tiles] in ltx2_vae.h).
+  virtual Reach reach() const = 0;
 };
 
 // h = conv1(silu(norm(x))), h = conv2(silu(norm(h))), y = x + h, at one width. Keys: conv1.conv.*,
@@ -65,6 +70,7 @@ class LTX2ResBlock : public LTX2Module {
  public:
   LTX2ResBlock(int64_t channels, LTX2Conv::Time time, bool reflect);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache, bool end) override;
+  Reach reach() const override { return {2}; }  // two convolutions
 
  private:
   std::shared_ptr<LTX2Conv> conv1_, conv2_;
@@ -75,6 +81,7 @@ class LTX2ResStage : public LTX2Module {
  public:
   LTX2ResStage(int64_t channels, int64_t layers, LTX2Conv::Time time, bool reflect);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache, bool end) override;
+  Reach reach() const override { return {2 * static_cast<int64_t>(blocks_.size())}; }
 
  private:
   std::vector<std::shared_ptr<LTX2ResBlock>> blocks_;
@@ -88,6 +95,9 @@ class LTX2Downsampler : public LTX2Module {
  public:
   LTX2Downsampler(int64_t in, int64_t multiplier, std::array<int64_t, 3> stride);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache, bool end) override;
+  // Folding space: output pixels [a, b) fold the conv's [2a, 2b), which reads [2a - 1, 2b + 1): Resize::
+  // kDown2 with margin 1 asks [2a - 2, 2b + 4), even at both ends as the fold needs. Time alone: the conv.
+  Reach reach() const override;
 
  private:
   std::shared_ptr<LTX2Conv> conv_;
@@ -103,6 +113,9 @@ class LTX2Upsampler : public LTX2Module {
  public:
   LTX2Upsampler(int64_t in, int64_t multiplier, std::array<int64_t, 3> stride, bool residual, bool reflect);
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache, bool end) override;
+  // Unfolding space: output pixels [a, b) unfold the conv's [floor(a/2), ceil(b/2)), which reads one more
+  // each side: Resize::kUp2 with margin 0 (the residual reads inside that). Time alone: the conv.
+  Reach reach() const override;
 
  private:
   std::shared_ptr<LTX2Conv> conv_;
