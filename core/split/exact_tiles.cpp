@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <numeric>
 #include <string>
 
 #include <c10/cuda/CUDAGuard.h>
@@ -118,13 +119,35 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op
       t.interior = {{r0, r1}, {c0, c1}};
       t.computed = {{k0, k1}, {l0, l1}};
       t.input = model_.tile_input(encode, t.computed, grid_.latent_height, grid_.latent_width);
-      t.place = places_[tiles_.size() % places_.size()];
+      t.place = places_.front();  // shared out below, by work
       if (!weights.empty()) {
         const torch::Tensor& w = weights[tiles_.size()];
         t.weight = w.to(t.place.device->torch_device(), sum_dtype).view({1, 1, 1, w.size(0), w.size(1)});
       }
       tiles_.push_back(std::move(t));
     }
+  if (places_.size() > 1) {  // exact tiles only: nothing is blended, no weight on a place's device
+    std::vector<double> works;
+    for (const Tile& t : tiles_)
+      works.push_back(static_cast<double>(t.computed.rows.size() * t.computed.cols.size()) *
+                      model_.tile_work(encode, t.computed, grid_.latent_height, grid_.latent_width));
+    const std::vector<size_t> where = places_by_work(works, places_.size());
+    for (size_t i = 0; i < tiles_.size(); ++i) tiles_[i].place = places_[where[i]];
+  }
+}
+
+std::vector<size_t> places_by_work(const std::vector<double>& works, size_t places) {
+  std::vector<size_t> order(works.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return works[a] > works[b]; });
+  std::vector<double> load(std::max<size_t>(places, 1), 0.0);
+  std::vector<size_t> where(works.size(), 0);
+  for (const size_t job : order) {
+    const size_t least = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    where[job] = least;
+    load[least] += works[job];
+  }
+  return where;
 }
 
 torch::Tensor ExactTiles::written(const Tile& tile, const torch::Tensor& y, int64_t scale) const {

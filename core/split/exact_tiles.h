@@ -90,14 +90,21 @@ class Pieces {
 
 // Note [Exact tiles across devices]
 // A clip split across devices whose bands do not fit whole (Note [Planning bands] in io/run_plan.cpp) runs
-// the one-device plan's exact tiles instead of blended columns, shared out among the devices: tile i on
-// place i mod n, every place with its own model and on its own thread, each running its tiles one after the
-// other through the window as one device would. The whole-frame part runs on the run's own device, and the
-// window's features and frames are there (or in host memory); a place reads the features from there and
-// writes its tiles' interiors back. Tiles are independent of one another, so the output is the one-device
-// output bit for bit, and every device holds at most what the one-device plan holds. With several places
-// a window's frames are handed over when the window is done, and no tile runs ahead of its window (Note [A
-// window's edges stream] needs one place).
+// the one-device plan's exact tiles instead of blended columns, shared out among the devices by their work
+// (places_by_work: a tile's computed area times VaeModel::tile_work, the largest first to the least loaded
+// place; tiles at the frame's edges have narrower margins and cost less), every place with its own model and
+// on its own thread, each running its tiles one after the other through the window as one device would. The
+// whole-frame part runs on the run's own device, and the window's features and frames are there (or in host
+// memory); a place reads the features from there and writes its tiles' interiors back. Tiles are independent
+// of one another, so the output is the one-device output bit for bit, and every device holds at most what the
+// one-device plan holds. With several places a window's frames are handed over when the window is done, and
+// no tile runs ahead of its window (Note [A window's edges stream] needs one place).
+
+// The place of each job when jobs of these works are shared out among `places` (Note [Exact tiles across
+// devices]): the largest first, each to the place with the least work so far (the first of equals), so that
+// the most loaded place ends as early as a greedy choice can make it; equal works go round the places in
+// order.
+std::vector<size_t> places_by_work(const std::vector<double>& works, size_t places);
 
 // The exact tiles of one run: the split of a run whose plan runs tiles through time (SplitKind::
 // kExactTiles). Frames wait until a window is full, its first tile running ahead over the chunks that
