@@ -38,25 +38,22 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def make_weights(path: pathlib.Path, config: dict, seed: int):
-    """The config's model with random weights as a VAE-only file (original names, metadata config); returns the
-    weights in diffusers' names (bfloat16)."""
+    """The config's model (float32, CPU) with random weights, written once as a VAE-only file (original names,
+    metadata config) and read back from it later; returns the model and its weights in diffusers' names
+    (bfloat16 values, exact in float32)."""
     from safetensors.torch import load_file, save_file
 
-    model = golden.build(config, torch.float64)
+    model = golden.build(config, torch.float32)
     names = golden.original_names(model, config)
     if path.exists():
         by_original = load_file(str(path))
-        return {k: by_original[v] for k, v in names.items()}
-    state = golden.randomize(model, seed)
-    save_file({names[k]: v.contiguous() for k, v in state.items()}, str(path),
-              metadata={"format": "pt", "config": json.dumps({"vae": config})})
-    return state
-
-
-def diffusers_model(config: dict, state: dict, device, dtype):
-    model = golden.build(config, torch.float32)
+        state = {k: by_original[v] for k, v in names.items()}
+    else:
+        state = golden.randomize(model, seed)
+        save_file({names[k]: v.contiguous() for k, v in state.items()}, str(path),
+                  metadata={"format": "pt", "config": json.dumps({"vae": config})})
     model.load_state_dict({k: v.float() for k, v in state.items()})
-    return model.to(device, dtype).eval()
+    return model.eval(), state
 
 
 def sync(device):
@@ -135,7 +132,7 @@ def vaecodec_row(args, weights, op):
     return row
 
 
-def accuracy_rows(weights, config, state, size):
+def accuracy_rows(weights, model, state, size):
     """vaecodec's Python package against diffusers, both float32 on the CPU, the same weights."""
     try:
         import vaecodec
@@ -143,7 +140,8 @@ def accuracy_rows(weights, config, state, size):
         return [{"contender": "accuracy", "error": "the vaecodec package is not importable: not run"}]
     width, height, frames = (int(v) for v in size.split("x"))
     cpu = torch.device("cpu")
-    model = diffusers_model(config, state, cpu, torch.float32)
+    model = model.to(cpu, torch.float32)
+    model.load_state_dict({k: v.float() for k, v in state.items()})  # as written, whatever --dtype did to it
     c = model.config.latent_channels
     mean, std = model.latents_mean.view(1, c, 1, 1, 1), model.latents_std.view(1, c, 1, 1, 1)
     mine = vaecodec.load(str(weights), device="cpu", dtype="fp32")
@@ -189,20 +187,20 @@ def main():
     folder = pathlib.Path(args.weights)
     folder.mkdir(parents=True, exist_ok=True)
     weights = folder / f"ltx2-{args.version}{'-tiny' if args.tiny else ''}-seed{args.seed}.safetensors"
-    state = make_weights(weights, config, args.seed)
+    model, state = make_weights(weights, config, args.seed)
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
 
     rows = []
     for op in args.ops.split(","):
-        mine = vaecodec_row(args, weights, op)
+        mine = vaecodec_row(args, weights, op)  # its own process: before diffusers holds the device
         rows.append(mine)
-        model = diffusers_model(config, state, device, dtype)
+        model = model.to(device, dtype)
         rows += diffusers_rows(model, op, args, device, dtype, mine.get("model_tflop"))
-        del model
+        model = model.to("cpu")  # the device to the next vaecodec row
         if device.type == "cuda":
             torch.cuda.empty_cache()
     if args.accuracy_size:
-        rows += accuracy_rows(weights, config, state, args.accuracy_size)
+        rows += accuracy_rows(weights, model, state, args.accuracy_size)
 
     common = {"version": args.version, "tiny": args.tiny, "device": args.device,
               "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",

@@ -18,6 +18,7 @@
 #include "core/plan_for.h"
 #include "tests/gpu_support.h"
 #include "tests/test_support.h"
+#include "tests/tiles_support.h"
 #include "tests/tiny_models.h"
 
 namespace vaecodec::test {
@@ -65,15 +66,6 @@ torch::Tensor video(int64_t frames, int64_t height, int64_t width, torch::Scalar
   auto picture = torch::sin(x + 0.4 * t) * torch::cos(y - 0.3 * t) * 0.6 +
                  0.3 * torch::rand({1, 3, frames, height, width}, opts) - 0.15;
   return picture.clamp(-1, 1).to(dtype);
-}
-
-// A tiny LTX-2 model (tests/data/ltx2-tiny; left out of tiny_models(), tests/tiny_models.h) in float64, and
-// `n` more as the places of a split.
-std::shared_ptr<core::VaeModel> tiny_ltx2(const std::string& tag) {
-  core::ModelOptions options;
-  options.dtype = torch::kDouble;
-  return core::build_model(
-      core::load_checkpoint(data_dir() / "ltx2-tiny" / ("weights-" + tag + ".safetensors")), options);
 }
 
 }  // namespace

@@ -10,24 +10,11 @@
 #include "core/engine.h"
 #include "core/split/exact_tiles.h"
 #include "tests/gpu_support.h"
+#include "tests/tiles_support.h"
 #include "tests/tiny_models.h"
 
 namespace vaecodec::test {
 namespace {
-
-struct Cut {
-  int64_t rows, cols, chunk, window;
-};
-
-core::ChunkOptions exact(const Cut& c, int64_t latent_height, int64_t latent_width, bool host = false) {
-  core::ChunkOptions o;
-  o.latent_frames = c.chunk;
-  o.tiles = core::TileGrid::parts(latent_height, latent_width, c.rows, c.cols);
-  o.window = c.window;
-  o.host_window = host;
-  o.kind = core::SplitKind::kExactTiles;
-  return o;
-}
 
 // Latent rows and columns of the test frames: 24 x 20 latent pixels (Wan2.1: 192 x 160 pixels).
 constexpr int64_t kRows = 24, kCols = 20;

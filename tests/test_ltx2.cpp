@@ -11,22 +11,13 @@
 #include "core/state_dict_keys.h"
 #include "core/tile_grid.h"
 #include "tests/test_support.h"
+#include "tests/tiles_support.h"
 
 namespace vaecodec::test {
 namespace {
 
 std::filesystem::path ltx2_dir() {
   return data_dir() / "ltx2-tiny";
-}
-
-std::filesystem::path tiny_weights(const std::string& tag) {
-  return ltx2_dir() / ("weights-" + tag + ".safetensors");
-}
-
-std::shared_ptr<core::VaeModel> tiny_ltx2(const std::string& tag, torch::ScalarType dtype = torch::kDouble) {
-  core::ModelOptions options;
-  options.dtype = dtype;
-  return core::build_model(core::load_checkpoint(tiny_weights(tag)), options);
 }
 
 const std::map<std::string, torch::Tensor>& ltx2_cases() {
@@ -109,7 +100,7 @@ TEST_CASE("the tiny LTX-2 models are recognised with their statistics and lag", 
   const auto meta = read_json(ltx2_dir() / "meta.json");
   for (const std::string tag : {"20", "23"}) {
     INFO(tag);
-    const auto checkpoint = core::load_checkpoint(tiny_weights(tag));
+    const auto checkpoint = core::load_checkpoint(tiny_ltx2_weights(tag));
     CHECK(checkpoint.layout == "original");
     const auto info = core::recognise_model(checkpoint);
     CHECK(info.family == "ltx2-vae");
@@ -221,7 +212,7 @@ TEST_CASE("LTX-2 encodes in chunks as the whole clip", "[ltx2][chunks]") {
 }
 
 TEST_CASE("LTX-2 weights load from diffusers' names and the full checkpoint's", "[ltx2][weights]") {
-  const auto original = core::load_checkpoint(tiny_weights("23"));
+  const auto original = core::load_checkpoint(tiny_ltx2_weights("23"));
   // diffusers' names by the documented rule (docs/ltx2-vae.md, "Checkpoint layouts"); 4 encoder blocks.
   auto to_diffusers = [](const std::string& name) -> std::string {
     if (name == "per_channel_statistics.mean-of-means") return "latents_mean";

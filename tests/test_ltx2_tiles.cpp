@@ -18,30 +18,10 @@
 #include "core/models/registry.h"
 #include "core/plan_for.h"
 #include "tests/test_support.h"
+#include "tests/tiles_support.h"
 
 namespace vaecodec::test {
 namespace {
-
-std::shared_ptr<core::VaeModel> tiny_ltx2(const std::string& tag) {
-  core::ModelOptions options;
-  options.dtype = torch::kDouble;
-  return core::build_model(
-      core::load_checkpoint(data_dir() / "ltx2-tiny" / ("weights-" + tag + ".safetensors")), options);
-}
-
-struct Cut {
-  int64_t rows, cols, chunk, window;
-};
-
-core::ChunkOptions exact(const Cut& c, int64_t latent_height, int64_t latent_width, bool host = false) {
-  core::ChunkOptions o;
-  o.latent_frames = c.chunk;
-  o.tiles = core::TileGrid::parts(latent_height, latent_width, c.rows, c.cols);
-  o.window = c.window;
-  o.host_window = host;
-  o.kind = core::SplitKind::kExactTiles;
-  return o;
-}
 
 // A clip and how it is cut: latent rows, columns and frames, the tiles, chunks and window, and whether the
 // window's frames wait in host memory (Note [Windows in host memory]).

@@ -10,6 +10,7 @@
 #include "core/models/registry.h"
 #include "core/session.h"
 #include "tests/test_support.h"
+#include "tests/tiles_support.h"
 
 namespace vaecodec::test {
 namespace {
@@ -18,13 +19,6 @@ using core::Op;
 using core::Session;
 
 const std::vector<std::string> kTags = {"20", "23"};
-
-std::shared_ptr<core::VaeModel> tiny_ltx2(const std::string& tag) {
-  core::ModelOptions options;
-  options.dtype = torch::kDouble;
-  return core::build_model(
-      core::load_checkpoint(data_dir() / "ltx2-tiny" / ("weights-" + tag + ".safetensors")), options);
-}
 
 // Random latents [1, 4, t, h, w]; 2.0 pads by reflection, which needs two latent pixels a side.
 torch::Tensor random_latents(int64_t t, int64_t h, int64_t w, uint64_t seed) {

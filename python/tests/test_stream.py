@@ -194,6 +194,16 @@ def test_refused_pushes_raise_one_line_and_change_nothing(models):
         m.decode_stream().push(z[:, :, :1], stream=object())
 
 
+def run_failing_second_call(script):
+    """Runs `script` in a process whose 2nd model call runs out of memory (the engine's test hook, Note [Running
+    out of memory]); the script prints "ok" when what it checks holds."""
+    env = dict(os.environ, VAECODEC_TEST_OOM="call=2")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=str(ROOT))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")
+
+
 def test_a_push_that_fails_while_it_runs_leaves_the_session_as_it_was(tmp_path):
     # The engine's out-of-memory hook (Note [Running out of memory]) fails the 2nd model call of the process:
     # inside a push of two chunks, after the first has changed the cache.
@@ -217,11 +227,7 @@ err = ((got - want).norm() / want.norm()).item()
 assert err <= 1e-5, err
 print("ok", err)
 """
-    env = dict(os.environ, VAECODEC_TEST_OOM="call=2")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                          cwd=str(ROOT))
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("ok")
+    run_failing_second_call(script)
 
 
 @pytest.mark.parametrize("tag", sorted(LTX2))
@@ -335,8 +341,4 @@ err = ((got - want).norm() / want.norm()).item()
 assert err <= 1e-5, err
 print("ok", err)
 """
-    env = dict(os.environ, VAECODEC_TEST_OOM="call=2")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                          cwd=str(ROOT))
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("ok")
+    run_failing_second_call(script)

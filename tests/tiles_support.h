@@ -1,0 +1,47 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "core/chunk_options.h"
+#include "core/models/registry.h"
+#include "core/tile_grid.h"
+#include "tests/test_support.h"
+
+// What the exact-tile and LTX-2 tests share: a cut of the frame into exact tiles through time, and the tiny
+// LTX-2 models (tests/data/ltx2-tiny, left out of tiny_models(): tests/tiny_models.h).
+
+namespace vaecodec::test {
+
+// Exact tiles through time: rows x cols parts, `chunk` latent frames per trunk call, windows of `window`
+// latent frames (0: the whole clip).
+struct Cut {
+  int64_t rows, cols, chunk, window;
+};
+
+inline core::ChunkOptions exact(const Cut& c, int64_t latent_height, int64_t latent_width,
+                                bool host = false) {
+  core::ChunkOptions o;
+  o.latent_frames = c.chunk;
+  o.tiles = core::TileGrid::parts(latent_height, latent_width, c.rows, c.cols);
+  o.window = c.window;
+  o.host_window = host;
+  o.kind = core::SplitKind::kExactTiles;
+  return o;
+}
+
+// The tiny LTX-2 of config `tag` ("20": 2.0, "23": 2.3/2.5), its weights file and the model.
+inline std::filesystem::path tiny_ltx2_weights(const std::string& tag) {
+  return data_dir() / "ltx2-tiny" / ("weights-" + tag + ".safetensors");
+}
+
+inline std::shared_ptr<core::VaeModel> tiny_ltx2(const std::string& tag,
+                                                 torch::ScalarType dtype = torch::kDouble) {
+  core::ModelOptions options;
+  options.dtype = dtype;
+  return core::build_model(core::load_checkpoint(tiny_ltx2_weights(tag)), options);
+}
+
+}  // namespace vaecodec::test
