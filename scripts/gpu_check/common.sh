@@ -33,6 +33,27 @@ for name, shape in keys.items():
 torch.save(sd, "/tmp/wan21_random.pth")
 PY
 }
+# Random weights of the released configs of other families (NAME: seedvr2, wan22; tests/data/NAME-released-keys.json)
+# as /tmp/NAME_random.pth.
+family_weights() {
+  python3 - "$@" <<'PY'
+import json, math, os, sys, torch
+for name in sys.argv[1:]:
+    if os.path.exists(f"/tmp/{name}_random.pth"):
+        continue
+    keys = json.load(open(f"tests/data/{name}-released-keys.json"))
+    g = torch.Generator().manual_seed(0)
+    sd = {}
+    for key, shape in keys.items():
+        if key.endswith("gamma") or (len(shape) == 1 and "norm" in key and key.endswith("weight")):
+            sd[key] = 1 + 0.1 * torch.randn(shape, generator=g)
+        elif len(shape) >= 2:
+            sd[key] = torch.randn(shape, generator=g) / math.sqrt(math.prod(shape[1:]))
+        else:
+            sd[key] = 0.02 * torch.randn(shape, generator=g)
+    torch.save(sd, f"/tmp/{name}_random.pth")
+PY
+}
 clip() {  # clip FRAMES PATH: textured 1280x720 x264 clip
   [[ -f "$2" ]] || ffmpeg -v error -y -f lavfi -i testsrc2=size=1280x720:rate=24 -frames:v "$1" \
     -vf noise=alls=20:allf=t -c:v libx264 -preset veryfast -pix_fmt yuv420p "$2"

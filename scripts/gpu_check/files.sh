@@ -1,6 +1,6 @@
 # Phases roundtrip autotune model_files margin tiers tier4k psnr control of scripts/gpu_check.sh, which
 # sources this file (file-to-file runs and budgets: round trips, cuDNN timing, the other families file to
-# file, the allocator cap, GPU tiers, tiles against the whole frame). It uses the driver's OUT, BUILD and RUNS
+# file, the allocator cap, GPU tiers, tiles against the whole frame, SeedVR2 under the tiers' budgets). It uses the driver's OUT, BUILD and RUNS
 # and scripts/gpu_check/common.sh's step, has, bench, make_weights, clip and file_run.
 
 if has roundtrip; then
@@ -32,21 +32,7 @@ fi
 if has model_files; then
   step "SeedVR2 and Wan2.2 file to file: random weights of the released configs, 1280x720 x81, bf16"
   clip 81 /tmp/clip81.mp4
-  python3 - <<'PY'
-import json, math, torch
-for name in ("seedvr2", "wan22"):
-    keys = json.load(open(f"tests/data/{name}-released-keys.json"))
-    g = torch.Generator().manual_seed(0)
-    sd = {}
-    for key, shape in keys.items():
-        if key.endswith("gamma") or (len(shape) == 1 and "norm" in key and key.endswith("weight")):
-            sd[key] = 1 + 0.1 * torch.randn(shape, generator=g)
-        elif len(shape) >= 2:
-            sd[key] = torch.randn(shape, generator=g) / math.sqrt(math.prod(shape[1:]))
-        else:
-            sd[key] = 0.02 * torch.randn(shape, generator=g)
-    torch.save(sd, f"/tmp/{name}_random.pth")
-PY
+  family_weights seedvr2 wan22
   for name in seedvr2 wan22; do
     file_run "$name roundtrip 720p x81" roundtrip /tmp/clip81.mp4 -o /tmp/rt_$name.mp4 --weights /tmp/${name}_random.pth
     file_run "$name encode 720p x81" encode /tmp/clip81.mp4 -o /tmp/z_$name.safetensors --weights /tmp/${name}_random.pth
@@ -127,5 +113,28 @@ if has control; then
     ffmpeg -v info -i /tmp/ctl_$b.mkv -i /tmp/ctl_$a.mkv -lavfi "[0:v][1:v]psnr=stats_file=/tmp/ps_$a.txt" -f null - \
       2>&1 | grep -o "PSNR y:.*" | sed "s/^/  $a against $b: /"
     awk '$1 ~ /^n:(1|2|5|10|20|40|81)$/ {printf "%s %s  ", $1, $6} END {print ""}' /tmp/ps_$a.txt | sed "s/^/    per frame: /"
+  done
+fi
+
+if has seedvr2_files; then
+  # SeedVR2 where its users run it: file to file under the GPU tiers' presets with a 32 GB desktop's host budget
+  # (--host-memory 16G), each run's host RSS and device peak beside the planner's estimates. The latents are
+  # the clip's encode under the first preset (the unconstrained 4K encode does not fit an 80 GB card).
+  step "SeedVR2 file to file: ${SV2_SIZES:-1920x1080 3840x2160} x81 under ${SV2_PRESETS:-rtx4060-8g rtx5070ti-16g rtx4090-24g}"
+  family_weights seedvr2
+  presets=(${SV2_PRESETS:-rtx4060-8g rtx5070ti-16g rtx4090-24g})
+  for size in ${SV2_SIZES:-1920x1080 3840x2160}; do
+    src=/tmp/sv2_clip_$size.mp4
+    [[ -f $src ]] || ffmpeg -v error -y -f lavfi -i "testsrc2=size=$size:rate=24" -frames:v 81 \
+      -vf noise=alls=20:allf=t -c:v libx264 -preset veryfast -pix_fmt yuv420p "$src"
+    for preset in "${presets[@]}"; do
+      file_run "seedvr2 encode $size $preset" encode "$src" -o /tmp/sv2_z_$size.safetensors \
+        --weights /tmp/seedvr2_random.pth --preset "$preset" --host-memory 16G
+      [[ $preset == "${presets[0]}" ]] && cp /tmp/sv2_z_$size.safetensors /tmp/sv2_z0_$size.safetensors
+    done
+    for preset in "${presets[@]}"; do
+      file_run "seedvr2 decode $size $preset" decode /tmp/sv2_z0_$size.safetensors -o /tmp/sv2_dec.mp4 \
+        --weights /tmp/seedvr2_random.pth --preset "$preset" --host-memory 16G
+    done
   done
 fi
