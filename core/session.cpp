@@ -134,32 +134,39 @@ void Session::mark_done() {
   last_stream_ = stream;
 }
 
-torch::Tensor Session::push(const torch::Tensor& block) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  check(block);
-  if (block.size(2) == 0) return empty_output(block.sizes());
+torch::Tensor Session::guarded(const std::function<torch::Tensor()>& body) {
   c10::OptionalDeviceGuard device_guard;
   if (model_->device().is_cuda()) {
     device_guard.reset_device(model_->device());
     hand_to(c10::cuda::getCurrentCUDAStream(model_->device().index()));
   }
-  State before = state_;  // shares the histories: what a failed push puts back
-  if (state_.ended) state_ = State{};
+  State before = state_;  // shares the histories: what a failed call puts back
   torch::Tensor out;
   try {
-    out = run(block);
+    out = body();
   } catch (...) {
     state_ = std::move(before);
     throw;
   }
-  if (state_.form.empty()) {
-    state_.form = block.sizes().vec();
-    state_.form[2] = 0;
-  }
-  state_.in += block.size(2);
-  state_.out += out.size(2);
   mark_done();
   return out;
+}
+
+torch::Tensor Session::push(const torch::Tensor& block) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  check(block);
+  if (block.size(2) == 0) return empty_output(block.sizes());
+  return guarded([&] {
+    if (state_.ended) state_ = State{};
+    torch::Tensor out = run(block);
+    if (state_.form.empty()) {
+      state_.form = block.sizes().vec();
+      state_.form[2] = 0;
+    }
+    state_.in += block.size(2);
+    state_.out += out.size(2);
+    return out;
+  });
 }
 
 torch::Tensor Session::finish() {
@@ -176,20 +183,10 @@ torch::Tensor Session::finish() {
   const std::vector<int64_t>& sizes = state_.form.empty() ? none : state_.form;
   torch::Tensor out;
   if (op_ == Op::kDecode && model_->info().decode_lag > 0 && !state_.form.empty()) {
-    c10::OptionalDeviceGuard device_guard;
-    if (model_->device().is_cuda()) {
-      device_guard.reset_device(model_->device());
-      hand_to(c10::cuda::getCurrentCUDAStream(model_->device().index()));
-    }
-    State before = state_;  // what a failed finish puts back
-    try {
+    out = guarded([&] {
       torch::InferenceMode inference;
-      out = model_call(torch::Tensor());
-    } catch (...) {
-      state_ = std::move(before);
-      throw;
-    }
-    mark_done();
+      return model_call(torch::Tensor());
+    });
   }
   if (!out.defined() || out.size(2) == 0) out = empty_output(sizes);
   State ended;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -117,6 +118,9 @@ class Session {
   void hand_to(const c10::cuda::CUDAStream& stream) const;
   // CUDA: records where the current stream's work of this push (or clone) ends.
   void mark_done();
+  // `body` on the model's device and the current stream, after the last push's work (hand_to), with the
+  // state put back as it was when it throws; marks where its work ends (mark_done). What push and finish run.
+  torch::Tensor guarded(const std::function<torch::Tensor()>& body);
 
   std::shared_ptr<VaeModel> model_;
   Op op_;
