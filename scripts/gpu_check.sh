@@ -23,7 +23,7 @@
 #                                                    their accuracy at 256x256 x17, the fp8 decode's profile
 # The phases, in the order they run, and the file under scripts/gpu_check/ that holds each (sourced here, after
 # common.sh's helpers and build.sh's build):
-#   speed.sh      tests speed variants models memory
+#   speed.sh      tests speed variants models ltx2 memory
 #   files.sh      roundtrip autotune model_files margin tiers tier4k psnr control seedvr2_files
 #   kernels.sh    conv fp8 fresh coldtrace profile
 #   startup.sh    startup cold heuristics reference

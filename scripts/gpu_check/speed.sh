@@ -60,6 +60,26 @@ if has models; then
   done
 fi
 
+if has ltx2; then
+  # LTX-2.3's released config, random weights, at the size diffusers is compared at (scripts/bench_ltx2.py):
+  # cuDNN's timing on and off (the decode's peak is 4x its architecture's count: is it cuDNN's workspaces?),
+  # then where the decode's time goes, from a trace of one warm run.
+  step "ltx2: LTX-2.3, 1280x704 x121, bf16: --autotune on/off, the decode's trace"
+  for autotune in on off; do
+    for op in decode encode; do
+      timeout 300 "$BUILD/vaecodec" bench --random --model ltx2-vae --op $op --size 1280x704 --frames 121 \
+        --dtype bf16 --runs "$RUNS" --autotune $autotune --json -v >"$OUT/last.json" 2>>"$OUT/ltx2.err" &&
+        cat "$OUT/last.json" >>"$OUT/bench.jsonl" &&
+        python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('  ltx2 %s autotune %s: %.3f s, %.0f TFLOP/s, peak %.2f GiB allocated (%.2f reserved), estimate %.2f' % (j['op'], sys.argv[2], j['median_s'], j['tflops'], j['peak_allocated_gib'], j['peak_reserved_gib'], j['estimate_gib']))" "$OUT/last.json" $autotune
+    done
+  done
+  timeout 300 "$BUILD/vaecodec" bench --random --model ltx2-vae --op decode --size 1280x704 --frames 121 --dtype bf16 \
+    --runs 1 --trace "$OUT/ltx2_decode_trace.json" -y >/dev/null 2>>"$OUT/ltx2.err" &&
+    python3 scripts/dev/trace_summary.py "$OUT/ltx2_decode_trace.json" --top 25 >"$OUT/ltx2_decode_trace.txt" &&
+    python3 scripts/dev/trace_gaps.py "$OUT/ltx2_decode_trace.json" --top 15 >>"$OUT/ltx2_decode_trace.txt" &&
+    head -40 "$OUT/ltx2_decode_trace.txt" && gzip -f "$OUT/ltx2_decode_trace.json"
+fi
+
 if has memory; then
   step "memory: GPU tiers emulated by capping the allocator at the preset's budget"
   for row in none:decode:1920x1080 rtx4060-8g:decode:1280x720 rtx4060-8g:encode:1280x720 \
