@@ -24,7 +24,7 @@
 # The phases, in the order they run, and the file under scripts/gpu_check/ that holds each (sourced here, after
 # common.sh's helpers and build.sh's build):
 #   speed.sh      tests speed variants models ltx2 memory
-#   files.sh      roundtrip autotune model_files margin tiers tier4k psnr control seedvr2_files
+#   files.sh      roundtrip autotune model_files margin tiers tier4k psnr control seedvr2_files seedvr2_gaps
 #   kernels.sh    conv fp8 fresh coldtrace profile
 #   startup.sh    startup cold heuristics reference
 #   devices.sh    split scaling_split scaling_batch batch

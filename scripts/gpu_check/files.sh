@@ -1,7 +1,8 @@
-# Phases roundtrip autotune model_files margin tiers tier4k psnr control of scripts/gpu_check.sh, which
-# sources this file (file-to-file runs and budgets: round trips, cuDNN timing, the other families file to
-# file, the allocator cap, GPU tiers, tiles against the whole frame, SeedVR2 under the tiers' budgets). It uses the driver's OUT, BUILD and RUNS
-# and scripts/gpu_check/common.sh's step, has, bench, make_weights, clip and file_run.
+# Phases roundtrip autotune model_files margin tiers tier4k psnr control seedvr2_files seedvr2_gaps of
+# scripts/gpu_check.sh, which sources this file (file-to-file runs and budgets: round trips, cuDNN timing, the
+# other families file to file, the allocator cap, GPU tiers, tiles against the whole frame, SeedVR2 under the
+# tiers' budgets). It uses the driver's OUT, BUILD and RUNS and scripts/gpu_check/common.sh's step, has, bench,
+# make_weights, family_weights, clip and file_run.
 
 if has roundtrip; then
   step "file-to-file roundtrip 1280x720x81 bf16"
@@ -135,6 +136,26 @@ if has seedvr2_files; then
     for preset in "${presets[@]}"; do
       file_run "seedvr2 decode $size $preset" decode /tmp/sv2_z0_$size.safetensors -o /tmp/sv2_dec.mp4 \
         --weights /tmp/seedvr2_random.pth --preset "$preset" --host-memory 16G
+    done
+  done
+fi
+
+if has seedvr2_gaps; then
+  # Tiles through time under a tight cap: a warm 4K decode's trace had the GPU idle 10% of the run in gaps of
+  # ~24 ms, one per chunk, with the host inside an allocation (the allocator giving memory back under the cap
+  # with a synchronisation, or page-locked host buffers). Each row with the default allocator settings and with
+  # a garbage-collection threshold (which frees unused blocks before the cap is hit, without a sync), traced.
+  step "SeedVR2 tiles through time under the cap: allocator settings, traced gaps"
+  for row in rtx4060-8g:1920x1080:81 rtx4090-24g:3840x2160:21; do
+    IFS=: read -r preset size frames <<<"$row"
+    for conf in expandable_segments:True expandable_segments:True,garbage_collection_threshold:0.8; do
+      tag="$preset-${conf//[:,.]/_}"
+      PYTORCH_CUDA_ALLOC_CONF=$conf timeout 400 "$BUILD/vaecodec" bench -y --random --model seedvr2-vae --op decode \
+        --size "$size" --frames "$frames" --dtype bf16 --runs 1 --warmup 1 --preset "$preset" --host-memory 16G \
+        --trace "/tmp/sv2_$tag.json" --json >"$OUT/last.json" 2>>"$OUT/bench.err" &&
+        cat "$OUT/last.json" >>"$OUT/bench.jsonl" &&
+        python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('  %s %s x%s %s: %.3f s, peak %.2f allocated / %.2f reserved GiB' % (j['model'], j['size'], j['frames'], sys.argv[2], j['median_s'], j['peak_allocated_gib'], j['peak_reserved_gib']))" "$OUT/last.json" "$tag" &&
+        python3 scripts/dev/trace_gaps.py "/tmp/sv2_$tag.json" --top 10 >"$OUT/gaps_$tag.txt" && head -12 "$OUT/gaps_$tag.txt"
     done
   done
 fi
