@@ -61,6 +61,12 @@ bool rms_norm_silu_takes_layout(const torch::Tensor& x, const torch::Tensor& out
   return same_layout(x, out);
 }
 
+std::pair<torch::Tensor, torch::Tensor> norm_operands(const torch::Tensor& x) {
+  const auto format = x.suggest_memory_format();
+  const torch::Tensor in = x.is_contiguous(format) ? x : x.contiguous(format);
+  return {in, torch::empty(in.sizes(), in.options().memory_format(format))};
+}
+
 bool add_residual_takes_layout(const torch::Tensor& y, const torch::Tensor& s) {
   const auto format = torch::MemoryFormat::ChannelsLast3d;
   if (y.dim() != 5 || s.sizes() != y.sizes() || s.element_size() != y.element_size() ||
@@ -165,11 +171,12 @@ static bool rms_norm_tail_fits(const torch::Tensor& x, const torch::Tensor& out,
 }
 
 // fp8_scale (a 1-element float32 tensor on x's device), where defined: out and tail are e4m3
-// (Note [FP8 convolutions] in core/kernels/conv3d.cpp).
+// (Note [FP8 convolutions] in core/kernels/conv3d.cpp). mean_eps >= 0: LTX-2's form of the norm, gamma
+// undefined (Note [Two RMS norms] in core/kernels/norm_silu_kernel.cu).
 static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor& gamma,
                                     const torch::Tensor& out, const torch::Tensor& bias, bool with_silu,
                                     const torch::Tensor& tail = {}, bool* tail_written = nullptr,
-                                    const torch::Tensor& fp8_scale = {}) {
+                                    const torch::Tensor& fp8_scale = {}, float mean_eps = -1.f) {
   if (tail_written) *tail_written = false;
   const auto out_type = fp8_scale.defined() ? c10::ScalarType::Float8_e4m3fn : x.scalar_type();
   if (!x.is_cuda() || x.dim() != 5 || out.device() != x.device() || out.scalar_type() != out_type ||
@@ -192,23 +199,25 @@ static bool rms_norm_silu_into_impl(const torch::Tensor& x, const torch::Tensor&
     for (int64_t b = 0; b < x.size(0); ++b)
       for (int64_t f = 0; f < x.size(2); ++f)
         if (!rms_norm_silu_into_impl(frame(x, b, f), gamma, frame(out, b, f), bias, with_silu, {}, nullptr,
-                                     fp8_scale))
+                                     fp8_scale, mean_eps))
           throw Error("RMSNorm+SiLU: a frame of a band's buffer was refused after its first was taken");
     return true;
   }
   const bool channels_last = x.is_contiguous(torch::MemoryFormat::ChannelsLast3d) && x.size(1) > 1;
   const int64_t batch = x.size(0), channels = x.size(1),
                 spatial = x.numel() / std::max<int64_t>(1, batch * channels);
-  const auto g = as_float(gamma, x.device()).reshape({channels});
+  torch::Tensor g;
+  if (gamma.defined()) g = as_float(gamma, x.device()).reshape({channels});
   torch::Tensor b;
   if (bias.defined()) b = as_float(bias, x.device()).reshape({channels});
   const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index());
   auto launch = [&](const torch::Tensor& t) {
-    return launch_rms_norm_silu(
-        x.data_ptr(), g.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr(), *type,
-        batch, channels, spatial, channels_last, with_silu, t.defined() ? t.data_ptr() : nullptr,
-        t.defined() ? (x.numel() - t.numel()) / channels : 0,
-        fp8_scale.defined() ? fp8_scale.data_ptr<float>() : nullptr, stream.stream());
+    return launch_rms_norm_silu(x.data_ptr(), g.defined() ? g.data_ptr<float>() : nullptr,
+                                b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr(), *type, batch,
+                                channels, spatial, channels_last, mean_eps, with_silu,
+                                t.defined() ? t.data_ptr() : nullptr,
+                                t.defined() ? (x.numel() - t.numel()) / channels : 0,
+                                fp8_scale.defined() ? fp8_scale.data_ptr<float>() : nullptr, stream.stream());
   };
   const bool with_tail = tail.defined() && rms_norm_tail_fits(x, out, tail);
   cudaError_t err = launch(with_tail ? tail : torch::Tensor());
@@ -289,6 +298,14 @@ bool rms_norm_silu_fp8_into(const torch::Tensor& x, const torch::Tensor& gamma, 
 bool rms_norm_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out) {
   const bool ran = rms_norm_silu_into_impl(x, gamma, out, {}, /*with_silu=*/false);
   KernelLog::count("rms_norm", ran ? "own kernel" : "composite");
+  return ran;
+}
+
+bool pixel_norm_silu_into(const torch::Tensor& x, double eps, const torch::Tensor& out) {
+  // eps < 0 would select Wan's form; a NaN eps is no norm at all.
+  const bool ran = eps >= 0 && rms_norm_silu_into_impl(x, {}, out, {}, /*with_silu=*/true, {}, nullptr, {},
+                                                       static_cast<float>(eps));
+  KernelLog::count("pixel_norm_silu", ran ? "own kernel" : "composite");
   return ran;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <utility>
 
 #include <torch/torch.h>
 
@@ -27,6 +28,17 @@ bool rms_norm_silu_fp8_into(const torch::Tensor& x, const torch::Tensor& gamma, 
 
 // RMSNorm(x) alone, as above without the bias and the SiLU (the attention blocks' norm).
 bool rms_norm_into(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& out);
+
+// LTX-2's pixel norm then SiLU, silu(x * rsqrt(mean over channels of x^2 + eps)), no weight, written into
+// `out` as rms_norm_silu_into writes (Note [Two RMS norms] in norm_silu_kernel.cu). x: [B, C, T, H, W],
+// contiguous or channels-last-3d, out laid out like x. False when the kernel does not apply (CPU tensors,
+// float64, another layout, eps < 0) and nothing was written: the caller takes the composite path.
+bool pixel_norm_silu_into(const torch::Tensor& x, double eps, const torch::Tensor& out);
+
+// What the norm kernels above read for x and write into: x itself where it is dense (contiguous or
+// channels-last-3d), otherwise a dense copy in the layout x suggests; and an uninitialised output laid out
+// like it. Any device (a CPU test checks what a GPU run hands the kernels).
+std::pair<torch::Tensor, torch::Tensor> norm_operands(const torch::Tensor& x);
 
 // y += s + bias (bias [C]), in place, in one pass computed in float32: for channels-last 5-D CUDA tensors of
 // the same shape and dtype. False when the kernel does not apply and nothing was written.

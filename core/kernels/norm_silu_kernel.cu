@@ -12,6 +12,28 @@ constexpr int kWarp = 32;
 constexpr int kMaxPerLane = 32;  // channels up to 1024 held in registers
 constexpr int kThreads = 256;
 
+// Note [Two RMS norms]
+// The kernels normalise each voxel's channel vector v (C values) in one of two forms, chosen by mean_eps:
+//   Wan's (mean_eps < 0; PyTorch's F.normalize times sqrt(C)): v / max(||v||_2, 1e-12) * sqrt(C) * gamma,
+//   LTX-2's pixel norm (mean_eps >= 0, no gamma):             v * rsqrt(mean_c(v^2) + mean_eps).
+// Away from zero they are one function up to gamma (sqrt(C) / ||v|| = rsqrt(mean_c(v^2))); near zero they
+// are not. LTX-2's eps (1e-8) sits inside the root, added to the mean, because that is how its reference
+// defines the norm (PixelNorm, diffusers' per-channel RMS norm) and its weights were trained with it: it
+// caps the gain at 1 / sqrt(eps) = 1e4 and damps every voxel whose RMS is not far above sqrt(eps) = 1e-4
+// (all channels 1e-5 give 0.0995, where Wan's form gives 1), and keeps a zero voxel at 0 rather than
+// 0 * inf. Wan's floor acts only on a norm below 1e-12. A null gamma multiplies by 1, which is exact, so
+// Wan's arithmetic is unchanged, in the same order.
+
+// The factor a voxel's values are multiplied by, from their sum of squares (Note [Two RMS norms]).
+__device__ __forceinline__ float norm_factor(float sum, int channels, float scale, float mean_eps) {
+  if (mean_eps < 0.f) return scale / fmaxf(sqrtf(sum), 1e-12f);
+  return rsqrtf(sum / static_cast<float>(channels) + mean_eps);
+}
+
+__device__ __forceinline__ float gain(const float* __restrict__ gamma, int c) {
+  return gamma ? gamma[c] : 1.f;
+}
+
 // Note [Vectorised norm]
 // The norm is memory-bound: a 96-channel bf16 voxel is 192 bytes read and 192 written. One warp per voxel
 // (norm_silu_channels_last, the fallback) moves 2 bytes per lane per access and spends five shuffles per
@@ -25,8 +47,8 @@ constexpr int kThreads = 256;
 template <typename T, typename O, int V>
 __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __restrict__ gamma,
                                      const float* __restrict__ bias, O* __restrict__ y, int64_t voxels,
-                                     int channels, int group_shift, float scale, bool with_silu,
-                                     O* __restrict__ tail, int64_t tail_from,
+                                     int channels, int group_shift, float scale, float mean_eps,
+                                     bool with_silu, O* __restrict__ tail, int64_t tail_from,
                                      const float* __restrict__ out_scale) {
   constexpr int E = Vec16<T>::kElements;
   using Out = VecOf<O, E>;
@@ -54,7 +76,7 @@ __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __res
   }
   for (int offset = group / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (!active) return;
-  const float inv = scale / fmaxf(sqrtf(sum), 1e-12f);
+  const float inv = norm_factor(sum, channels, scale, mean_eps);
   const float multiplier = out_scale ? *out_scale : 1.f;
   O* out = y + voxel * channels;
 #pragma unroll
@@ -63,7 +85,7 @@ __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __res
     Out p;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      const float z = v[k][e] * inv * gamma[c0 + e];
+      const float z = v[k][e] * inv * gain(gamma, c0 + e);
       p.v[e] = from_float<O>((with_silu ? silu(z) : z) * multiplier);
     }
     *reinterpret_cast<Out*>(out + c0) = p;
@@ -76,7 +98,7 @@ __global__ void norm_silu_vectorised(const T* __restrict__ x, const float* __res
 template <typename T>
 __global__ void norm_silu_channels_last(const T* __restrict__ x, const float* __restrict__ gamma,
                                         const float* __restrict__ bias, T* __restrict__ y, int64_t voxels,
-                                        int channels, float scale, bool with_silu) {
+                                        int channels, float scale, float mean_eps, bool with_silu) {
   const int lane = threadIdx.x % kWarp;
   const int64_t voxel = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   if (voxel >= voxels) return;
@@ -91,13 +113,13 @@ __global__ void norm_silu_channels_last(const T* __restrict__ x, const float* __
   }
 #pragma unroll
   for (int offset = kWarp / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  const float inv = scale / fmaxf(sqrtf(sum), 1e-12f);
+  const float inv = norm_factor(sum, channels, scale, mean_eps);
   T* out = y + voxel * channels;
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int c = lane + i * kWarp;
     if (c < channels) {
-      const float z = v[i] * inv * gamma[c];
+      const float z = v[i] * inv * gain(gamma, c);
       out[c] = from_float<T>(with_silu ? silu(z) : z);
     }
   }
@@ -107,7 +129,7 @@ __global__ void norm_silu_channels_last(const T* __restrict__ x, const float* __
 template <typename T>
 __global__ void norm_silu_planar(const T* __restrict__ x, const float* __restrict__ gamma,
                                  const float* __restrict__ bias, T* __restrict__ y, int64_t batch,
-                                 int channels, int64_t spatial, float scale, bool with_silu) {
+                                 int channels, int64_t spatial, float scale, float mean_eps, bool with_silu) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * spatial) return;
   const int64_t b = i / spatial, s = i % spatial;
@@ -118,10 +140,10 @@ __global__ void norm_silu_planar(const T* __restrict__ x, const float* __restric
     const float v = to_float(in[c * spatial]) + (bias ? bias[c] : 0.f);
     sum += v * v;
   }
-  const float inv = scale / fmaxf(sqrtf(sum), 1e-12f);
+  const float inv = norm_factor(sum, channels, scale, mean_eps);
   for (int c = 0; c < channels; ++c) {
     const float v = to_float(in[c * spatial]) + (bias ? bias[c] : 0.f);
-    const float z = v * inv * gamma[c];
+    const float z = v * inv * gain(gamma, c);
     out[c * spatial] = from_float<T>(with_silu ? silu(z) : z);
   }
 }
@@ -148,19 +170,20 @@ void vector_shape(int64_t channels, int& vectors, int& group_shift) {
 
 template <typename T, typename O, int V>
 void launch_vectorised(const T* x, const float* gamma, const float* bias, O* y, int64_t voxels, int channels,
-                       int group_shift, float scale, bool with_silu, O* tail, int64_t tail_from,
-                       const float* out_scale, cudaStream_t stream) {
+                       int group_shift, float scale, float mean_eps, bool with_silu, O* tail,
+                       int64_t tail_from, const float* out_scale, cudaStream_t stream) {
   const int64_t threads = voxels << group_shift;
   const int64_t blocks = (threads + kThreads - 1) / kThreads;
-  norm_silu_vectorised<T, O, V><<<blocks, kThreads, 0, stream>>>(
-      x, gamma, bias, y, voxels, channels, group_shift, scale, with_silu, tail, tail_from, out_scale);
+  norm_silu_vectorised<T, O, V><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels, channels,
+                                                                 group_shift, scale, mean_eps, with_silu,
+                                                                 tail, tail_from, out_scale);
 }
 
 // The vectorised kernel with output O, or cudaErrorInvalidValue (nothing launched) where it does not apply.
 template <typename T, typename O>
 cudaError_t launch_vectorised_for(const T* x, const float* gamma, const float* bias, O* y, int64_t voxels,
-                                  int64_t channels, bool with_silu, O* tail, int64_t tail_from,
-                                  const float* out_scale, cudaStream_t stream) {
+                                  int64_t channels, float mean_eps, bool with_silu, O* tail,
+                                  int64_t tail_from, const float* out_scale, cudaStream_t stream) {
   constexpr int kOutAlign = sizeof(O) * Vec16<T>::kElements;
   const auto aligned_out = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % kOutAlign == 0; };
   int vectors = 0, shift = 0;
@@ -171,20 +194,20 @@ cudaError_t launch_vectorised_for(const T* x, const float* gamma, const float* b
   const float scale = sqrtf(static_cast<float>(channels));
   switch (vectors) {
     case 1:
-      launch_vectorised<T, O, 1>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
-                                 out_scale, stream);
+      launch_vectorised<T, O, 1>(x, gamma, bias, y, voxels, c, shift, scale, mean_eps, with_silu, tail,
+                                 tail_from, out_scale, stream);
       break;
     case 2:
-      launch_vectorised<T, O, 2>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
-                                 out_scale, stream);
+      launch_vectorised<T, O, 2>(x, gamma, bias, y, voxels, c, shift, scale, mean_eps, with_silu, tail,
+                                 tail_from, out_scale, stream);
       break;
     case 3:
-      launch_vectorised<T, O, 3>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
-                                 out_scale, stream);
+      launch_vectorised<T, O, 3>(x, gamma, bias, y, voxels, c, shift, scale, mean_eps, with_silu, tail,
+                                 tail_from, out_scale, stream);
       break;
     default:
-      launch_vectorised<T, O, 4>(x, gamma, bias, y, voxels, c, shift, scale, with_silu, tail, tail_from,
-                                 out_scale, stream);
+      launch_vectorised<T, O, 4>(x, gamma, bias, y, voxels, c, shift, scale, mean_eps, with_silu, tail,
+                                 tail_from, out_scale, stream);
       break;
   }
   return cudaGetLastError();
@@ -192,33 +215,33 @@ cudaError_t launch_vectorised_for(const T* x, const float* gamma, const float* b
 
 template <typename T>
 cudaError_t launch(const void* xv, const float* gamma, const float* bias, void* yv, int64_t batch,
-                   int64_t channels, int64_t spatial, bool channels_last, bool with_silu, void* tailv,
-                   int64_t tail_from, const float* fp8_scale, cudaStream_t stream) {
+                   int64_t channels, int64_t spatial, bool channels_last, float mean_eps, bool with_silu,
+                   void* tailv, int64_t tail_from, const float* fp8_scale, cudaStream_t stream) {
   const auto* x = static_cast<const T*>(xv);
   const float scale = sqrtf(static_cast<float>(channels));
   if (fp8_scale) {
     // e4m3 output: the vectorised channels-last kernel alone.
     if (!channels_last) return cudaErrorInvalidValue;
     return launch_vectorised_for<T, __nv_fp8_e4m3>(
-        x, gamma, bias, static_cast<__nv_fp8_e4m3*>(yv), batch * spatial, channels, with_silu,
+        x, gamma, bias, static_cast<__nv_fp8_e4m3*>(yv), batch * spatial, channels, mean_eps, with_silu,
         static_cast<__nv_fp8_e4m3*>(tailv), tail_from, fp8_scale, stream);
   }
   auto* y = static_cast<T*>(yv);
   auto* tail = static_cast<T*>(tailv);
   if (channels_last) {
     const int64_t voxels = batch * spatial;
-    const cudaError_t vectorised = launch_vectorised_for<T, T>(x, gamma, bias, y, voxels, channels, with_silu,
-                                                               tail, tail_from, nullptr, stream);
+    const cudaError_t vectorised = launch_vectorised_for<T, T>(x, gamma, bias, y, voxels, channels, mean_eps,
+                                                               with_silu, tail, tail_from, nullptr, stream);
     if (vectorised != cudaErrorInvalidValue) return vectorised;
     if (channels > kWarp * kMaxPerLane || tail) return cudaErrorInvalidValue;  // nothing launched
     const int64_t blocks = (voxels * kWarp + kThreads - 1) / kThreads;
-    norm_silu_channels_last<T><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, voxels,
-                                                                static_cast<int>(channels), scale, with_silu);
+    norm_silu_channels_last<T><<<blocks, kThreads, 0, stream>>>(
+        x, gamma, bias, y, voxels, static_cast<int>(channels), scale, mean_eps, with_silu);
   } else {
     if (tail) return cudaErrorInvalidValue;
     const int64_t blocks = (batch * spatial + kThreads - 1) / kThreads;
     norm_silu_planar<T><<<blocks, kThreads, 0, stream>>>(x, gamma, bias, y, batch, static_cast<int>(channels),
-                                                         spatial, scale, with_silu);
+                                                         spatial, scale, mean_eps, with_silu);
   }
   return cudaGetLastError();
 }
@@ -257,12 +280,12 @@ cudaError_t launch_residual(void* y, const void* s, const float* bias, int64_t e
 
 cudaError_t launch_rms_norm_silu(const void* x, const float* gamma, const float* bias, void* y,
                                  ElementType type, int64_t batch, int64_t channels, int64_t spatial,
-                                 bool channels_last, bool with_silu, void* tail, int64_t tail_from,
-                                 const float* fp8_scale, cudaStream_t stream) {
+                                 bool channels_last, float mean_eps, bool with_silu, void* tail,
+                                 int64_t tail_from, const float* fp8_scale, cudaStream_t stream) {
   if (batch * spatial == 0) return cudaSuccess;
   return with_element_type(type, [&](auto zero) {
-    return launch<decltype(zero)>(x, gamma, bias, y, batch, channels, spatial, channels_last, with_silu, tail,
-                                  tail_from, fp8_scale, stream);
+    return launch<decltype(zero)>(x, gamma, bias, y, batch, channels, spatial, channels_last, mean_eps,
+                                  with_silu, tail, tail_from, fp8_scale, stream);
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/band_exchange.h"
 #include "core/error.h"
+#include "core/kernels/norm_silu.h"
 
 namespace vaecodec::core {
 namespace {
@@ -83,7 +84,21 @@ torch::Tensor LTX2Conv::forward(const torch::Tensor& x, CausalCache& cache, bool
   return out;
 }
 
+// Note [LTX-2 pixel norm on the GPU]
+// On CUDA the norm and the SiLU run as one kernel (kernels::pixel_norm_silu_into; Note [Two RMS norms] in
+// core/kernels/norm_silu_kernel.cu): x read once, out written once in x's dtype, where the composite below
+// makes a float32 copy, its square, the product and the SiLU, each a full pass of up to twice the
+// activation's bytes. The kernel reads x dense, contiguous or channels-last-3d. A convolution's output is
+// channels-last on the GPU and a resampler's folded or unfolded output contiguous, but a temporal upsampler
+// hands on a view dense in neither layout in the chunk where it drops its first frame, and, unfolding time
+// alone (2.3's compress_time), wherever its conv gives one frame (the unfold is a view then): that view is
+// copied once into the layout it suggests, still far less than the composite. out is laid out like what the
+// kernel reads (kernels::norm_operands). The CPU and float64 keep the composite.
 torch::Tensor ltx2_pixel_norm_silu(const torch::Tensor& x) {
+  if (x.is_cuda() && x.scalar_type() != torch::kDouble) {
+    const auto [in, out] = kernels::norm_operands(x);
+    if (kernels::pixel_norm_silu_into(in, kPixelNormEps, out)) return out;
+  }
   const auto compute = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   const auto xf = x.to(compute);
   const auto y = xf * torch::rsqrt(xf.square().mean(1, /*keepdim=*/true) + kPixelNormEps);
