@@ -206,7 +206,9 @@ torch::Tensor LTX2Upsampler::forward(const torch::Tensor& x, CausalCache& cache,
   if (residual_) {
     const int64_t product = stride_[0] * stride_[1] * stride_[2];
     const auto r = depth_to_space(take_aligned(waiting, x, y.size(2) / stride_[0]), stride_);
-    y.add_(r.repeat({1, product / multiplier_, 1, 1, 1}));
+    // The residual's channels repeated product / multiplier times along y's: added through a view of y's
+    // channels as [copies, r's channels] with r broadcast over the copies, instead of a repeated copy of r.
+    y.unflatten(1, {product / multiplier_, r.size(1)}).add_(r.unsqueeze(1));
   }
   CausalCache::Slot& first = cache.next();  // whether the first output frame has been dropped
   if (stride_[0] == 2 && !first.started && y.size(2) > 0) {
