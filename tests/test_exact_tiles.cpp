@@ -3,6 +3,8 @@
 // the tiny models of the families whose trunks are local. Random inputs larger than the golden cases, so that
 // the margins are narrower than the frame at every resolution.
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include <catch2/catch.hpp>
 
@@ -221,32 +223,44 @@ TEST_CASE("a window's first encode tile runs as its frames come, its last decode
 
 TEST_CASE("exact tiles shared out among devices equal the one-device run, every grid and window",
           "[exact][bands]") {
-  // Note [Exact tiles across devices]: on the CPU the places are threads, each with its own model.
+  // Note [Exact tiles across devices]: on the CPU the places are threads, each with its own model; the
+  // whole-frame part runs in bands across them (Note [Whole-frame part in bands]).
   for (const TinyModel& tiny : tiny_models()) {
     auto model = load_tiny(tiny, torch::kCPU, torch::kDouble);
     if (!model->exact_tiles()) continue;
     INFO(tiny.family);
-    const int64_t rows = kRows * 8 / tiny.spatial_factor, cols = kCols * 8 / tiny.spatial_factor;
-    torch::manual_seed(6);
-    const auto latents = torch::randn({1, model->info().latent_channels, 4, rows, cols}, torch::kDouble);
-    const auto video = torch::rand({1, 3, 9, kRows * 8, kCols * 8}, torch::kDouble) * 2 - 1;
-    const auto decoded = core::decode_latents(*model, latents, {1});
-    const auto encoded = core::encode_video(*model, video, {1});
+    const int64_t cols = kCols * 8 / tiny.spatial_factor;
+    // The frame's latent rows: the test frame's, or 2 (3 places: two bands of one row, the third place
+    // without a band).
     struct Shared {
       int64_t devices;
       Cut cut;
       bool host;
+      int64_t rows;
     };
-    for (const auto& [n, c, host] :
-         std::vector<Shared>{{2, {2, 2, 1, 0}, false}, {2, {1, 3, 2, 2}, true}, {3, {3, 2, 1, 1}, false}}) {
+    const int64_t tall = kRows * 8 / tiny.spatial_factor;
+    // The one-device run's frames and latents, by latent rows.
+    std::map<int64_t, std::pair<torch::Tensor, torch::Tensor>> references;
+    for (const auto& [n, c, host, rows] : std::vector<Shared>{{2, {2, 2, 1, 0}, false, tall},
+                                                              {2, {1, 3, 2, 2}, true, tall},
+                                                              {3, {3, 2, 1, 1}, false, tall},
+                                                              {3, {1, 3, 1, 2}, false, 2}}) {
+      torch::manual_seed(6);
+      const auto latents = torch::randn({1, model->info().latent_channels, 4, rows, cols}, torch::kDouble);
+      const auto video =
+          torch::rand({1, 3, 9, rows * tiny.spatial_factor, kCols * 8}, torch::kDouble) * 2 - 1;
+      if (!references.count(rows))
+        references[rows] = {core::decode_latents(*model, latents, {1}),
+                            core::encode_video(*model, video, {1})};
+      const auto& [decoded, encoded] = references[rows];
       std::vector<std::shared_ptr<core::VaeModel>> models;
       std::vector<core::BandPlace> places;
       for (int64_t i = 0; i < n; ++i) {
         models.push_back(load_tiny(tiny, torch::kCPU, torch::kDouble));
         places.push_back({models.back().get(), &core::Device::of(torch::kCPU)});
       }
-      INFO(n << " devices, tiles " << c.rows << "x" << c.cols << ", chunk " << c.chunk << ", window "
-             << c.window << (host ? ", host window" : ""));
+      INFO(n << " devices, " << rows << " latent rows, tiles " << c.rows << "x" << c.cols << ", chunk "
+             << c.chunk << ", window " << c.window << (host ? ", host window" : ""));
       core::ChunkOptions o = exact(c, rows, cols, host);
       o.bands = places;
       std::vector<int64_t> seen;
@@ -264,12 +278,10 @@ TEST_CASE("exact tiles shared out among devices equal the one-device run, every 
       CHECK(emitted.size() == static_cast<size_t>(c.window == 0 ? 1 : (4 + c.window - 1) / c.window));
       CHECK(relative_error(torch::cat(emitted, 2), decoded) <= 1e-12);
       // Each tile runs on its place's model, the places chosen by the tiles' work (core::places_by_work):
-      // with the last place's weights changed, exactly its tiles' pixels change.
+      // with the last place's trunk changed, exactly its tiles' pixels change.
       o.emit = {};
-      {
-        torch::NoGradGuard no_grad;
-        for (torch::Tensor& w : models.back()->parameters()) w.mul_(1.01);
-      }
+      for (const char* trunk : {"decoder.upsamples.", "decoder.head."})
+        scale_parameters(*models.back(), trunk, 1.01);
       const auto changed = core::decode_latents(*model, latents, o);
       const core::TileGrid grid = core::TileGrid::parts(rows, cols, c.rows, c.cols);
       const int64_t f = tiny.spatial_factor;
@@ -296,6 +308,15 @@ TEST_CASE("exact tiles shared out among devices equal the one-device run, every 
         else
           CHECK(error <= 1e-12);
       }
+      // The whole-frame part runs in bands, one per place while the frame has rows for them: with the last
+      // band's whole-frame layers changed (on a place that is not the run's own), the frames and the latents
+      // change. Run on the first place alone, it would not see the change.
+      const auto last = static_cast<size_t>(std::min(n, rows) - 1);
+      REQUIRE(last > 0);
+      scale_parameters(*models[last], "decoder.conv1.", 1.01);
+      CHECK(relative_error(core::decode_latents(*model, latents, o), changed) > 1e-6);
+      scale_parameters(*models[last], "encoder.head.", 1.01);
+      CHECK(relative_error(core::encode_video(*model, video, o), encoded) > 1e-6);
     }
   }
 }

@@ -207,23 +207,47 @@ TEST_CASE("an LTX-2 decode in exact tiles hands every frame on once and in order
 }
 
 TEST_CASE("LTX-2's exact tiles shared out among devices equal the one-device run", "[ltx2][exact][bands]") {
-  // Note [Exact tiles across devices]: on the CPU the places are threads, each with its own model.
+  // Note [Exact tiles across devices]: on the CPU the places are threads, each with its own model; the
+  // whole-frame part runs in bands across them (Note [Whole-frame part in bands]), its held-back frames
+  // ended in every band. 2 and 3 places; 3 latent rows on 3 places make bands of one row (2.0's reflection
+  // through the halo at both edges), 2 rows on 3 places two such bands and a place without one.
+  struct Shared {
+    int64_t places;
+    Case c;
+  };
+  const std::vector<Shared> cases{{2, {8, 8, 4, {2, 2, 1, 2}}},
+                                  {3, {8, 8, 4, {2, 1, 2, 0}}},
+                                  {3, {3, 8, 5, {1, 3, 1, 2}}},
+                                  {3, {2, 8, 4, {1, 3, 3, 1}}}};
   for (const std::string tag : {"20", "23"}) {
-    INFO(tag);
     auto model = tiny_ltx2(tag);
-    torch::manual_seed(4);
-    const auto z = torch::randn({1, 4, 4, 8, 8}, torch::kDouble);
-    const auto video = torch::rand({1, 3, 9, 8 * 32, 8 * 32}, torch::kDouble) * 2 - 1;
-    std::vector<std::shared_ptr<core::VaeModel>> models;
-    std::vector<core::BandPlace> places;
-    for (int i = 0; i < 2; ++i) {
-      models.push_back(tiny_ltx2(tag));
-      places.push_back({models.back().get(), &core::Device::of(torch::kCPU)});
+    for (const auto& [n, c] : cases) {
+      INFO(tag << ", " << n << " places, " << describe(c));
+      torch::manual_seed(4);
+      const auto z = torch::randn({1, 4, c.latents, c.rows, c.cols}, torch::kDouble);
+      const auto video = torch::rand({1, 3, 9, c.rows * 32, c.cols * 32}, torch::kDouble) * 2 - 1;
+      const auto decoded = core::decode_latents(*model, z);
+      const auto encoded = core::encode_video(*model, video);
+      std::vector<std::shared_ptr<core::VaeModel>> models;
+      std::vector<core::BandPlace> places;
+      for (int64_t i = 0; i < n; ++i) {
+        models.push_back(tiny_ltx2(tag));
+        places.push_back({models.back().get(), &core::Device::of(torch::kCPU)});
+      }
+      core::ChunkOptions o = exact(c.cut, c.rows, c.cols);
+      o.bands = places;
+      const auto tiled = core::decode_latents(*model, z, o);
+      REQUIRE(tiled.sizes() == decoded.sizes());
+      CHECK(relative_error(tiled, decoded) <= 1e-12);
+      CHECK(relative_error(core::encode_video(*model, video, o), encoded) <= 1e-12);
+      // The last band's whole-frame layers changed, on a place that is not the run's own: the frames and the
+      // latents change, which they would not if the whole-frame part ran on the first place alone.
+      const auto last = static_cast<size_t>(std::min(n, c.rows) - 1);
+      scale_parameters(*models[last], "decoder.conv_in.", 1.01);
+      CHECK(relative_error(core::decode_latents(*model, z, o), decoded) > 1e-6);
+      scale_parameters(*models[last], "encoder.conv_out.", 1.01);
+      CHECK(relative_error(core::encode_video(*model, video, o), encoded) > 1e-6);
     }
-    core::ChunkOptions o = exact({2, 2, 1, 2}, 8, 8);
-    o.bands = places;
-    CHECK(relative_error(core::decode_latents(*model, z, o), core::decode_latents(*model, z)) <= 1e-12);
-    CHECK(relative_error(core::encode_video(*model, video, o), core::encode_video(*model, video)) <= 1e-12);
   }
 }
 

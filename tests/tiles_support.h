@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include <torch/torch.h>
@@ -30,6 +31,20 @@ inline core::ChunkOptions exact(const Cut& c, int64_t latent_height, int64_t lat
   o.host_window = host;
   o.kind = core::SplitKind::kExactTiles;
   return o;
+}
+
+// Multiplies by `factor` the parameters of `model` under the module `prefix` ("decoder.head."): a change
+// that shows only where that module ran on this model (Note [Exact tiles across devices]). Throws when no
+// parameter is there.
+inline void scale_parameters(core::VaeModel& model, const std::string& prefix, double factor) {
+  torch::NoGradGuard no_grad;
+  int64_t scaled = 0;
+  for (auto& p : model.named_parameters())
+    if (p.key().rfind(prefix, 0) == 0) {
+      p.value().mul_(factor);
+      ++scaled;
+    }
+  if (scaled == 0) throw std::runtime_error("no parameter under " + prefix);
 }
 
 // The tiny LTX-2 of config `tag` ("20": 2.0, "23": 2.3/2.5), its weights file and the model.

@@ -37,13 +37,43 @@ Bands::Bands(std::vector<BandPlace> places, Device& out_device, Op op, const Til
     bands_.push_back({places[i], rows[i], std::vector<CausalCache>(static_cast<size_t>(columns_.cols))});
   inputs_ready_ = std::vector<at::cuda::CUDAEvent>(bands_.size());
   outputs_made_ = std::vector<at::cuda::CUDAEvent>(bands_.size());
-  // Peer access between every two GPUs of the split, both ways, once and before any band runs, rather than by
-  // LibTorch's first copy between them while the other bands' threads allocate (Note [Copies between GPUs]).
-  for (const Band& a : bands_)
-    for (const Band& b : bands_) {
-      const torch::Device da = a.place.device->torch_device(), db = b.place.device->torch_device();
+  enable_peers(places);
+}
+
+void enable_peers(const std::vector<BandPlace>& places) {
+  for (const BandPlace& a : places)
+    for (const BandPlace& b : places) {
+      const torch::Device da = a.device->torch_device(), db = b.device->torch_device();
       if (da.is_cuda() && db.is_cuda() && da != db) Device::enable_peer_access(da, db);
     }
+}
+
+std::exception_ptr run_linked_bands(Places& workers, size_t bands, const std::function<void(size_t)>& band) {
+  BandLink link(static_cast<int64_t>(bands));
+  const std::vector<std::exception_ptr> errors = workers.run_each([&](size_t i) {
+    if (i >= bands) return;  // a place without a band
+    c10::InferenceMode inference;
+    try {
+      BandScope scope(link, static_cast<int64_t>(i), workers.devices()[i]);
+      band(i);
+    } catch (...) {
+      link.abort();
+      throw;
+    }
+  });
+  for (const auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const BandAborted&) {
+      continue;
+    } catch (...) {
+      return e;
+    }
+  }
+  for (const auto& e : errors)
+    if (e) return std::make_exception_ptr(Error("a band of the split run stopped without saying why"));
+  return nullptr;
 }
 
 int64_t Bands::cache_bytes() const {
@@ -55,11 +85,10 @@ int64_t Bands::cache_bytes() const {
 
 Bands::~Bands() = default;
 
-void Bands::run_band(size_t i, BandLink& link) {
+void Bands::run_band(size_t i) {
   Band& band = bands_[i];
   VaeModel& model = *band.place.model;
   const torch::Device device = band.place.device->torch_device();
-  BandScope scope(link, static_cast<int64_t>(i), device);
   // The inputs were made on run()'s stream (Note [Band streams]).
   const bool ending = inputs_[i].empty();  // end(): no inputs, the caches' held-back frames
   if (device.is_cuda() && !ending) {
@@ -134,30 +163,11 @@ torch::Tensor Bands::run_bands(std::vector<std::vector<torch::Tensor>> inputs) {
   }
   inputs_.swap(inputs);
   outputs_.assign(n, {});
-  BandLink link(static_cast<int64_t>(n));
-  const std::vector<std::exception_ptr> errors = places_->run_each([&](size_t i) {
-    c10::InferenceMode inference;
-    try {
-      run_band(i, link);
-    } catch (...) {
-      link.abort();
-      throw;
-    }
-  });
+  const std::exception_ptr failed = run_linked_bands(*places_, n, [&](size_t i) { run_band(i); });
   std::vector<std::vector<torch::Tensor>> outputs;
   outputs.swap(outputs_);
   inputs_.clear();
-  // The first band's own failure, not the others' report of it.
-  for (const auto& e : errors) {
-    if (!e) continue;
-    try {
-      std::rethrow_exception(e);
-    } catch (const BandAborted&) {
-      continue;
-    }
-  }
-  for (const auto& e : errors)
-    if (e) throw Error("a band of the split run stopped without saying why");
+  if (failed) std::rethrow_exception(failed);
   // Nothing held back (a clip that ended before its first chunk settled anything): every band alike.
   for (const auto& out : outputs)
     for (const torch::Tensor& t : out)

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -48,8 +50,8 @@ class Bands : public ChunkedSplit {
     BandRows rows;
     std::vector<CausalCache> caches;  // one per column
   };
-  // Band i of the chunk in hand, on its place's worker.
-  void run_band(size_t i, BandLink& link);
+  // Band i of the chunk in hand, on its place's worker inside its band (run_linked_bands).
+  void run_band(size_t i);
 
   std::vector<Band> bands_;
   Device& out_device_;
@@ -65,5 +67,16 @@ class Bands : public ChunkedSplit {
   std::vector<at::cuda::CUDAEvent> inputs_ready_, outputs_made_;
   std::unique_ptr<Places> places_;  // the bands' workers, made at the first chunk (Note [Band threads])
 };
+
+// What runs bands of one frame on several places shares (Bands; the whole-frame part of exact tiles across
+// devices, Note [Whole-frame part in bands] in core/split/whole_frame_bands.h).
+// Runs band(i) for i < bands on `workers`' place i, at once, each inside band i of one BandLink (BandScope,
+// on the worker's device; LibTorch's inference mode on); a band that throws aborts the link, so the others
+// stop at their next exchange. Returns, once all are done, the first band's own failure (not the others'
+// report of it), or null.
+std::exception_ptr run_linked_bands(Places& workers, size_t bands, const std::function<void(size_t)>& band);
+// Peer access between every two GPUs of `places`, both ways, once and before any band runs, rather than by
+// LibTorch's first copy between them while the other bands' threads allocate (Note [Copies between GPUs]).
+void enable_peers(const std::vector<BandPlace>& places);
 
 }  // namespace vaecodec::core

@@ -104,6 +104,7 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op
     for (const BandPlace& place : places_) devices.push_back(place.device->torch_device());
     workers_ = std::make_unique<Places>(std::move(devices));
   }
+  whole_ = std::make_unique<WholeFrameBands>(places_, workers_.get(), grid_.latent_height);
   const bool encode = op == Op::kEncode;
   const int64_t scale = encode ? 1 : model_.info().spatial_factor;  // the output's pixels per latent pixel
   const std::vector<torch::Tensor> weights =
@@ -169,7 +170,7 @@ void ExactTiles::put(const torch::Tensor& region, const torch::Tensor& values) c
 ExactTiles::~ExactTiles() = default;
 
 int64_t ExactTiles::cache_bytes() const {
-  int64_t n = whole_.bytes();
+  int64_t n = whole_->cache_bytes();
   for (const Tile& t : tiles_) n += t.cache.bytes();
   return n;
 }
@@ -352,37 +353,18 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   const int64_t n = z.size(), f = model_.info().spatial_factor;
   const bool ends = !more && model_.info().decode_lag > 0;
   // The whole-frame part over the window, into one tensor of features (Note [Held-back frames of exact
-  // tiles]: fewer than n until the clip ends, then more).
-  torch::Tensor features;
-  int64_t settled = 0;
-  auto append = [&](const torch::Tensor& part) {
-    if (!part.defined() || part.size(2) == 0) return;
-    if (!features.defined() || settled + part.size(2) > features.size(2)) {
-      auto sizes = part.sizes().vec();
-      sizes[2] = std::max(n, settled + part.size(2));
-      torch::Tensor grown = torch::empty(sizes, CausalConv3d::layout_of(part));
-      if (settled > 0) grown.narrow(2, 0, settled).copy_(features.narrow(2, 0, settled));
-      features = grown;
-    }
-    features.narrow(2, settled, part.size(2)).copy_(part);
-    settled += part.size(2);
-  };
-  for (int64_t at = 0; at < n; at += chunk_) {
-    before_model_call();
-    append(model_.decode_features(
-        to_model(z.slice(at, std::min(chunk_, n - at)), BandPlace{&model_, &device_}, false), whole_));
-  }
-  if (ends) {
-    before_model_call();
-    append(model_.decode_features_end(whole_));
-  }
+  // tiles]: fewer than n until the clip ends, then more), in bands across the places (Note [Whole-frame part
+  // in bands]).
+  std::vector<torch::Tensor> latents;
+  for (int64_t at = 0; at < n; at += chunk_) latents.push_back(z.slice(at, std::min(chunk_, n - at)));
+  torch::Tensor features = whole_->decode(latents, ends, n, device_);
+  const int64_t settled = features.defined() ? features.size(2) : 0;
   if (settled == 0 && !ends) {  // nothing settled yet: the tiles start in a later window
     if (window_frames_ > 0)
       throw Error(model_.info().family + ": " + std::to_string(window_frames_) +
                   " frames are due from a window whose whole-frame part settled none");
     return {};
   }
-  if (features.defined()) features = features.narrow(2, 0, settled);
   const std::vector<int64_t> chunks = chunk_lengths(settled, chunk_, chunk_);
   // The window's frames; on the CPU a host window changes nothing but takes the same path (so that tests
   // run it).
@@ -534,16 +516,8 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
   } else {
     on_places([&](const std::vector<Tile*>& mine) { encode_tiles(mine, x, chunks, more, place); });
   }
-  // The whole-frame part over the window's features.
-  std::vector<torch::Tensor> latents;
-  for (int64_t c = 0, at = 0; at < latent; ++c) {
-    const int64_t len = std::min(chunk_, latent - at);
-    before_model_call();
-    latents.push_back(
-        model_.encode_features(features.narrow(2, at, len).contiguous(model_.memory_format()), whole_));
-    at += len;
-  }
-  return latents.size() == 1 ? latents.front() : torch::cat(latents, 2);
+  // The whole-frame part over the window's features, in bands across the places.
+  return whole_->encode(features, chunk_, device_);
 }
 
 void ExactTiles::encode_tiles(const std::vector<Tile*>& mine, const Pieces& x,

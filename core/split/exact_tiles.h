@@ -15,6 +15,7 @@
 #include "core/split/parking.h"
 #include "core/split/places.h"
 #include "core/split/split.h"
+#include "core/split/whole_frame_bands.h"
 #include "core/tile_grid.h"
 #include "core/trunk.h"
 #include "core/vae_model.h"
@@ -94,11 +95,16 @@ class Pieces {
 // (places_by_work: a tile's computed area times VaeModel::tile_work, the largest first to the least loaded
 // place; tiles at the frame's edges have narrower margins and cost less), every place with its own model and
 // on its own thread, each running its tiles one after the other through the window as one device would. The
-// whole-frame part runs on the run's own device, and the window's features and frames are there (or in host
-// memory); a place reads the features from there and writes its tiles' interiors back. Tiles are independent
-// of one another, so the output is the one-device output bit for bit, and every device holds at most what the
-// one-device plan holds. With several places a window's frames are handed over when the window is done, and
-// no tile runs ahead of its window (Note [A window's edges stream] needs one place).
+// whole-frame part runs in bands across the same places (Note [Whole-frame part in bands] in
+// core/split/whole_frame_bands.h): each place runs its latent rows of the window, with its own whole-frame
+// cache, the bands exchanging halo rows and attention keys and values in step, and the bands' features
+// (decode) or latents (encode) are joined on the run's own device. The window's features and frames are there
+// (or in host memory); a place reads the features from there and writes its tiles' interiors back. Tiles are
+// independent of one another, so the tiles' output is the one-device output bit for bit, and the whole-frame
+// part's equals it up to the order in which the attention adds (exact in the CPU tests' float64); every
+// device holds at most what the one-device plan holds. With several places a window's frames are handed over
+// when the window is done, and no tile runs ahead of its window (Note [A window's edges stream] needs one
+// place).
 
 // The place of each job when jobs of these works are shared out among `places` (Note [Exact tiles across
 // devices]): the largest first, each to the place with the least work so far (the first of equals), so that
@@ -199,10 +205,10 @@ class ExactTiles : public Split {
   std::vector<BandPlace> places_;    // one, or those sharing the tiles out
   std::unique_ptr<Places> workers_;  // with several places: one worker each
   std::vector<Tile> tiles_;
-  CausalCache whole_;     // the whole-frame part's
-  Pieces pending_;        // the frames of the window being filled
-  int64_t windows_ = 0;   // encode: windows run
-  int64_t latents_ = 0;   // decode: the latent frames of the windows run
+  std::unique_ptr<WholeFrameBands> whole_;  // the whole-frame part, with its caches
+  Pieces pending_;                          // the frames of the window being filled
+  int64_t windows_ = 0;                     // encode: windows run
+  int64_t latents_ = 0;                     // decode: the latent frames of the windows run
   bool started_ = false;  // a window has run (encode: later chunks are multiples of the temporal factor)
   Hooks hooks_;
   int64_t frames_done_ = 0;  // the frames of the windows done
