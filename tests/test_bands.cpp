@@ -439,9 +439,11 @@ void check_shared_tiles(const std::vector<torch::Device>& devices) {
     const auto one = core::decode_latents(*model, latents, tiles);
     const auto spread = core::decode_latents(*model, latents, shared);
     REQUIRE(spread.sizes() == one.sizes());
-    CHECK(relative_error(spread.to(gpu0), one.to(gpu0)) <= 1e-6);
+    // The tiles are the one-GPU tiles; the whole-frame part runs in bands across the GPUs (Note [Whole-frame
+    // part in bands]), whose attention and halos add in another order: a split's float32 bound.
+    CHECK(relative_error(spread.to(gpu0), one.to(gpu0)) <= 1e-5);
     CHECK(relative_error(core::encode_video(*model, frames, shared),
-                         core::encode_video(*model, frames, tiles)) <= 1e-6);
+                         core::encode_video(*model, frames, tiles)) <= 1e-5);
   }
 }
 
