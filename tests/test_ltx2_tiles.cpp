@@ -17,6 +17,7 @@
 #include "core/models/ltx2/ltx2_config.h"
 #include "core/models/registry.h"
 #include "core/plan_for.h"
+#include "tests/gpu_support.h"
 #include "tests/test_support.h"
 #include "tests/tiles_support.h"
 
@@ -248,6 +249,47 @@ TEST_CASE("LTX-2's exact tiles shared out among devices equal the one-device run
       scale_parameters(*models[last], "encoder.conv_out.", 1.01);
       CHECK(relative_error(core::encode_video(*model, video, o), encoded) > 1e-6);
     }
+  }
+}
+
+TEST_CASE("on CUDA, LTX-2's exact tiles park their caches between windows and hand frames to emit there",
+          "[gpu][ltx2][exact]") {
+  // Windows of 1 and 2 latent frames over 4: every tile's cache, and the whole-frame part's held-back
+  // features, go to host memory between windows and come back (Note [Held-back frames of exact tiles]); the
+  // window on the device or in host memory; a decode's frames reach `emit` on the device, the held-back ones
+  // at finish(). float32 on the GPU: the tiles' convolutions see other shapes than the whole frame's, so
+  // equal to cuDNN's rounding, not bit for bit.
+  if (!cuda_here()) return;
+  const torch::Device gpu(torch::kCUDA, 0);
+  constexpr int64_t kSide = 14;  // cut in two, every layer's cut stays inside the frame (see Case)
+  for (const std::string tag : {"20", "23"}) {
+    auto model = tiny_ltx2(tag, torch::kFloat, gpu);
+    REQUIRE(model->exact_tiles());
+    torch::manual_seed(5);
+    const auto latents = torch::randn({1, 4, 4, kSide, kSide}).to(gpu);
+    const auto frames = (torch::rand({1, 3, 17, kSide * 32, kSide * 32}) * 2 - 1).to(gpu);
+    const auto whole = core::decode_latents(*model, latents, {1});
+    const auto whole_latents = core::encode_video(*model, frames, {1});
+    for (const bool host : {false, true})
+      for (const Cut& c : std::vector<Cut>{{2, 2, 1, 1}, {2, 1, 2, 2}}) {
+        INFO(tag << ": tiles " << c.rows << "x" << c.cols << ", chunk " << c.chunk << ", window " << c.window
+                 << (host ? ", host window" : ""));
+        core::ChunkOptions o = exact(c, kSide, kSide, host);
+        CHECK(relative_error(core::encode_video(*model, frames, o), whole_latents) <= 1e-5);
+        std::vector<torch::Tensor> emitted;
+        o.emit = [&emitted](const torch::Tensor& f) {
+          CHECK(f.device().is_cuda());
+          emitted.push_back(f.clone());
+        };
+        core::Run run(*model, core::Device::of(gpu), core::Op::kDecode, o);
+        for (int64_t t = 0; t < latents.size(2); ++t)
+          CHECK_FALSE(run.push(latents.narrow(2, t, 1)).defined());
+        CHECK_FALSE(run.finish().defined());
+        REQUIRE_FALSE(emitted.empty());
+        const auto tiled = torch::cat(emitted, 2);
+        REQUIRE(tiled.sizes() == whole.sizes());
+        CHECK(relative_error(tiled, whole) <= 1e-5);
+      }
   }
 }
 

@@ -53,9 +53,11 @@ inline std::filesystem::path tiny_ltx2_weights(const std::string& tag) {
 }
 
 inline std::shared_ptr<core::VaeModel> tiny_ltx2(const std::string& tag,
-                                                 torch::ScalarType dtype = torch::kDouble) {
+                                                 torch::ScalarType dtype = torch::kDouble,
+                                                 torch::Device device = torch::kCPU) {
   core::ModelOptions options;
   options.dtype = dtype;
+  options.device = device;
   return core::build_model(core::load_checkpoint(tiny_ltx2_weights(tag)), options);
 }
 
