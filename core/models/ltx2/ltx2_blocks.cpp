@@ -49,24 +49,51 @@ LTX2Conv::LTX2Conv(int64_t in, int64_t out, Time time, bool reflect) : time_(tim
   bias_ = conv->register_parameter("bias", torch::empty({out}), false);
 }
 
-torch::Tensor LTX2Conv::forward(const torch::Tensor& x, CausalCache& cache, bool end) {
-  CausalCache::Slot& slot = cache.next();
+// Note [The norm into the conv's input]
+// A convolution reads its history (or the clip's padding) and the chunk as one tensor in time. Instead of
+// the norm writing a tensor that a concatenation then copies behind the history, the buffer is made first
+// and the norm writes the chunk's frames straight into it: on CUDA the kernel takes the buffer's frames as
+// its output (the same strides as a dense chunk where the batch is one), elsewhere the composite's result is
+// copied there, which is what the concatenation did. The padding frames are copies of frames already in the
+// buffer. Either way the convolution reads the values it read before, in one tensor fewer.
+torch::Tensor LTX2Conv::input(const torch::Tensor& x, const CausalCache::Slot& slot, bool end,
+                              bool norm) const {
   const int64_t t = x.size(2);
-  std::vector<torch::Tensor> parts;
-  if (slot.history.defined()) {
-    parts.push_back(slot.history);
-  } else if (t > 0) {
-    // The clip's left padding: frame 0 twice before a causal conv, once before one that looks ahead.
-    const auto first = x.narrow(2, 0, 1);
-    for (int i = 0; i < (time_ == Time::kCausal ? 2 : 1); ++i) parts.push_back(first);
+  const bool held = slot.history.defined();
+  // Before the clip: frame 0 twice before a causal conv, once before one that looks ahead.
+  const int64_t left = held ? slot.history.size(2) : t > 0 ? (time_ == Time::kCausal ? 2 : 1) : 0;
+  const bool pad_end = end && time_ == Time::kLookAhead && left + t > 0;
+  const int64_t frames = left + t + (pad_end ? 1 : 0);
+  if (frames == 0) return {};
+  const torch::Tensor& like = t > 0 ? x : slot.history;
+  auto sizes = like.sizes().vec();
+  sizes[2] = frames;
+  torch::Tensor buffer = torch::empty(sizes, like.options().memory_format(like.suggest_memory_format()));
+  if (held && left > 0) buffer.narrow(2, 0, left).copy_(slot.history);
+  if (t > 0) {
+    torch::Tensor into = buffer.narrow(2, left, t);
+    bool written = false;
+    if (norm && x.is_cuda() && x.scalar_type() != torch::kDouble) {
+      const auto format = x.suggest_memory_format();
+      const torch::Tensor in = x.is_contiguous(format) ? x : x.contiguous(format);
+      // Where the buffer's frames are not laid out as the chunk (a plain layout), the norm writes its own
+      // tensor below, still in one kernel, and the copy follows.
+      written = kernels::rms_norm_silu_takes_layout(in, into) &&
+                kernels::pixel_norm_silu_into(in, kPixelNormEps, into);
+    }
+    if (!written) into.copy_(norm ? ltx2_pixel_norm_silu(x) : x);
+    if (!held)
+      for (int64_t i = 0; i < left; ++i) buffer.narrow(2, i, 1).copy_(into.narrow(2, 0, 1));
   }
-  if (t > 0) parts.push_back(x);
-  if (end && time_ == Time::kLookAhead && !parts.empty()) parts.push_back(parts.back().narrow(2, -1, 1));
+  if (pad_end) buffer.narrow(2, frames - 1, 1).copy_(buffer.narrow(2, frames - 2, 1));
+  return buffer;
+}
+
+torch::Tensor LTX2Conv::convolve(torch::Tensor buffer, CausalCache::Slot& slot, const torch::Tensor& like) {
   auto empty_output = [&] {
-    return torch::empty({x.size(0), weight_.size(0), 0, x.size(3), x.size(4)}, x.options());
+    return torch::empty({like.size(0), weight_.size(0), 0, like.size(3), like.size(4)}, like.options());
   };
-  if (parts.empty()) return empty_output();
-  torch::Tensor buffer = parts.size() == 1 ? parts.front() : torch::cat(parts, 2);
+  if (!buffer.defined()) return empty_output();
   const int64_t frames = buffer.size(2);
   // Kernel 3 in time: the next chunk needs the last two padded input frames.
   slot.history = buffer.narrow(2, std::max<int64_t>(frames - 2, 0), std::min<int64_t>(frames, 2)).clone();
@@ -82,6 +109,16 @@ torch::Tensor LTX2Conv::forward(const torch::Tensor& x, CausalCache& cache, bool
   auto out = conv3d(buffer, weight_, bias_, bias_f32_, {1, 1, 1}, padding);
   count_conv_flops(out, weight_);
   return out;
+}
+
+torch::Tensor LTX2Conv::forward(const torch::Tensor& x, CausalCache& cache, bool end) {
+  CausalCache::Slot& slot = cache.next();
+  return convolve(input(x, slot, end, false), slot, x);
+}
+
+torch::Tensor LTX2Conv::forward_normed(const torch::Tensor& x, CausalCache& cache, bool end) {
+  CausalCache::Slot& slot = cache.next();
+  return convolve(input(x, slot, end, true), slot, x);
 }
 
 // Note [LTX-2 pixel norm on the GPU]
@@ -111,8 +148,8 @@ LTX2ResBlock::LTX2ResBlock(int64_t channels, LTX2Conv::Time time, bool reflect) 
 }
 
 torch::Tensor LTX2ResBlock::forward(const torch::Tensor& x, CausalCache& cache, bool end) {
-  auto h = conv1_->forward(ltx2_pixel_norm_silu(x), cache, end);
-  h = conv2_->forward(ltx2_pixel_norm_silu(h), cache, end);
+  auto h = conv1_->forward_normed(x, cache, end);
+  h = conv2_->forward_normed(h, cache, end);
   return h.add_(take_aligned(cache.next(), x, h.size(2)));
 }
 

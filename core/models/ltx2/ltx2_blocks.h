@@ -41,11 +41,20 @@ class LTX2Conv : public torch::nn::Module {
   // x: [B, in, t, H, W] -> [B, out, t', H, W]: causal t' = t; looking ahead, one frame behind its input
   // (Note [LTX-2 decoder lag]).
   torch::Tensor forward(const torch::Tensor& x, CausalCache& cache, bool end);
+  // forward(ltx2_pixel_norm_silu(x), ...), the norm writing into the convolution's input (Note [The norm
+  // into the conv's input]).
+  torch::Tensor forward_normed(const torch::Tensor& x, CausalCache& cache, bool end);
   int64_t out_channels() const { return weight_.size(0); }
   // One pixel each side (Note [Exact tiles] in core/trunk.h).
   Reach reach() const { return {1}; }
 
  private:
+  // The frames the convolution reads: what `slot` holds (or, at the clip's start, the left padding), x
+  // (normed when `norm`) and, ending a clip that looks ahead, its last frame again; undefined when none.
+  torch::Tensor input(const torch::Tensor& x, const CausalCache::Slot& slot, bool end, bool norm) const;
+  // The convolution over `buffer`, the next chunk's history kept in `slot`.
+  torch::Tensor convolve(torch::Tensor buffer, CausalCache::Slot& slot, const torch::Tensor& like);
+
   torch::Tensor weight_, bias_;
   FloatCopy bias_f32_;
   Time time_;

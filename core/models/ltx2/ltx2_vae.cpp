@@ -94,7 +94,7 @@ torch::Tensor LTX2Encoder::forward(const torch::Tensor& x, CausalCache& cache) {
 torch::Tensor LTX2Encoder::whole_frame(const torch::Tensor& features, CausalCache& cache) {
   torch::Tensor h = features;
   for (size_t i = whole_from_; i < blocks_.size(); ++i) h = blocks_[i]->forward(h, cache, false);
-  h = conv_out_->forward(ltx2_pixel_norm_silu(h), cache, false);
+  h = conv_out_->forward_normed(h, cache, false);
   return h.narrow(1, 0, latent_channels_);  // the means; the last channel is the shared log-variance
 }
 
@@ -130,7 +130,7 @@ LTX2Decoder::LTX2Decoder(const LTX2Config& config) : patch_size_(config.patch_si
     add_layer(
         trunk, trunk_layers_,
         [conv = conv_out_](const torch::Tensor& x, CausalCache& cache, bool end) {
-          return conv->forward(ltx2_pixel_norm_silu(x), cache, end);
+          return conv->forward_normed(x, cache, end);
         },
         conv_out_->reach(), end);
   }
@@ -139,7 +139,7 @@ LTX2Decoder::LTX2Decoder(const LTX2Config& config) : patch_size_(config.patch_si
 torch::Tensor LTX2Decoder::forward(const torch::Tensor& z, CausalCache& cache, bool end) {
   auto h = whole_frame(z, cache, end);
   for (size_t i = trunk_from_; i < blocks_.size(); ++i) h = blocks_[i]->forward(h, cache, end);
-  h = conv_out_->forward(ltx2_pixel_norm_silu(h), cache, end);
+  h = conv_out_->forward_normed(h, cache, end);
   return ltx2_unpatchify(h, patch_size_);
 }
 
