@@ -126,11 +126,12 @@ torch::Tensor LTX2Conv::forward_normed(const torch::Tensor& x, CausalCache& cach
 // core/kernels/norm_silu_kernel.cu): x read once, out written once in x's dtype, where the composite below
 // makes a float32 copy, its square, the product and the SiLU, each a full pass of up to twice the
 // activation's bytes. The kernel reads x dense, contiguous or channels-last-3d. A convolution's output is
-// channels-last on the GPU and a resampler's folded or unfolded output contiguous, but a temporal upsampler
-// hands on a view dense in neither layout in the chunk where it drops its first frame, and, unfolding time
-// alone (2.3's compress_time), wherever its conv gives one frame (the unfold is a view then): that view is
-// copied once into the layout it suggests, still far less than the composite. out is laid out like what the
-// kernel reads (kernels::norm_operands). The CPU and float64 keep the composite.
+// channels-last on the GPU and so is a resampler's folded or unfolded output (Note [Folds in the input's
+// layout]); the chunk where a temporal upsampler drops its first frame is a view of it, dense while the batch
+// is one item. A view dense in neither layout is copied once into the layout it suggests, still far less than
+// the composite. out is laid out like what the kernel reads (kernels::norm_operands); a convolution after the
+// norm takes it in its input buffer instead (Note [The norm into the conv's input]). The CPU and float64 keep
+// the composite.
 torch::Tensor ltx2_pixel_norm_silu(const torch::Tensor& x) {
   if (x.is_cuda() && x.scalar_type() != torch::kDouble) {
     const auto [in, out] = kernels::norm_operands(x);
@@ -165,32 +166,62 @@ torch::Tensor LTX2ResStage::forward(const torch::Tensor& x, CausalCache& cache, 
   return h;
 }
 
+// Note [Folds in the input's layout]
+// Folding space or time into channels and back, and the patches at the edges, only move elements: each is
+// one copy into an output made in the input's memory format (channels-last on the GPU, where the
+// convolutions and norms around them run), through a view of the output split as the fold reads it. A
+// reshape of the permuted input would leave the plain layout behind it, and every convolution and norm after
+// an upsampler or a patch would run in it (or copy back).
+namespace {
+
+torch::Tensor empty_like_layout(const torch::Tensor& x, at::IntArrayRef sizes) {
+  return torch::empty(sizes, x.options().memory_format(x.suggest_memory_format()));
+}
+
+}  // namespace
+
 torch::Tensor space_to_depth(const torch::Tensor& x, std::array<int64_t, 3> s) {
   const int64_t b = x.size(0), c = x.size(1), t = x.size(2) / s[0], h = x.size(3) / s[1],
                 w = x.size(4) / s[2];
-  return x.reshape({b, c, t, s[0], h, s[1], w, s[2]})
-      .permute({0, 1, 3, 5, 7, 2, 4, 6})
-      .reshape({b, c * s[0] * s[1] * s[2], t, h, w});
+  torch::Tensor out = empty_like_layout(x, {b, c * s[0] * s[1] * s[2], t, h, w});
+  // out as [b, c, s0, s1, s2, t, h, w] takes x as [b, c, t, s0, h, s1, w, s2].
+  out.unflatten(1, {c, s[0], s[1], s[2]})
+      .copy_(x.unflatten(4, {w, s[2]})
+                 .unflatten(3, {h, s[1]})
+                 .unflatten(2, {t, s[0]})
+                 .permute({0, 1, 3, 5, 7, 2, 4, 6}));
+  return out;
 }
 
 torch::Tensor depth_to_space(const torch::Tensor& x, std::array<int64_t, 3> s) {
   const int64_t b = x.size(0), c = x.size(1) / (s[0] * s[1] * s[2]), t = x.size(2), h = x.size(3),
                 w = x.size(4);
-  return x.reshape({b, c, s[0], s[1], s[2], t, h, w})
-      .permute({0, 1, 5, 2, 6, 3, 7, 4})
-      .reshape({b, c, t * s[0], h * s[1], w * s[2]});
+  torch::Tensor out = empty_like_layout(x, {b, c, t * s[0], h * s[1], w * s[2]});
+  // out as [b, c, t, s0, h, s1, w, s2], permuted to x's [b, c, s0, s1, s2, t, h, w].
+  out.unflatten(4, {w, s[2]})
+      .unflatten(3, {h, s[1]})
+      .unflatten(2, {t, s[0]})
+      .permute({0, 1, 3, 5, 7, 2, 4, 6})
+      .copy_(x.unflatten(1, {c, s[0], s[1], s[2]}));
+  return out;
 }
 
 torch::Tensor ltx2_patchify(const torch::Tensor& x, int64_t p) {
   const int64_t b = x.size(0), c = x.size(1), t = x.size(2), h = x.size(3) / p, w = x.size(4) / p;
-  // [b, c, t, h, kh, w, kw] -> [b, c, kw, kh, t, h, w]
-  return x.reshape({b, c, t, h, p, w, p}).permute({0, 1, 6, 4, 2, 3, 5}).reshape({b, c * p * p, t, h, w});
+  torch::Tensor out = empty_like_layout(x, {b, c * p * p, t, h, w});
+  // out as [b, c, kw, kh, t, h, w] takes x as [b, c, t, h, kh, w, kw].
+  out.unflatten(1, {c, p, p})
+      .copy_(x.unflatten(4, {w, p}).unflatten(3, {h, p}).permute({0, 1, 6, 4, 2, 3, 5}));
+  return out;
 }
 
 torch::Tensor ltx2_unpatchify(const torch::Tensor& x, int64_t p) {
   const int64_t b = x.size(0), c = x.size(1) / (p * p), t = x.size(2), h = x.size(3), w = x.size(4);
-  // [b, c, kw, kh, t, h, w] -> [b, c, t, h, kh, w, kw]
-  return x.reshape({b, c, p, p, t, h, w}).permute({0, 1, 4, 5, 3, 6, 2}).reshape({b, c, t, h * p, w * p});
+  torch::Tensor out = empty_like_layout(x, {b, c, t, h * p, w * p});
+  // out as [b, c, t, h, kh, w, kw] takes x as [b, c, kw, kh, t, h, w].
+  out.unflatten(4, {w, p}).unflatten(3, {h, p}).copy_(
+      x.unflatten(1, {c, p, p}).permute({0, 1, 4, 5, 3, 6, 2}));
+  return out;
 }
 
 LTX2Downsampler::LTX2Downsampler(int64_t in, int64_t multiplier, std::array<int64_t, 3> stride)
