@@ -97,16 +97,7 @@ TEST_CASE("on CUDA, exact tiles in windows shorter than the clip park their cach
                     << (host ? ", host window" : ""));
       core::ChunkOptions o = exact(c, kRows, kCols, host);
       CHECK(relative_error(core::encode_video(*model, frames, o), whole_latents) <= 1e-5);
-      std::vector<torch::Tensor> emitted;
-      o.emit = [&emitted](const torch::Tensor& f) {
-        CHECK(f.device().is_cuda());
-        emitted.push_back(f.clone());
-      };
-      core::Run run(*model, core::Device::of(gpu), core::Op::kDecode, o);
-      for (int64_t t = 0; t < 5; ++t) CHECK_FALSE(run.push(latents.narrow(2, t, 1)).defined());
-      CHECK_FALSE(run.finish().defined());
-      REQUIRE_FALSE(emitted.empty());
-      const auto tiled = torch::cat(emitted, 2);
+      const auto tiled = decode_emitted_on_gpu(*model, latents, o);
       REQUIRE(tiled.sizes() == whole.sizes());
       CHECK(relative_error(tiled, whole) <= 1e-5);
     }

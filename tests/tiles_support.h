@@ -3,16 +3,21 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
+#include <catch2/catch.hpp>
 
 #include "core/chunk_options.h"
+#include "core/device/device.h"
+#include "core/engine.h"
 #include "core/models/registry.h"
 #include "core/tile_grid.h"
 #include "tests/test_support.h"
 
-// What the exact-tile and LTX-2 tests share: a cut of the frame into exact tiles through time, and the tiny
-// LTX-2 models (tests/data/ltx2-tiny, left out of tiny_models(): tests/tiny_models.h).
+// What the exact-tile and LTX-2 tests share: a cut of the frame into exact tiles through time, a decode whose
+// frames go to `emit` on the GPU, and the tiny LTX-2 models (tests/data/ltx2-tiny, left out of tiny_models():
+// tests/tiny_models.h).
 
 namespace vaecodec::test {
 
@@ -31,6 +36,22 @@ inline core::ChunkOptions exact(const Cut& c, int64_t latent_height, int64_t lat
   o.host_window = host;
   o.kind = core::SplitKind::kExactTiles;
   return o;
+}
+
+// `latents` (on a GPU) decoded under `o` as a stream of one latent frame per push, every frame handed to
+// o.emit on the device (push and finish return nothing then); the frames emitted, joined in order.
+inline torch::Tensor decode_emitted_on_gpu(core::VaeModel& model, const torch::Tensor& latents,
+                                           core::ChunkOptions o) {
+  std::vector<torch::Tensor> emitted;
+  o.emit = [&emitted](const torch::Tensor& f) {
+    CHECK(f.device().is_cuda());
+    emitted.push_back(f.clone());
+  };
+  core::Run run(model, core::Device::of(latents.device()), core::Op::kDecode, o);
+  for (int64_t t = 0; t < latents.size(2); ++t) CHECK_FALSE(run.push(latents.narrow(2, t, 1)).defined());
+  CHECK_FALSE(run.finish().defined());
+  REQUIRE_FALSE(emitted.empty());
+  return torch::cat(emitted, 2);
 }
 
 // Multiplies by `factor` the parameters of `model` under the module `prefix` ("decoder.head."): a change

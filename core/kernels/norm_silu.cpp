@@ -61,10 +61,14 @@ bool rms_norm_silu_takes_layout(const torch::Tensor& x, const torch::Tensor& out
   return same_layout(x, out);
 }
 
-std::pair<torch::Tensor, torch::Tensor> norm_operands(const torch::Tensor& x) {
+torch::Tensor dense_operand(const torch::Tensor& x) {
   const auto format = x.suggest_memory_format();
-  const torch::Tensor in = x.is_contiguous(format) ? x : x.contiguous(format);
-  return {in, torch::empty(in.sizes(), in.options().memory_format(format))};
+  return x.is_contiguous(format) ? x : x.contiguous(format);
+}
+
+std::pair<torch::Tensor, torch::Tensor> norm_operands(const torch::Tensor& x) {
+  const torch::Tensor in = dense_operand(x);
+  return {in, torch::empty(in.sizes(), in.options().memory_format(in.suggest_memory_format()))};
 }
 
 bool add_residual_takes_layout(const torch::Tensor& y, const torch::Tensor& s) {

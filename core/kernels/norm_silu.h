@@ -39,6 +39,8 @@ bool pixel_norm_silu_into(const torch::Tensor& x, double eps, const torch::Tenso
 // channels-last-3d), otherwise a dense copy in the layout x suggests; and an uninitialised output laid out
 // like it. Any device (a CPU test checks what a GPU run hands the kernels).
 std::pair<torch::Tensor, torch::Tensor> norm_operands(const torch::Tensor& x);
+// norm_operands' first: x where it is dense, otherwise a dense copy in the layout x suggests.
+torch::Tensor dense_operand(const torch::Tensor& x);
 
 // y += s + bias (bias [C]), in place, in one pass computed in float32: for channels-last 5-D CUDA tensors of
 // the same shape and dtype. False when the kernel does not apply and nothing was written.

@@ -226,13 +226,6 @@ torch::Tensor ExactTiles::keep(const torch::Tensor& x) const {
   return x.to(device_.torch_device(), dtype);
 }
 
-torch::Tensor ExactTiles::to_model(const torch::Tensor& x, const BandPlace& place, bool convert_dtype) const {
-  const torch::Device where = place.device->torch_device();
-  const bool pinned = x.device().is_cpu() && x.is_pinned();
-  auto y = convert_dtype ? x.to(where, model_.dtype(), pinned) : x.to(where, pinned);
-  return y.contiguous(model_.memory_format());
-}
-
 // Caches go to host memory only between windows (Note [Tiles through time]), on the copy lanes (Note
 // [Offloaded caches]); a cache's device memory is released as soon as its download is queued, so one tile's
 // cache is on the device at a time.
@@ -330,7 +323,7 @@ torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, 
     const torch::Tensor time_major = frames.permute({0, 2, 1, 3, 4}).contiguous();
     frames = time_major.to(where, /*non_blocking=*/time_major.is_pinned()).permute({0, 2, 1, 3, 4});
   }
-  const torch::Tensor input = to_model(crop(frames, 0, len, tile.input), tile.place, true);
+  const torch::Tensor input = to_place(crop(frames, 0, len, tile.input), tile.place, true);
   return written(tile,
                  tile.place.model->encode_tile(input, tile.cache, tile.computed, grid_.latent_height,
                                                grid_.latent_width),
@@ -370,7 +363,7 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   // run it).
   const bool cuda = device_.torch_device().is_cuda();
   const auto options = torch::TensorOptions().dtype(model_.dtype());
-  const std::vector<int64_t> sizes{z.slice(0, 1).size(0), 3, window_frames_, grid_.latent_height * f,
+  const std::vector<int64_t> sizes{latents.front().size(0), 3, window_frames_, grid_.latent_height * f,
                                    grid_.latent_width * f};
   const auto where =
       host_window_ ? options.device(torch::kCPU).pinned_memory(cuda) : options.device(device_.torch_device());

@@ -176,8 +176,6 @@ class ExactTiles : public Split {
   void on_places(const std::function<void(const std::vector<Tile*>&)>& run);
   void park(Tile& tile);
   void unpark(Tile& tile);
-  // x on `place`'s device as its model takes it.
-  torch::Tensor to_model(const torch::Tensor& x, const BandPlace& place, bool convert_dtype) const;
   // A trunk's output over tile.computed cut to its interior (`scale` output pixels per latent pixel) and,
   // blended, weighted.
   torch::Tensor written(const Tile& tile, const torch::Tensor& y, int64_t scale) const;

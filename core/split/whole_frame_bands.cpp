@@ -13,6 +13,13 @@
 
 namespace vaecodec::core {
 
+torch::Tensor to_place(const torch::Tensor& x, const BandPlace& place, bool convert_dtype) {
+  const torch::Device where = place.device->torch_device();
+  const bool pinned = x.device().is_cpu() && x.is_pinned();
+  auto y = convert_dtype ? x.to(where, place.model->dtype(), pinned) : x.to(where, pinned);
+  return y.contiguous(place.model->memory_format());
+}
+
 void WindowFeatures::write(const torch::Tensor& part, int64_t at, int64_t row, int64_t height) {
   if (!part.defined() || part.size(2) == 0) return;
   const int64_t end = at + part.size(2);
@@ -77,7 +84,6 @@ torch::Tensor WholeFrameBands::decode(const std::vector<torch::Tensor>& chunks, 
   run(
       [&](Band& band, size_t i) {
         VaeModel& model = *band.place.model;
-        const torch::Device where = band.place.device->torch_device();
         int64_t& at = settled[i];
         auto put = [&](const torch::Tensor& part) {
           if (!part.defined()) return;
@@ -86,9 +92,8 @@ torch::Tensor WholeFrameBands::decode(const std::vector<torch::Tensor>& chunks, 
         };
         for (const torch::Tensor& z : chunks) {
           if (i == 0) before_model_call();  // once per chunk, as on one device
-          const torch::Tensor rows = z.narrow(3, band.rows.first, band.rows.count);
-          const bool pinned = rows.device().is_cpu() && rows.is_pinned();
-          put(model.decode_features(rows.to(where, pinned).contiguous(model.memory_format()), band.cache));
+          put(model.decode_features(
+              to_place(z.narrow(3, band.rows.first, band.rows.count), band.place, false), band.cache));
         }
         if (ends) {
           if (i == 0) before_model_call();
@@ -110,14 +115,12 @@ torch::Tensor WholeFrameBands::encode(const torch::Tensor& features, int64_t chu
   run(
       [&](Band& band, size_t i) {
         VaeModel& model = *band.place.model;
-        const torch::Device where = band.place.device->torch_device();
         std::vector<torch::Tensor> parts;
         for (int64_t at = 0; at < n; at += chunk) {
           if (i == 0) before_model_call();
           const torch::Tensor rows =
               features.narrow(2, at, std::min(chunk, n - at)).narrow(3, band.rows.first, band.rows.count);
-          parts.push_back(
-              model.encode_features(rows.to(where).contiguous(model.memory_format()), band.cache));
+          parts.push_back(model.encode_features(to_place(rows, band.place, false), band.cache));
         }
         const torch::Tensor mine = parts.size() == 1 ? parts.front() : torch::cat(parts, 2);
         latents[i] = mine.to(out.torch_device());

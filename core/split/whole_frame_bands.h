@@ -30,6 +30,10 @@ namespace vaecodec::core {
 // no device holds more whole-frame cache than the one-device run held. With one place the part runs on the
 // calling thread over the whole frame, with no band context at all, as it always did.
 
+// x on `place`'s device as its model takes it: its memory format, and its dtype where `convert_dtype`; a
+// copy from page-locked host memory does not block.
+torch::Tensor to_place(const torch::Tensor& x, const BandPlace& place, bool convert_dtype);
+
 // A window's features at latent resolution along time, written chunk by chunk (a band's rows at a time,
 // from any thread) and grown where more come than the window has latent frames (a look-ahead decoder's
 // held-back ones, at the end of the clip: Note [Held-back frames of exact tiles] in exact_tiles.cpp).

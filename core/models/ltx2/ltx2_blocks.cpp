@@ -11,6 +11,17 @@ namespace {
 
 constexpr double kPixelNormEps = 1e-8;
 
+// x normed by the CUDA kernel into `out` (Note [LTX-2 pixel norm on the GPU]); false, and nothing written,
+// where the kernel does not apply: on the CPU, in float64, or for a layout it refuses. With
+// `refusal_expected` (a buffer the caller fills otherwise where the layouts differ) such a layout is not
+// offered to the kernel, whose refusal the kernel log would count as a composite norm.
+bool pixel_norm_kernel(const torch::Tensor& x, const torch::Tensor& out, bool refusal_expected) {
+  if (!x.is_cuda() || x.scalar_type() == torch::kDouble) return false;
+  const torch::Tensor in = kernels::dense_operand(x);
+  if (refusal_expected && !kernels::rms_norm_silu_takes_layout(in, out)) return false;
+  return kernels::pixel_norm_silu_into(in, kPixelNormEps, out);
+}
+
 // The first `frames` frames of what the slot holds followed by x; the rest stays in the slot. Aligns a
 // residual with a path that runs behind it (Note [LTX-2 decoder lag]).
 torch::Tensor take_aligned(CausalCache::Slot& slot, const torch::Tensor& x, int64_t frames) {
@@ -72,16 +83,10 @@ torch::Tensor LTX2Conv::input(const torch::Tensor& x, const CausalCache::Slot& s
   if (held && left > 0) buffer.narrow(2, 0, left).copy_(slot.history);
   if (t > 0) {
     torch::Tensor into = buffer.narrow(2, left, t);
-    bool written = false;
-    if (norm && x.is_cuda() && x.scalar_type() != torch::kDouble) {
-      const auto format = x.suggest_memory_format();
-      const torch::Tensor in = x.is_contiguous(format) ? x : x.contiguous(format);
-      // Where the buffer's frames are not laid out as the chunk (a plain layout), the norm writes its own
-      // tensor below, still in one kernel, and the copy follows.
-      written = kernels::rms_norm_silu_takes_layout(in, into) &&
-                kernels::pixel_norm_silu_into(in, kPixelNormEps, into);
-    }
-    if (!written) into.copy_(norm ? ltx2_pixel_norm_silu(x) : x);
+    // Where the buffer's frames are not laid out as the chunk (a plain layout), the norm writes its own
+    // tensor, still in one kernel, and the copy follows.
+    if (!(norm && pixel_norm_kernel(x, into, /*refusal_expected=*/true)))
+      into.copy_(norm ? ltx2_pixel_norm_silu(x) : x);
     if (!held)
       for (int64_t i = 0; i < left; ++i) buffer.narrow(2, i, 1).copy_(into.narrow(2, 0, 1));
   }
@@ -135,7 +140,7 @@ torch::Tensor LTX2Conv::forward_normed(const torch::Tensor& x, CausalCache& cach
 torch::Tensor ltx2_pixel_norm_silu(const torch::Tensor& x) {
   if (x.is_cuda() && x.scalar_type() != torch::kDouble) {
     const auto [in, out] = kernels::norm_operands(x);
-    if (kernels::pixel_norm_silu_into(in, kPixelNormEps, out)) return out;
+    if (pixel_norm_kernel(in, out, /*refusal_expected=*/false)) return out;
   }
   const auto compute = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   const auto xf = x.to(compute);
