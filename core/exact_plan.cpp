@@ -34,11 +34,18 @@ constexpr double kWholeFactor = 8;
 // On the H100 (docs/benchmarks.md, "SeedVR2 on the cards it is run on", released config, bf16, x81), the
 // device peaks of SeedVR2's decode tiles through time exceeded the estimate above by 1.05-1.36 GiB at 1080p
 // (1x2, 4x1 and 1x5 tiles; the 1x9 tiles of 8 GB ran out of memory past 6.6 GiB against 5.86) and by 3.2 GiB
-// at 4K (7x2 tiles), where encode's were within 2%. Until the term is found, the estimate adds what those
-// rows fit: kThroughTimeDecodeBase plus kThroughTimeDecodePerPixel per latent pixel of the frame (1.3 GiB at
-// 1080p, 3.2 GiB at 4K), so that a budget these rows broke holds.
+// at 4K (7x2 tiles), where encode's were within 2%. The rows fit kThroughTimeDecodeBase plus
+// kWholeCachePerPixel per latent pixel of the frame, and the second term is the whole-frame part's cache:
+// SeedVR2's decoder keeps two frames of history for each of its ten convolutions at latent resolution (the
+// middle's and the first up block's, 512 channels), 10240 values per latent pixel, 1.91e-5 GiB in bf16
+// against the 1.95e-5 fitted. Those rows kept it on the device while the tiles ran. Now the clip's last
+// window drops it before its tiles and earlier windows park it in host memory while theirs run (Note [The
+// whole-frame cache ends with the clip] in core/split/exact_tiles.cpp), so the device holds it only while the
+// whole-frame part runs: a plan's peak is the larger of that part's (the cache, its working set, the
+// window's features) and the tiles' (the base and the rest), and a plan of several windows parks it with
+// the tiles' caches (host memory and copies).
 constexpr double kThroughTimeDecodeBase = 0.67 * (1 << 30);
-constexpr double kThroughTimeDecodePerPixel = 1.95e-5 * (1 << 30);
+constexpr double kWholeCachePerPixel = 1.95e-5 * (1 << 30) / 2;  // bytes per latent pixel and byte of dtype
 constexpr int64_t kMinPart = 8;    // latent pixels: a smaller part is nearly all margin
 constexpr int64_t kMaxParts = 12;  // per side
 
@@ -144,7 +151,7 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
           e.weights = request.parameter_count * element_size(request.dtype);
           e.reserved = options.reserved_bytes;
           double cache = 0, activations = 0, io = 0, host_frames = 0, parked = 0, compute = 0, calls = 0,
-                 uploads = 0;
+                 uploads = 0, whole_phase = 0;
           for (size_t i = 0; i < ops.size(); ++i) {
             const Coefficients k = coefficients(request, ops[i]);
             const bool encode = ops[i] == Op::kEncode;
@@ -165,8 +172,13 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             io += channels * latent_pixels * w_frames * size + (host_window ? staging : frames) +
                   2.0 * 3.0 * static_cast<double>(tf * n) * tile_pixels * size +
                   channels * work[i].largest * static_cast<double>(n) * size;
-            if (!encode && !g.exact)
-              activations += kThroughTimeDecodeBase + kThroughTimeDecodePerPixel * latent_pixels;
+            if (!encode && !g.exact) {  // Note [Decode tiles through time, measured]
+              const double whole_cache = kWholeCachePerPixel * size * latent_pixels;
+              activations += kThroughTimeDecodeBase;
+              whole_phase = whole_cache + kWholeFactor * channels * latent_pixels * static_cast<double>(n) * size +
+                            channels * latent_pixels * w_frames * size;
+              if (parks) parked += whole_cache;
+            }
             host_frames += host_window ? frames : 0.0;
             uploads += host_window && encode ? frames * static_cast<double>(g.count() - 1) : 0.0;
             if (parks) parked += k.cache_elements * size * pixels * work[i].work;
@@ -174,6 +186,9 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             calls += static_cast<double>(g.count() + 1) * std::ceil(frames_of_clip / static_cast<double>(n));
           }
           compute += attention_seconds(request, latent_pixels) * frames_of_clip;  // on the whole frame
+          // The whole-frame part's own peak, where it is above the tiles' (Note [Decode tiles through time,
+          // measured]).
+          activations += std::max(0.0, whole_phase - (cache + activations + io));
           e.cache = static_cast<int64_t>(cache);
           e.activations = static_cast<int64_t>(activations);
           e.io = static_cast<int64_t>(io);

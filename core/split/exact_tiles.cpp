@@ -342,6 +342,18 @@ torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, 
 // frames are written, staged or emitted as a chunk's. So a window's frames are complete and in order when it
 // is done (the last tile's frames go to emit as it settles them), the clip's frames appear once each, and
 // the result is the same for any window and chunk.
+// Note [The whole-frame cache ends with the clip]
+// A decode window runs its whole-frame part first and its tiles after it. In the clip's last window (the
+// only one when the window is the whole clip, as most plans have it) nothing reads the whole-frame part's
+// caches again, so they go before the tiles run: their memory (the latent-resolution layers' history, about
+// 20 KB per latent pixel for SeedVR2's decoder in bf16, 2.5 GiB at 4K) is not on the device beside a
+// tile's. Windows with more to come keep them for the next window: tiles through time with tile-local norms
+// (SeedVR2's, not exact) park them in host memory while the tiles run, as each tile's cache is parked, and
+// bring them back before the next window's whole-frame part. Their latent layers are 512 channels wide, the
+// largest term of a 4K plan in 8 GB; exact tiles' families keep theirs on the device, where they are smaller
+// beside the tiles' caches and the copies would cost their short windows more than the memory buys. The
+// planner counts the whole-frame cache where the device holds it and the copies where it is parked (Note
+// [Decode tiles through time, measured] in core/exact_plan.cpp).
 torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   const int64_t n = z.size(), f = model_.info().spatial_factor;
   const bool ends = !more && model_.info().decode_lag > 0;
@@ -350,7 +362,9 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   // in bands]).
   std::vector<torch::Tensor> latents;
   for (int64_t at = 0; at < n; at += chunk_) latents.push_back(z.slice(at, std::min(chunk_, n - at)));
-  torch::Tensor features = whole_->decode(latents, ends, n, device_);
+  using After = WholeFrameBands::After;  // Note [The whole-frame cache ends with the clip]
+  const After after = !more ? After::kDrop : grid_.exact ? After::kKeep : After::kPark;
+  torch::Tensor features = whole_->decode(latents, ends, n, device_, after);
   const int64_t settled = features.defined() ? features.size(2) : 0;
   if (settled == 0 && !ends) {  // nothing settled yet: the tiles start in a later window
     if (window_frames_ > 0)

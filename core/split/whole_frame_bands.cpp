@@ -78,12 +78,18 @@ void WholeFrameBands::run(const std::function<void(Band&, size_t)>& work, Device
 }
 
 torch::Tensor WholeFrameBands::decode(const std::vector<torch::Tensor>& chunks, bool ends, int64_t frames,
-                                      Device& out) {
+                                      Device& out, After after) {
   WindowFeatures features(frames, out.torch_device());
   std::vector<int64_t> settled(bands_.size(), 0);
   run(
       [&](Band& band, size_t i) {
         VaeModel& model = *band.place.model;
+        Device& device = *band.place.device;
+        if (band.parked) {  // on the band's own thread and compute stream, as its model calls
+          band.parking.upload(band.cache, device);
+          band.parking.wait_uploaded(device);
+          band.parked = false;
+        }
         int64_t& at = settled[i];
         auto put = [&](const torch::Tensor& part) {
           if (!part.defined()) return;
@@ -98,6 +104,13 @@ torch::Tensor WholeFrameBands::decode(const std::vector<torch::Tensor>& chunks, 
         if (ends) {
           if (i == 0) before_model_call();
           put(model.decode_features_end(band.cache));
+        }
+        if (after == After::kDrop) {
+          band.cache.clear();
+        } else if (after == After::kPark && device.torch_device().is_cuda()) {
+          band.parking.download(band.cache, device);
+          band.parking.release(device);
+          band.parked = true;
         }
       },
       out);

@@ -11,6 +11,7 @@
 #include "core/device/device.h"
 #include "core/place.h"
 #include "core/planner.h"
+#include "core/split/parking.h"
 #include "core/split/places.h"
 #include "core/vae_model.h"
 
@@ -64,10 +65,15 @@ class WholeFrameBands {
   WholeFrameBands(const std::vector<BandPlace>& places, Places* workers, int64_t latent_height);
   size_t size() const { return bands_.size(); }
   int64_t cache_bytes() const;
+  // What becomes of the caches once a decode window's whole-frame part is done (Note [The whole-frame cache
+  // ends with the clip] in core/split/exact_tiles.cpp): kept on the device, parked in host memory until the
+  // next window, or dropped (the clip's last window).
+  enum class After { kKeep, kPark, kDrop };
   // Decode: each of `chunks` (the window's latents chunk by chunk, [B, z, n, h, w], any device) through
   // decode_features, and decode_features_end after them when `ends`; the window's features on `out`
   // (undefined when none were settled). frames: the window's latent frames.
-  torch::Tensor decode(const std::vector<torch::Tensor>& chunks, bool ends, int64_t frames, Device& out);
+  torch::Tensor decode(const std::vector<torch::Tensor>& chunks, bool ends, int64_t frames, Device& out,
+                       After after = After::kKeep);
   // Encode: `features` (the window's, [B, C, n, h, w]) through encode_features in chunks of `chunk` frames;
   // the window's latents on `out`.
   torch::Tensor encode(const torch::Tensor& features, int64_t chunk, Device& out);
@@ -77,6 +83,8 @@ class WholeFrameBands {
     BandPlace place;
     BandRows rows;
     CausalCache cache;  // the whole-frame part's, for these rows
+    CacheParking parking{/*pinned=*/false};  // its copies to host memory between windows
+    bool parked = false;
   };
   // work(band, i) for every band: on the calling thread with one place, else each band on its place's
   // worker in one BandLink; `out`'s work queued so far is done before, and each band's (with its copies to
