@@ -169,15 +169,23 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             const double staging = !host_window ? 0.0
                                    : encode     ? 3.0 * static_cast<double>(tf * n) * pixels * size
                                             : 3.0 * static_cast<double>(tf) * w_frames * tile_pixels * size;
-            io += channels * latent_pixels * w_frames * size + (host_window ? staging : frames) +
+            // The window's features; SeedVR2's decode keeps them in host memory with the window's frames
+            // (Note [A window's features in host memory] in core/split/exact_tiles.cpp).
+            const double features = channels * latent_pixels * w_frames * size;
+            const bool host_features = !encode && !g.exact && host_window;
+            io += (host_features ? 0.0 : features) + (host_window ? staging : frames) +
                   2.0 * 3.0 * static_cast<double>(tf * n) * tile_pixels * size +
                   channels * work[i].largest * static_cast<double>(n) * size;
             if (!encode && !g.exact) {  // Note [Decode tiles through time, measured]
               const double whole_cache = kWholeCachePerPixel * size * latent_pixels;
               activations += kThroughTimeDecodeBase;
               whole_phase = whole_cache + kWholeFactor * channels * latent_pixels * static_cast<double>(n) * size +
-                            channels * latent_pixels * w_frames * size;
+                            (host_features ? 0.0 : features);
               if (parks) parked += whole_cache;
+            }
+            if (host_features) {  // in host memory, down once and up once with the tiles' margins
+              host_frames += features;
+              uploads += features * work[i].work;
             }
             host_frames += host_window ? frames : 0.0;
             uploads += host_window && encode ? frames * static_cast<double>(g.count() - 1) : 0.0;

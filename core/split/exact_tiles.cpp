@@ -342,6 +342,16 @@ torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, 
 // frames are written, staged or emitted as a chunk's. So a window's frames are complete and in order when it
 // is done (the last tile's frames go to emit as it settles them), the clip's frames appear once each, and
 // the result is the same for any window and chunk.
+// Note [A window's features in host memory]
+// A decode window's features (the whole-frame part's output, the tiles' input: 512 channels at latent
+// resolution for SeedVR2, 2.6 GiB for 4K x81 in bf16) wait on the device unless the plan keeps the
+// window's frames in host memory; then tiles through time with tile-local norms (not exact: SeedVR2's) keep
+// the features there too, written chunk by chunk as the whole-frame part makes them, and each tile's chunk
+// of them is gathered in host memory and goes up alone: the device holds neither the window's frames nor
+// its features, and every feature goes up about once (the tiles' margins add their share). That is what
+// lets a 4K clip decode in 8 GB. The exact tiles' families keep their features on the device; their
+// budgets did not need this.
+
 // Note [The whole-frame cache ends with the clip]
 // A decode window runs its whole-frame part first and its tiles after it. In the clip's last window (the
 // only one when the window is the whole clip, as most plans have it) nothing reads the whole-frame part's
@@ -362,9 +372,21 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   // in bands]).
   std::vector<torch::Tensor> latents;
   for (int64_t at = 0; at < n; at += chunk_) latents.push_back(z.slice(at, std::min(chunk_, n - at)));
-  using After = WholeFrameBands::After;  // Note [The whole-frame cache ends with the clip]
+  using After = WholeFrameBands::After;  // Note [A window's features in host memory]
+// A decode window's features (the whole-frame part's output, the tiles' input: 512 channels at latent
+// resolution for SeedVR2, 2.6 GiB for 4K x81 in bf16) wait on the device unless the plan keeps the
+// window's frames in host memory; then tiles through time with tile-local norms (not exact: SeedVR2's) keep
+// the features there too, written chunk by chunk as the whole-frame part makes them, and each tile's chunk
+// of them is gathered in host memory and goes up alone: the device holds neither the window's frames nor
+// its features, and every feature goes up about once (the tiles' margins add their share). That is what
+// lets a 4K clip decode in 8 GB. The exact tiles' families keep their features on the device; their
+// budgets did not need this.
+
+// Note [The whole-frame cache ends with the clip]
   const After after = !more ? After::kDrop : grid_.exact ? After::kKeep : After::kPark;
-  torch::Tensor features = whole_->decode(latents, ends, n, device_, after);
+  // Note [A window's features in host memory]
+  const bool host_features = host_window_ && !grid_.exact;
+  torch::Tensor features = whole_->decode(latents, ends, n, device_, after, host_features);
   const int64_t settled = features.defined() ? features.size(2) : 0;
   if (settled == 0 && !ends) {  // nothing settled yet: the tiles start in a later window
     if (window_frames_ > 0)
@@ -394,7 +416,7 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   on_places([&](const std::vector<Tile*>& mine) {  // Note [Exact tiles across devices]
     if (mine.empty()) return;
     const torch::Device where = mine.front()->place.device->torch_device();
-    const bool here = !features.defined() || where == features.device();
+    const bool here = !features.defined() || where == features.device() || features.device().is_cpu();
     decode_tiles(mine, here ? features : features.to(where), chunks, out, more, false);
   });
   if (!hooks_.emit) return out.size(2) == 0 ? torch::Tensor() : out;
@@ -459,8 +481,11 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
     };
     for (int64_t c = 0, at = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
       before_model_call();
-      const torch::Tensor input =
-          crop(features, at, chunks[c], tile->input).contiguous(model_.memory_format());
+      // Features in host memory are gathered there and go up as the tile's input alone (Note [A window's
+      // features in host memory]).
+      const torch::Tensor input = crop(features, at, chunks[c], tile->input)
+                                      .contiguous(model_.memory_format())
+                                      .to(device.torch_device());
       take(tile->place.model->decode_tile(input, tile->cache, tile->computed, grid_.latent_height,
                                           grid_.latent_width));
     }

@@ -78,8 +78,8 @@ void WholeFrameBands::run(const std::function<void(Band&, size_t)>& work, Device
 }
 
 torch::Tensor WholeFrameBands::decode(const std::vector<torch::Tensor>& chunks, bool ends, int64_t frames,
-                                      Device& out, After after) {
-  WindowFeatures features(frames, out.torch_device());
+                                      Device& out, After after, bool host) {
+  WindowFeatures features(frames, host ? torch::Device(torch::kCPU) : out.torch_device());
   std::vector<int64_t> settled(bands_.size(), 0);
   run(
       [&](Band& band, size_t i) {

@@ -70,10 +70,10 @@ class WholeFrameBands {
   // next window, or dropped (the clip's last window).
   enum class After { kKeep, kPark, kDrop };
   // Decode: each of `chunks` (the window's latents chunk by chunk, [B, z, n, h, w], any device) through
-  // decode_features, and decode_features_end after them when `ends`; the window's features on `out`
-  // (undefined when none were settled). frames: the window's latent frames.
+  // decode_features, and decode_features_end after them when `ends`; the window's features on `out`, or in
+  // host memory where `host` (undefined when none were settled). frames: the window's latent frames.
   torch::Tensor decode(const std::vector<torch::Tensor>& chunks, bool ends, int64_t frames, Device& out,
-                       After after = After::kKeep);
+                       After after = After::kKeep, bool host = false);
   // Encode: `features` (the window's, [B, C, n, h, w]) through encode_features in chunks of `chunk` frames;
   // the window's latents on `out`.
   torch::Tensor encode(const torch::Tensor& features, int64_t chunk, Device& out);
