@@ -117,6 +117,30 @@ if has control; then
   done
 fi
 
+if has seedvr2_rows; then
+  # Issue 38's budget rows: SeedVR2 decode and encode at 1080p x81 and 4K x21 under the GPU tiers with a 32 GB
+  # desktop's host budget, beside the unconstrained runs (1080p x81, and 1080p x21, whose rate per pixel is
+  # 4K's baseline where 4K does not fit the card), each after a warm-up run.
+  step "SeedVR2 budget rows: 1920x1080 x81 and 3840x2160 x21 under ${SV2_BUDGETS:-rtx4060-8g 12G rtx5070ti-16g rtx4090-24g}"
+  for row in 1920x1080:81:none 1920x1080:81:budgets 1920x1080:21:none 3840x2160:21:budgets; do
+    IFS=: read -r size frames kind <<<"$row"
+    for op in decode encode; do
+      budgets=(none); [[ $kind == budgets ]] && budgets=(${SV2_BUDGETS:-rtx4060-8g 12G rtx5070ti-16g rtx4090-24g})
+      for budget in "${budgets[@]}"; do
+        args=()
+        [[ $budget == none ]] || args=(--host-memory 16G)
+        [[ $budget == *G ]] && args+=(--vram "$budget")
+        [[ $budget == rtx* ]] && args+=(--preset "$budget")
+        timeout 400 "$BUILD/vaecodec" bench -y --random --model seedvr2-vae --op "$op" --size "$size" --frames "$frames" \
+          --dtype bf16 --runs 1 --warmup 1 "${args[@]}" --json >"$OUT/last.json" 2>>"$OUT/bench.err" &&
+          cat "$OUT/last.json" >>"$OUT/bench.jsonl" &&
+          python3 -c "import json,sys; j=json.load(open(sys.argv[1])); p=j.get('plan') or {}; t=p.get('tiles') or {}; print('  %s %s x%s %s: %.3f s (planned %.2f), peak %.2f allocated / %.2f reserved GiB (estimate %.2f), host %.2f GiB, %sx%s tiles %s' % (j['op'], j['size'], j['frames'], sys.argv[2], j['median_s'], p.get('estimated_seconds', 0), j['peak_allocated_gib'], j['peak_reserved_gib'], j['estimate_gib'], j.get('peak_host_rss_runs_bytes', 0) / 2**30, t.get('rows'), t.get('cols'), p.get('split')))" "$OUT/last.json" "$budget" ||
+          { echo "  FAILED: $op $size x$frames $budget"; tail -1 "$OUT/bench.err"; }
+      done
+    done
+  done
+fi
+
 if has seedvr2_files; then
   # SeedVR2 where its users run it: file to file under the GPU tiers' presets with a 32 GB desktop's host budget
   # (--host-memory 16G), each run's host RSS and device peak beside the planner's estimates. The latents are
