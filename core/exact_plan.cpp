@@ -179,7 +179,8 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             if (!encode && !g.exact) {  // Note [Decode tiles through time, measured]
               const double whole_cache = kWholeCachePerPixel * size * latent_pixels;
               activations += kThroughTimeDecodeBase;
-              whole_phase = whole_cache + kWholeFactor * channels * latent_pixels * static_cast<double>(n) * size +
+              whole_phase = whole_cache +
+                            kWholeFactor * channels * latent_pixels * static_cast<double>(n) * size +
                             (host_features ? 0.0 : features);
               if (parks) parked += whole_cache;
             }

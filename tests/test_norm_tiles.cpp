@@ -307,9 +307,10 @@ TEST_CASE("bench's SeedVR2 tiles come closer to the untiled run with the --norm-
   CHECK(o6 != e0);
 }
 
-TEST_CASE("on CUDA SeedVR2's tiles through time park the whole-frame cache and keep a host window's features "
-          "in host memory, and nothing changes",
-          "[norm-tiles][gpu]") {
+TEST_CASE(
+    "on CUDA SeedVR2's tiles through time park the whole-frame cache and keep a host window's features "
+    "in host memory, and nothing changes",
+    "[norm-tiles][gpu]") {
   if (!cuda_here()) return;
   auto cpu = tiny_seedvr2();
   auto gpu = load_tiny(tiny_model("seedvr2-vae"), torch::kCUDA, torch::kFloat);

@@ -342,6 +342,7 @@ torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, 
 // frames are written, staged or emitted as a chunk's. So a window's frames are complete and in order when it
 // is done (the last tile's frames go to emit as it settles them), the clip's frames appear once each, and
 // the result is the same for any window and chunk.
+
 // Note [A window's features in host memory]
 // A decode window's features (the whole-frame part's output, the tiles' input: 512 channels at latent
 // resolution for SeedVR2, 2.6 GiB for 4K x81 in bf16) wait on the device unless the plan keeps the
@@ -372,17 +373,7 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   // in bands]).
   std::vector<torch::Tensor> latents;
   for (int64_t at = 0; at < n; at += chunk_) latents.push_back(z.slice(at, std::min(chunk_, n - at)));
-  using After = WholeFrameBands::After;  // Note [A window's features in host memory]
-// A decode window's features (the whole-frame part's output, the tiles' input: 512 channels at latent
-// resolution for SeedVR2, 2.6 GiB for 4K x81 in bf16) wait on the device unless the plan keeps the
-// window's frames in host memory; then tiles through time with tile-local norms (not exact: SeedVR2's) keep
-// the features there too, written chunk by chunk as the whole-frame part makes them, and each tile's chunk
-// of them is gathered in host memory and goes up alone: the device holds neither the window's frames nor
-// its features, and every feature goes up about once (the tiles' margins add their share). That is what
-// lets a 4K clip decode in 8 GB. The exact tiles' families keep their features on the device; their
-// budgets did not need this.
-
-// Note [The whole-frame cache ends with the clip]
+  using After = WholeFrameBands::After;  // Note [The whole-frame cache ends with the clip]
   const After after = !more ? After::kDrop : grid_.exact ? After::kKeep : After::kPark;
   // Note [A window's features in host memory]
   const bool host_features = host_window_ && !grid_.exact;

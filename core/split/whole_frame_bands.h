@@ -82,7 +82,7 @@ class WholeFrameBands {
   struct Band {
     BandPlace place;
     BandRows rows;
-    CausalCache cache;  // the whole-frame part's, for these rows
+    CausalCache cache;                       // the whole-frame part's, for these rows
     CacheParking parking{/*pinned=*/false};  // its copies to host memory between windows
     bool parked = false;
   };
