@@ -185,6 +185,31 @@ TEST_CASE("SeedVR2 at 1080p and 4K plans tiles through time on 8-24 GB cards and
   CHECK(whole.norm_statistics() == "the whole frame");
 }
 
+TEST_CASE(
+    "SeedVR2's 4K decode in 8 GB keeps the window's frames and features in host memory, and its device peak "
+    "is the whole-frame part's or the tiles'",
+    "[norm-tiles][planner]") {
+  // Note [A window's features in host memory] and Note [The whole-frame cache ends with the clip] in
+  // core/split/exact_tiles.cpp; Note [Decode tiles through time, measured] in core/exact_plan.cpp.
+  core::PlannerOptions options = core::find_preset("rtx4060-8g").planner;
+  options.host_budget_bytes = 16 * kGiB;
+  const core::Plan p = core::plan_run(released_request(core::Op::kDecode, 3840, 2160), options);
+  INFO(p.summary());
+  REQUIRE(p.tiles.tiled());
+  CHECK(p.window == 0);  // one window: every tile's cache parked would be ~90 GiB at 4K
+  CHECK(p.host_window);
+  const double frames = 3.0 * 81 * 3840 * 2160 * 2, features = 512.0 * 21 * 270 * 480 * 2;  // bf16
+  CHECK(static_cast<double>(p.estimate.host) >= frames + features);
+  // Neither is on the device: with the features there the plan would not fit the usable 85% of 7 GiB.
+  const double usable = 0.85 * static_cast<double>(options.budget_bytes);
+  CHECK(static_cast<double>(p.estimate.total()) <= usable);
+  CHECK(static_cast<double>(p.estimate.total()) + features > usable);
+  // The whole-frame part's own peak is counted: its cache (ten 512-channel convolutions keeping two frames,
+  // 10240 values per latent pixel) beside the weights.
+  CHECK(static_cast<double>(p.estimate.total()) >=
+        static_cast<double>(p.estimate.weights) + 10240.0 * 270 * 480 * 2);
+}
+
 TEST_CASE("SeedVR2 plans that fit neither budget are refused naming the budgets that would do",
           "[norm-tiles][planner]") {
   const core::PlanRequest r = released_request(core::Op::kDecode, 3840, 2160);
