@@ -230,19 +230,11 @@ torch::Tensor ExactTiles::keep(const torch::Tensor& x) const {
 // [Offloaded caches]); a cache's device memory is released as soon as its download is queued, so one tile's
 // cache is on the device at a time.
 void ExactTiles::park(Tile& tile) {
-  Device& device = *tile.place.device;
-  if (!device.torch_device().is_cuda()) return;
-  tile.parking.download(tile.cache, device);
-  tile.parking.release(device);
-  tile.parked = true;
+  tile.parking.park(tile.cache, *tile.place.device);
 }
 
 void ExactTiles::unpark(Tile& tile) {
-  if (!tile.parked) return;
-  Device& device = *tile.place.device;
-  tile.parking.upload(tile.cache, device);
-  tile.parking.wait_uploaded(device);
-  tile.parked = false;
+  tile.parking.unpark(tile.cache, *tile.place.device);
 }
 
 torch::Tensor ExactTiles::run_window(const Pieces& x, bool more) {
@@ -474,9 +466,7 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
       before_model_call();
       // Features in host memory are gathered there and go up as the tile's input alone (Note [A window's
       // features in host memory]).
-      const torch::Tensor input = crop(features, at, chunks[c], tile->input)
-                                      .contiguous(model_.memory_format())
-                                      .to(device.torch_device());
+      const torch::Tensor input = to_place(crop(features, at, chunks[c], tile->input), tile->place, false);
       take(tile->place.model->decode_tile(input, tile->cache, tile->computed, grid_.latent_height,
                                           grid_.latent_width));
     }

@@ -158,7 +158,6 @@ class ExactTiles : public Split {
     torch::Tensor weight;  // blended tiles: the blend weights of the interior as the output has it
     CausalCache cache;
     CacheParking parking{/*pinned=*/false};  // its cache's copies to host memory (Note [Offloaded caches])
-    bool parked = false;                     // its cache is in host memory
     BandPlace place;                         // where it runs
   };
   torch::Tensor decode_window(const Pieces& z, bool more);

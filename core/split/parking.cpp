@@ -71,4 +71,18 @@ void CacheParking::release(Device& device) {
   leaving_.clear();
 }
 
+void CacheParking::park(CausalCache& cache, Device& device) {
+  if (!device.torch_device().is_cuda()) return;
+  download(cache, device);
+  release(device);
+  parked_ = true;
+}
+
+void CacheParking::unpark(CausalCache& cache, Device& device) {
+  if (!parked_) return;
+  upload(cache, device);
+  wait_uploaded(device);
+  parked_ = false;
+}
+
 }  // namespace vaecodec::core

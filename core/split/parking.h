@@ -55,12 +55,18 @@ class CacheParking {
   // stream's pool.
   void release(Device& device);
   bool uploading() const { return uploading_; }  // an upload has been queued since the last download
+  // A cache parked between uses (exact tiles between windows, the whole-frame part's between a window's
+  // tiles): down at once with its device memory released (download and release), and up again before its
+  // next model call (upload and wait_uploaded) where it was parked. Off CUDA nothing moves.
+  void park(CausalCache& cache, Device& device);
+  void unpark(CausalCache& cache, Device& device);
 
  private:
   bool pinned_ = true;
   std::vector<torch::Tensor> host_;     // per cache slot: its host buffer
   std::vector<torch::Tensor> leaving_;  // the device tensors of a download in flight
   bool uploading_ = false;
+  bool parked_ = false;             // park() moved the cache to host memory; unpark() brings it back
   at::cuda::CUDAEvent allocated_;   // on the compute stream: the upload's device memory may be written
   at::cuda::CUDAEvent uploaded_;    // on the upload stream: the cache is on the device
   at::cuda::CUDAEvent computed_;    // on the compute stream: the cache's last model call is done

@@ -85,11 +85,7 @@ torch::Tensor WholeFrameBands::decode(const std::vector<torch::Tensor>& chunks, 
       [&](Band& band, size_t i) {
         VaeModel& model = *band.place.model;
         Device& device = *band.place.device;
-        if (band.parked) {  // on the band's own thread and compute stream, as its model calls
-          band.parking.upload(band.cache, device);
-          band.parking.wait_uploaded(device);
-          band.parked = false;
-        }
+        band.parking.unpark(band.cache, device);  // on the band's thread and stream, as its model calls
         int64_t& at = settled[i];
         auto put = [&](const torch::Tensor& part) {
           if (!part.defined()) return;
@@ -105,13 +101,8 @@ torch::Tensor WholeFrameBands::decode(const std::vector<torch::Tensor>& chunks, 
           if (i == 0) before_model_call();
           put(model.decode_features_end(band.cache));
         }
-        if (after == After::kDrop) {
-          band.cache.clear();
-        } else if (after == After::kPark && device.torch_device().is_cuda()) {
-          band.parking.download(band.cache, device);
-          band.parking.release(device);
-          band.parked = true;
-        }
+        if (after == After::kDrop) band.cache.clear();
+        if (after == After::kPark) band.parking.park(band.cache, device);
       },
       out);
   // Every band holds the same frames back (the chunking alone decides how many).

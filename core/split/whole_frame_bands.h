@@ -84,7 +84,6 @@ class WholeFrameBands {
     BandRows rows;
     CausalCache cache;                       // the whole-frame part's, for these rows
     CacheParking parking{/*pinned=*/false};  // its copies to host memory between windows
-    bool parked = false;
   };
   // work(band, i) for every band: on the calling thread with one place, else each band on its place's
   // worker in one BandLink; `out`'s work queued so far is done before, and each band's (with its copies to
