@@ -19,7 +19,8 @@
 #   ENCODER_OPTIONS                                  phase encoder: x264 settings, each timed by write_tail
 #   COLD_BACKENDS                                    phase coldtrace: the --conv values traced cold
 #   SV2_SIZES, SV2_PRESETS                           phase seedvr2_files: SeedVR2's sizes and the GPU tiers' presets
-#   SV2_BUDGETS                                      phase seedvr2_rows: the presets and --vram values of its rows
+#   SV2_BUDGETS, SV2_ROWS                            phase seedvr2_rows: the presets and --vram values of its rows,
+#                                                    which rows (SIZE:FRAMES:none|budgets)
 #   FP8_ROWS, FP8_PROFILE (0: none)                  phase fp8: MODEL:OP:SIZE rows timed in bf16 and fp8,
 #                                                    their accuracy at 256x256 x17, the fp8 decode's profile
 # The phases, in the order they run, and the file under scripts/gpu_check/ that holds each (sourced here, after

@@ -122,7 +122,8 @@ if has seedvr2_rows; then
   # desktop's host budget, beside the unconstrained runs (1080p x81, and 1080p x21, whose rate per pixel is
   # 4K's baseline where 4K does not fit the card), each after a warm-up run.
   step "SeedVR2 budget rows: 1920x1080 x81 and 3840x2160 x21 under ${SV2_BUDGETS:-rtx4060-8g 12G rtx5070ti-16g rtx4090-24g}"
-  for row in 1920x1080:81:none 1920x1080:81:budgets 1920x1080:21:none 3840x2160:21:budgets; do
+  # SV2_ROWS picks some of them (SIZE:FRAMES:none|budgets), to fit a call's time limit.
+  for row in ${SV2_ROWS:-1920x1080:81:none 1920x1080:81:budgets 1920x1080:21:none 3840x2160:21:budgets}; do
     IFS=: read -r size frames kind <<<"$row"
     for op in decode encode; do
       budgets=(none); [[ $kind == budgets ]] && budgets=(${SV2_BUDGETS:-rtx4060-8g 12G rtx5070ti-16g rtx4090-24g})
