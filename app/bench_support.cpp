@@ -54,6 +54,7 @@ core::Plan untiled(core::Plan plan) {
   plan.offload = false;
   plan.window = 0;
   plan.host_window = false;
+  plan.host_features = false;
   return plan;
 }
 

@@ -46,6 +46,15 @@ constexpr double kWholeFactor = 8;
 // the tiles' caches (host memory and copies).
 constexpr double kThroughTimeDecodeBase = 0.67 * (1 << 30);
 constexpr double kWholeCachePerPixel = 1.95e-5 * (1 << 30) / 2;  // bytes per latent pixel and byte of dtype
+// Note [Features in host memory, measured]
+// A decode window's features in host memory (Note [A window's features in host memory] in
+// core/split/exact_tiles.cpp) cost more than their copies: on the H100 the first plans that kept them there
+// (host copies of each tile's chunk, paged, one synchronisation each) ran 1.14-1.19x their estimate where
+// plans with the features on the device ran 1.03-1.08x, about 7-20 ms per tile and chunk. Each tile's chunk
+// now goes up from page-locked memory without stopping the host, and kGatherSeconds is what a gather still
+// costs; the planner keeps the features on the device wherever they fit, as the estimate's time then says.
+constexpr double kGatherSeconds = 4e-3;
+enum class Store { kDevice, kHostFrames, kHostFeatures };  // where a window's frames and features wait
 constexpr int64_t kMinPart = 8;    // latent pixels: a smaller part is nearly all margin
 constexpr int64_t kMaxParts = 12;  // per side
 
@@ -143,7 +152,11 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
     for (Op op : ops) work.push_back(grid_work(request, g, op == Op::kEncode));
     for (int64_t n = min_chunk; n <= max_chunk; ++n)
       for (int64_t window : windows)
-        for (bool host_window : {false, true}) {
+        for (const Store store : {Store::kDevice, Store::kHostFrames, Store::kHostFeatures}) {
+          // Features in host memory are for decodes of tiles whose norms see less than the frame alone.
+          const bool features_off = store == Store::kHostFeatures;
+          if (features_off && (g.exact || request.op == Op::kEncode)) continue;
+          const bool host_window = store != Store::kDevice;
           const double w_frames = window > 0 ? static_cast<double>(window) : frames_of_clip;
           const bool parks = window > 0 && (clip == 0 || window < clip);
           const double window_count = std::ceil(frames_of_clip / w_frames);
@@ -151,7 +164,7 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
           e.weights = request.parameter_count * element_size(request.dtype);
           e.reserved = options.reserved_bytes;
           double cache = 0, activations = 0, io = 0, host_frames = 0, parked = 0, compute = 0, calls = 0,
-                 uploads = 0, whole_phase = 0;
+                 uploads = 0, whole_phase = 0, gathers = 0;
           for (size_t i = 0; i < ops.size(); ++i) {
             const Coefficients k = coefficients(request, ops[i]);
             const bool encode = ops[i] == Op::kEncode;
@@ -172,7 +185,7 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             // The window's features; SeedVR2's decode keeps them in host memory with the window's frames
             // (Note [A window's features in host memory] in core/split/exact_tiles.cpp).
             const double features = channels * latent_pixels * w_frames * size;
-            const bool host_features = !encode && !g.exact && host_window;
+            const bool host_features = !encode && features_off;
             io += (host_features ? 0.0 : features) + (host_window ? staging : frames) +
                   2.0 * 3.0 * static_cast<double>(tf * n) * tile_pixels * size +
                   channels * work[i].largest * static_cast<double>(n) * size;
@@ -187,6 +200,7 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             if (host_features) {  // in host memory, down once and up once with the tiles' margins
               host_frames += features;
               uploads += features * work[i].work;
+              gathers += static_cast<double>(g.count()) * std::ceil(frames_of_clip / static_cast<double>(n));
             }
             host_frames += host_window ? frames : 0.0;
             uploads += host_window && encode ? frames * static_cast<double>(g.count() - 1) : 0.0;
@@ -214,10 +228,11 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
           p.split = g.tiled() || window != 0 ? SplitKind::kExactTiles : SplitKind::kWhole;
           p.window = window;
           p.host_window = host_window;
+          p.host_features = features_off;
           p.budget_bytes = options.budget_bytes;
           p.budget_note = options.budget_note;
           p.estimate = e;
-          p.seconds = compute + calls * kCallSeconds + copies;
+          p.seconds = compute + calls * kCallSeconds + copies + gathers * kGatherSeconds;
           p.cost = p.seconds / untiled_seconds;
           plans.push_back(p);
         }

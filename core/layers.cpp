@@ -19,14 +19,64 @@ void count_conv_flops(const torch::Tensor& out, const torch::Tensor& weight) {
                    static_cast<double>(weight.numel() / weight.size(0)));
 }
 
+namespace {
+
+// Note [Attention wider than the fused kernels]
+// The families' mid-block attention is one head over a frame's latent pixels, as wide as the block: 384
+// channels for Wan2.1, 512 for SeedVR2. PyTorch's fused kernels (FlashAttention, cuDNN's) take heads of up
+// to 256 channels; wider ones fall back to the memory-efficient kernel, which on the H100 ran SeedVR2's at
+// 118 TFLOP/s at 1080p and 77 TFLOP/s at 4K (scripts/dev/attention_probe.py: 18.2 and 446 ms a frame). On
+// CUDA such attention runs in blocks of queries instead: a block's scores by one GEMM in float32 (the inputs
+// in the model's dtype, the query scaled in it), their softmax in float32, the weights rounded to the dtype
+// as the fused kernels round them, and a second GEMM: 11.1 and 185 ms a frame (194 and 186 TFLOP/s), with the
+// error against float64 of the memory-efficient kernel (2.9e-3 against 2.3e-3 in bf16). The scratch (scores,
+// softmax, weights) is held to kAttentionScratch, about what the memory-efficient kernel took at 4K. Every
+// query's output is its own row's: the blocks change nothing but GEMM's choice of kernel for the last one,
+// which is the same for every run of a frame size. Off CUDA, and for heads the fused kernels take, PyTorch's
+// attention runs as before.
+constexpr int64_t kFusedHeadLimit = 256;
+constexpr int64_t kAttentionScratch = int64_t{512} << 20;
+
+torch::Tensor attention_in_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  const int64_t frames = q.size(0), queries = q.size(2), keys = k.size(2), channels = q.size(3);
+  const bool reduced = q.scalar_type() != torch::kFloat && q.scalar_type() != torch::kDouble;
+  const int64_t per_row = keys * (reduced ? 10 : 8);  // scores, softmax (and weights in the dtype)
+  const int64_t rows = std::min(queries, std::max<int64_t>(64, kAttentionScratch / per_row / 64 * 64));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(channels));
+  torch::Tensor out =
+      torch::empty({frames, queries, channels}, q.options().memory_format(at::MemoryFormat::Contiguous));
+  for (int64_t b = 0; b < frames; ++b) {
+    const torch::Tensor queries_of = q.select(0, b).select(0, 0);
+    const torch::Tensor keys_t = k.select(0, b).select(0, 0).contiguous().t();
+    const torch::Tensor values = v.select(0, b).select(0, 0).contiguous();
+    for (int64_t at = 0; at < queries; at += rows) {
+      const int64_t n = std::min(rows, queries - at);
+      const torch::Tensor block = queries_of.narrow(0, at, n) * scale;
+      const torch::Tensor scores = reduced ? at::mm(block, keys_t, torch::kFloat) : at::mm(block, keys_t);
+      const torch::Tensor weights = at::_softmax(scores, -1, false).to(q.scalar_type());
+      torch::Tensor into = out.select(0, b).narrow(0, at, n);
+      at::mm_out(into, weights, values);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 torch::Tensor frame_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v) {
   if (in_band()) {
     auto kv = concat_bands({k, v}, 2);
     k = kv[0];
     v = kv[1];
   }
-  log_attention_backend(q, k, v);
-  auto attended = at::scaled_dot_product_attention(q, k, v).squeeze(1);
+  torch::Tensor attended;
+  if (q.is_cuda() && q.size(3) > kFusedHeadLimit) {  // Note [Attention wider than the fused kernels]
+    if (KernelLog::enabled()) KernelLog::count("attention", "blocks of queries");
+    attended = attention_in_blocks(q, k, v);
+  } else {
+    log_attention_backend(q, k, v);
+    attended = at::scaled_dot_product_attention(q, k, v).squeeze(1);
+  }
   // Scores and weighted sum: 2 * 2 * queries * keys * C per frame.
   FlopCounter::add(4.0 * static_cast<double>(q.size(0)) * static_cast<double>(q.size(2)) *
                    static_cast<double>(k.size(2)) * static_cast<double>(q.size(3)));

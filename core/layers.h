@@ -292,9 +292,10 @@ inline torch::Tensor norm_silu_conv_deferred(const RMSNorm& norm, CausalConv3d& 
 
 // One-head attention of each frame's pixels to each other: q, k, v [B*T, 1, pixels, C] -> [B*T, pixels, C],
 // scaled by 1/sqrt(C). In a band of a split run the keys and values are gathered from every band, so a band's
-// queries see the whole frame (Note [Bands across devices] in core/band_exchange.h). Logs the backend
-// LibTorch picks (Note [What the engine applied]) and counts the scores' and weighted sum's FLOPs; the caller
-// counts its projections.
+// queries see the whole frame (Note [Bands across devices] in core/band_exchange.h). Heads wider than the
+// fused kernels take run in blocks of queries on CUDA (Note [Attention wider than the fused kernels] in
+// core/layers.cpp). Logs the backend (Note [What the engine applied]) and counts the scores' and weighted
+// sum's FLOPs; the caller counts its projections.
 torch::Tensor frame_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v);
 
 // Adds a convolution's FLOPs to the FlopCounter, from its output and weight.

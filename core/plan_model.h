@@ -20,8 +20,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 //              frames (ModelInfo::encode_attention): 4 x tokens^2 x channels per latent frame, where tokens
 //              are a frame's (or a blended tile's) latent pixels, at kAttentionRate
 //              - the rest of the FLOPs grow with the pixels, these with their square: at 720p they are 1%
-//              of Wan2.1's decode, at 4K 9%, and they run at a quarter of the convolutions' rate (one head
-//              wider than 256 channels takes LibTorch's memory-efficient kernel)
+//              of Wan2.1's decode, at 4K 9%, and they run at under half the convolutions' rate (one head
+//              wider than 256 channels: Note [Attention wider than the fused kernels] in core/layers.cpp)
 //   transfer = offloaded only: every tile's cache goes up and comes back once per chunk, so
 //              (host cache) / chunk each way at kCopyRate; the two directions run on their own streams,
 //              beside the model (Note [Offloaded caches]), so the plan takes the longer of compute and
@@ -35,9 +35,10 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kComputeRate = 400e12;  // FLOP/s where the calibration row has no measured time
 constexpr double kCopyRate = 35e9;       // bytes/s, host <-> device
 constexpr double kCallSeconds = 2e-3;    // fixed cost of one model call
-// FLOP/s of the attention over a whole latent frame (SeedVR2's 512-channel head at 720p: 121 TFLOP/s,
-// docs/benchmarks.md); the calibration's measured rate is the rest's.
-constexpr double kAttentionRate = 120e12;
+// FLOP/s of the attention over a whole latent frame in blocks of queries (SeedVR2's 512-channel head on the
+// H100: 194 TFLOP/s at 1080p, 186 at 4K; the memory-efficient kernel before them 118 and 77); the
+// calibration's measured rate is the rest's.
+constexpr double kAttentionRate = 185e12;
 constexpr double kOverlapLoss = 0.3;
 constexpr double kCostTolerance = 0.03;
 // Tiles whose norms see less than the frame: time given up for norms that see more (Note [What a plan's

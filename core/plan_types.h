@@ -108,6 +108,8 @@ struct Plan {
   // Exact tiles (tiles.exact): latent frames per window (0: the whole clip) and where its frames wait.
   int64_t window = 0;
   bool host_window = false;
+  // A host window's decode keeps the window's features there too (tiles through time that are not exact).
+  bool host_features = false;
   // A split across devices whose bands do not fit whole: the exact tiles are shared out among this many
   // devices (Note [Exact tiles across devices] in core/split/exact_tiles.h); 1 otherwise.
   int64_t tile_devices = 1;

@@ -305,7 +305,9 @@ std::string Plan::summary() const {
                       : " (overlap " + std::to_string(tiles.overlap) + "; norms: " + norm_statistics() + ")")
       << ", "
       << (window > 0 ? "windows of " + std::to_string(window) + " latent frames" : std::string("one window"))
-      << (host_window ? " kept in host memory" : "")
+      << (host_features ? " kept in host memory with its features"
+          : host_window ? " kept in host memory"
+                        : "")
       << (tile_devices > 1 ? ", shared out among " + std::to_string(tile_devices) + " devices" : "");
   else if (tiles.tiled())
     s << tiles.rows << "x" << tiles.cols << " blended tiles of " << tiles.tile_width << "x"
@@ -374,6 +376,7 @@ nlohmann::json Plan::to_json() const {
           {"norm_statistics", norm_statistics()},
           {"window", window},
           {"host_window", host_window},
+          {"host_features", host_features},
           {"tile_devices", tile_devices},
           {"host_estimate_bytes", estimate.host},
           {"host_budget_bytes", host_budget_bytes},
@@ -450,6 +453,7 @@ Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions optio
       plan.split = SplitKind::kBands;  // every band cut into the grid's columns, if any
       plan.window = 0;                 // bands run chunk by chunk
       plan.host_window = false;
+      plan.host_features = false;
       return plan;
     } catch (const Error& e) {
       refusal = e.what();

@@ -48,13 +48,16 @@ std::shared_ptr<core::VaeModel> tiny_seedvr2() {
   return load_tiny(tiny_model("seedvr2-vae"), torch::kCPU, torch::kFloat);
 }
 
-// 1x2 tiles through time of 14x16 latent pixels sharing 4, with `context` around each.
-core::ChunkOptions through_time(int64_t context, int64_t chunk = 1, int64_t window = 0, bool host = false) {
+// 1x2 tiles through time of 14x16 latent pixels sharing 4, with `context` around each; `host`: the window's
+// frames wait in host memory, and a decode's features there too unless `features_on_device`.
+core::ChunkOptions through_time(int64_t context, int64_t chunk = 1, int64_t window = 0, bool host = false,
+                                bool features_on_device = false) {
   core::ChunkOptions o;
   o.latent_frames = chunk;
   o.tiles = core::TileGrid::cover_through_time(kRows, kCols, {kRows, 14}, 4, context);
   o.window = window;
   o.host_window = host;
+  o.host_features = host && !features_on_device;
   o.kind = core::SplitKind::kExactTiles;
   return o;
 }
@@ -198,6 +201,8 @@ TEST_CASE(
   REQUIRE(p.tiles.tiled());
   CHECK(p.window == 0);  // one window: every tile's cache parked would be ~90 GiB at 4K
   CHECK(p.host_window);
+  CHECK(p.host_features);
+  CHECK(p.to_json().at("host_features") == true);
   const double frames = 3.0 * 81 * 3840 * 2160 * 2, features = 512.0 * 21 * 270 * 480 * 2;  // bf16
   CHECK(static_cast<double>(p.estimate.host) >= frames + features);
   // Neither is on the device: with the features there the plan would not fit the usable 85% of 7 GiB.
@@ -208,6 +213,15 @@ TEST_CASE(
   // 10240 values per latent pixel) beside the weights.
   CHECK(static_cast<double>(p.estimate.total()) >=
         static_cast<double>(p.estimate.weights) + 10240.0 * 270 * 480 * 2);
+  // Where the features fit beside a tile they stay on the device: their gathers cost more than their copies
+  // (Note [Features in host memory, measured] in core/exact_plan.cpp).
+  for (const char* preset : {"rtx5070ti-16g", "rtx4090-24g"}) {
+    core::PlannerOptions roomy = core::find_preset(preset).planner;
+    roomy.host_budget_bytes = 16 * kGiB;
+    const core::Plan q = core::plan_run(released_request(core::Op::kDecode, 1920, 1080), roomy);
+    INFO(preset << ": " << q.summary());
+    CHECK_FALSE(q.host_features);
+  }
 }
 
 TEST_CASE("SeedVR2 plans that fit neither budget are refused naming the budgets that would do",
@@ -345,10 +359,18 @@ TEST_CASE(
   CHECK(relative_error(on_device, reference) <= 1e-3);  // the same function (cuDNN's float32 sums differ)
   // Windows of one latent frame park the tiles' caches and the whole-frame part's (Note [The whole-frame
   // cache ends with the clip] in core/split/exact_tiles.cpp); a host window keeps the window's frames and
-  // features in host memory (Note [A window's features in host memory]): copies only.
-  for (const auto& [window, host] : std::vector<std::pair<int64_t, bool>>{{0, true}, {1, false}, {1, true}}) {
-    INFO("window " << window << (host ? ", in host memory" : ", on the device"));
-    const auto frames = core::decode_latents(*gpu, latents, through_time(4, 1, window, host)).cpu();
+  // features in host memory unless they stay on the device (Note [A window's features in host memory]):
+  // copies only.
+  struct Case {
+    int64_t window;
+    bool host, features_on_device;
+  };
+  for (const Case& c :
+       std::vector<Case>{{0, true, false}, {0, true, true}, {1, false, false}, {1, true, false}}) {
+    INFO("window " << c.window << (c.host ? ", in host memory" : ", on the device")
+                   << (c.host && c.features_on_device ? ", features on the device" : ""));
+    const auto frames =
+        core::decode_latents(*gpu, latents, through_time(4, 1, c.window, c.host, c.features_on_device)).cpu();
     CHECK(relative_error(frames, on_device) <= 1e-6);
   }
 }

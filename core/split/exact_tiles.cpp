@@ -81,7 +81,8 @@ Pieces Pieces::take(int64_t n) {
 }
 
 ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op op, int64_t chunk,
-                       int64_t window, bool host_window, Hooks hooks, std::vector<BandPlace> places)
+                       int64_t window, bool host_window, bool host_features, Hooks hooks,
+                       std::vector<BandPlace> places)
     : model_(model),
       device_(device),
       grid_(grid),
@@ -89,6 +90,7 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op
       chunk_(chunk),
       window_(window),
       host_window_(host_window),
+      host_features_(host_window && host_features && op == Op::kDecode && !grid.exact),
       places_(std::move(places)),
       hooks_(std::move(hooks)) {
   if (grid_.exact ? !model.exact_tiles() : !model.tiles_through_time())
@@ -337,13 +339,15 @@ torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, 
 
 // Note [A window's features in host memory]
 // A decode window's features (the whole-frame part's output, the tiles' input: 512 channels at latent
-// resolution for SeedVR2, 2.6 GiB for 4K x81 in bf16) wait on the device unless the plan keeps the
-// window's frames in host memory; then tiles through time with tile-local norms (not exact: SeedVR2's) keep
-// the features there too, written chunk by chunk as the whole-frame part makes them, and each tile's chunk
-// of them is gathered in host memory and goes up alone: the device holds neither the window's frames nor
-// its features, and every feature goes up about once (the tiles' margins add their share). That is what
-// lets a 4K clip decode in 8 GB. The exact tiles' families keep their features on the device; their
-// budgets did not need this.
+// resolution for SeedVR2, 2.6 GiB for 4K x81 in bf16) wait on the device unless the plan keeps them in host
+// memory with the window's frames (Plan::host_features: tiles through time that are not exact, SeedVR2's,
+// where nothing else fits). Then they are written there chunk by chunk as the whole-frame part makes them,
+// and each tile's chunk of them is gathered in host memory into page-locked memory and goes up alone,
+// without stopping the host: the device holds neither the window's frames nor its features, and every
+// feature goes up about once (the tiles' margins add their share). That is what lets a 4K clip decode in
+// 8 GB. Each gather still costs time the copies alone do not show (Note [Features in host memory,
+// measured] in core/exact_plan.cpp), so the planner takes it only where the features do not fit beside a
+// tile. The exact tiles' families keep their features on the device; their budgets did not need this.
 
 // Note [The whole-frame cache ends with the clip]
 // A decode window runs its whole-frame part first and its tiles after it. In the clip's last window (the
@@ -368,8 +372,7 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   using After = WholeFrameBands::After;  // Note [The whole-frame cache ends with the clip]
   const After after = !more ? After::kDrop : grid_.exact ? After::kKeep : After::kPark;
   // Note [A window's features in host memory]
-  const bool host_features = host_window_ && !grid_.exact;
-  torch::Tensor features = whole_->decode(latents, ends, n, device_, after, host_features);
+  torch::Tensor features = whole_->decode(latents, ends, n, device_, after, host_features_);
   const int64_t settled = features.defined() ? features.size(2) : 0;
   if (settled == 0 && !ends) {  // nothing settled yet: the tiles start in a later window
     if (window_frames_ > 0)
@@ -464,9 +467,15 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
     };
     for (int64_t c = 0, at = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
       before_model_call();
-      // Features in host memory are gathered there and go up as the tile's input alone (Note [A window's
-      // features in host memory]).
-      const torch::Tensor input = to_place(crop(features, at, chunks[c], tile->input), tile->place, false);
+      // Features in host memory are gathered there, in page-locked memory, and go up as the tile's input
+      // alone without stopping the host (Note [A window's features in host memory]).
+      torch::Tensor input = crop(features, at, chunks[c], tile->input);
+      if (input.device().is_cpu() && cuda) {
+        torch::Tensor pinned = torch::empty(input.sizes(), input.options().pinned_memory(true).memory_format(
+                                                               tile->place.model->memory_format()));
+        input = pinned.copy_(input);
+      }
+      input = to_place(input, tile->place, false);
       take(tile->place.model->decode_tile(input, tile->cache, tile->computed, grid_.latent_height,
                                           grid_.latent_width));
     }

@@ -124,10 +124,10 @@ class ExactTiles : public Split {
   };
   // grid: its rows and cols are the partition; chunk: latent frames per trunk call; window: latent frames
   // per window, 0 for the whole clip; host_window: the window's frames (decode output, encode input) are
-  // kept in host memory. places: two or more share the tiles out (Note [Exact tiles across devices]); else
-  // they run on `model`.
+  // kept in host memory, and host_features: a decode's features too (tiles that are not exact). places: two
+  // or more share the tiles out (Note [Exact tiles across devices]); else they run on `model`.
   ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op op, int64_t chunk, int64_t window,
-             bool host_window, Hooks hooks = {}, std::vector<BandPlace> places = {});
+             bool host_window, bool host_features, Hooks hooks = {}, std::vector<BandPlace> places = {});
   ~ExactTiles() override;
   ExactTiles(const ExactTiles&) = delete;
   ExactTiles& operator=(const ExactTiles&) = delete;
@@ -199,6 +199,7 @@ class ExactTiles : public Split {
   int64_t chunk_;
   int64_t window_;  // latent frames per window; 0: the whole clip
   bool host_window_;
+  bool host_features_;
   std::vector<BandPlace> places_;    // one, or those sharing the tiles out
   std::unique_ptr<Places> workers_;  // with several places: one worker each
   std::vector<Tile> tiles_;
