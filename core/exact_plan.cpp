@@ -19,8 +19,8 @@ namespace {
 //           not in host memory, the window's frames (3 x temporal_factor x W x pixels); a tile's input and
 //           output for one chunk
 //   host:   kHostBase, the window's frames where they wait there (then the device holds a decode tile's
-//           frames of the window, or an encode chunk of whole frames), every tile's cache where windows are
-//           shorter than the clip
+//           frames of the window, or an encode chunk of whole frames, and host memory two decode tiles'
+//           frames on their way into the window), every tile's cache where windows are shorter than the clip
 //   time:   the model's FLOPs times the grid's work (VaeModel::tile_work: the margins' extra pixels, block by
 //           block) at the family's calibrated rate, the whole frame's attention (Note [Plan cost]: the
 //           whole-frame part runs it untiled), kCallSeconds per model call (every tile and the
@@ -202,7 +202,8 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
               uploads += features * work[i].work;
               gathers += static_cast<double>(g.count()) * std::ceil(frames_of_clip / static_cast<double>(n));
             }
-            host_frames += host_window ? frames : 0.0;
+            // A decode's window and two tiles' frames on their way into it (Note [Windows in host memory]).
+            host_frames += host_window ? frames + (encode ? 0.0 : 2.0 * staging) : 0.0;
             uploads += host_window && encode ? frames * static_cast<double>(g.count() - 1) : 0.0;
             if (parks) parked += k.cache_elements * size * pixels * work[i].work;
             compute += k.flops / k.rate * pixels * static_cast<double>(tf) * frames_of_clip * work[i].work;

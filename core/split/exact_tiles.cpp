@@ -213,7 +213,8 @@ torch::Tensor ExactTiles::finish() {
 // crops it on the device (a crop of host memory would be gathered by the CPU, with the GPU waiting, once per
 // tile and chunk). A decode tile writes its frames for the whole window into one tensor on the device, which
 // comes down in one copy when the tile is done and is placed into the window's frames by a worker thread
-// while the next tile runs.
+// while the next tile runs; a tile done before the one before it is placed waits for it, so that host
+// memory holds the window's frames and two tiles' frames at most (the planner counts them).
 torch::Tensor ExactTiles::keep(const torch::Tensor& x) const {
   const torch::ScalarType dtype =
       op_ == Op::kEncode ? model_.dtype() : x.scalar_type();  // latents stay as they are
@@ -503,6 +504,12 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
         if (!grid_.exact) lock.lock();
         put(crop(out, 0, out.size(2), pixels), down);
       }));
+      // One tile's frames wait to be placed while the next tile runs, no more: host memory holds the window
+      // and two tiles' frames, however slowly the CPU places them (Note [Windows in host memory]).
+      while (placing.size() > 1) {
+        placing.front()->get();
+        placing.erase(placing.begin());
+      }
     }
     if (more)
       park(*tile);
