@@ -411,4 +411,29 @@ TEST_CASE("on CUDA a convolution past 2^31 elements runs in pieces", "[model][la
   }
 }
 
+TEST_CASE("on CUDA attention wider than the fused kernels runs in blocks of queries and matches float64",
+          "[model][layers][gpu]") {
+  if (!cuda_here()) return;
+  // Note [Attention wider than the fused kernels] in core/layers.cpp: SeedVR2's 512-channel head over two
+  // frames of 9000 latent pixels, two blocks of queries each (a block's scratch over 9000 keys holds 5952
+  // queries in bf16, 7424 in float32). Queries on both sides of bf16's edge and the last ones against float64
+  // on the CPU.
+  const int64_t tokens = 9000, channels = 512;
+  const auto cpu = torch::TensorOptions().dtype(torch::kDouble);
+  const auto q = torch::randn({2, 1, tokens, channels}, cpu), k = torch::randn({2, 1, tokens, channels}, cpu),
+             v = torch::randn({2, 1, tokens, channels}, cpu);
+  const auto rows =
+      torch::cat({torch::arange(0, 32), torch::arange(5930, 5990), torch::arange(tokens - 32, tokens)});
+  const auto scores = torch::matmul(q.index_select(2, rows), k.transpose(2, 3)) / std::sqrt(double(channels));
+  const auto reference = torch::matmul(torch::softmax(scores, -1), v).squeeze(1);
+  for (const auto& [dtype, bound] : {std::pair{torch::kFloat, 1e-5}, std::pair{torch::kBFloat16, 1e-2}}) {
+    INFO("dtype " << dtype);
+    const auto on = [&](const torch::Tensor& x) { return x.to(torch::kCUDA, dtype); };
+    const auto out = core::frame_attention(on(q), on(k), on(v));
+    REQUIRE(out.sizes() == torch::IntArrayRef({2, tokens, channels}));
+    CHECK(relative_error(out.index_select(1, rows.to(torch::kCUDA)).cpu().to(torch::kDouble), reference) <=
+          bound);
+  }
+}
+
 }  // namespace vaecodec::test
