@@ -210,10 +210,12 @@ TEST_CASE("cli: a tiled plan runs through the file pipeline, the plan is in --js
                             "-f lavfi -i testsrc2=size=256x192:rate=24 -frames:v 9 "
                             "-pix_fmt yuv420p -c:v libx264");
   const std::string common = " --weights " + quote(tiny_weights()) + " --device cpu --json";
-  const CliResult whole = run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "whole.mp4") + common);
+  // Lossless output (FFV1), so that the comparison sees the model's frames and not x264's decisions on them.
+  const std::string lossless = common + " --codec ffv1";
+  const CliResult whole = run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "whole.mkv") + lossless);
   INFO(whole.err);
   REQUIRE(whole.status == 0);
-  const CliResult tiled = run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "tiled.mp4") + common +
+  const CliResult tiled = run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "tiled.mkv") + lossless +
                                   " --tile 20x16 --chunk 2");
   INFO(tiled.err);
   REQUIRE(tiled.status == 0);
@@ -223,16 +225,16 @@ TEST_CASE("cli: a tiled plan runs through the file pipeline, the plan is in --js
   CHECK(plan.at("tiles").at("rows") == 2);
   CHECK(plan.at("tiles").at("cols") == 2);
   CHECK(nlohmann::json::parse(whole.out).at("plan").at("tiled") == false);
-  const auto a = read_rgb(dir / "whole.mp4"), b = read_rgb(dir / "tiled.mp4");
+  const auto a = read_rgb(dir / "whole.mkv"), b = read_rgb(dir / "tiled.mkv");
   REQUIRE(a.sizes() == b.sizes());
   const double db = psnr(a, b);
   std::cout << "tiling: cli roundtrip 256x192 x9, 2x2 tiles vs untiled: PSNR " << db << " dB\n";
   // Wan's tiles are exact (Note [Exact tiles] in core/trunk.h): the same frames, to float32's rounding, which
   // oneDNN's choice of algorithm by shape (Note [Convolutions on the CPU] in core/layers.cpp) lets differ in
-  // the last bits; through 8-bit frames and x264 that measured 52.1 dB (identical frames before oneDNN took
-  // the narrow layers); blended tiles gave 34.1 dB here.
+  // the last bits: a few 8-bit codes flip (93 dB; through x264, whose choices those flips change, 47-52 dB);
+  // blended tiles gave 34.1 dB here through x264.
   CHECK(plan.at("exact_tiles") == true);
-  CHECK(db > 48);
+  CHECK(db > 80);
 
   // Encode and decode through latent files, tiled, give the frames back; the plan line goes to stderr.
   const CliResult enc = run_cli("encode " + quote(in) + " -o " + quote(dir / "z.safetensors") +
