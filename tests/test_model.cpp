@@ -429,7 +429,14 @@ TEST_CASE("on CUDA attention wider than the fused kernels runs in blocks of quer
   for (const auto& [dtype, bound] : {std::pair{torch::kFloat, 1e-5}, std::pair{torch::kBFloat16, 1e-2}}) {
     INFO("dtype " << dtype);
     const auto on = [&](const torch::Tensor& x) { return x.to(torch::kCUDA, dtype); };
+    core::KernelLog::reset();
+    core::KernelLog::enable(true);
     const auto out = core::frame_attention(on(q), on(k), on(v));
+    core::KernelLog::enable(false);
+    const auto log = core::KernelLog::entries();  // the blocks ran, not LibTorch's kernel
+    REQUIRE(log.size() == 1);
+    CHECK(log.front().kernel == "attention");
+    CHECK(log.front().path == "blocks of queries");
     REQUIRE(out.sizes() == torch::IntArrayRef({2, tokens, channels}));
     CHECK(relative_error(out.index_select(1, rows.to(torch::kCUDA)).cpu().to(torch::kDouble), reference) <=
           bound);

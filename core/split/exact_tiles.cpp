@@ -468,15 +468,9 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
     };
     for (int64_t c = 0, at = 0; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
       before_model_call();
-      // Features in host memory are gathered there, in page-locked memory, and go up as the tile's input
-      // alone without stopping the host (Note [A window's features in host memory]).
-      torch::Tensor input = crop(features, at, chunks[c], tile->input);
-      if (input.device().is_cpu() && cuda) {
-        torch::Tensor pinned = torch::empty(input.sizes(), input.options().pinned_memory(true).memory_format(
-                                                               tile->place.model->memory_format()));
-        input = pinned.copy_(input);
-      }
-      input = to_place(input, tile->place, false);
+      // Features in host memory are gathered there and go up as the tile's input alone, without stopping the
+      // host (Note [A window's features in host memory]).
+      const torch::Tensor input = to_place(crop(features, at, chunks[c], tile->input), tile->place, false);
       take(tile->place.model->decode_tile(input, tile->cache, tile->computed, grid_.latent_height,
                                           grid_.latent_width));
     }

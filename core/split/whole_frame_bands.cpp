@@ -15,8 +15,14 @@ namespace vaecodec::core {
 
 torch::Tensor to_place(const torch::Tensor& x, const BandPlace& place, bool convert_dtype) {
   const torch::Device where = place.device->torch_device();
-  const bool pinned = x.device().is_cpu() && x.is_pinned();
-  auto y = convert_dtype ? x.to(where, place.model->dtype(), pinned) : x.to(where, pinned);
+  torch::Tensor from = x;
+  if (x.device().is_cpu() && !x.is_pinned() && where.is_cuda()) {
+    from =
+        torch::empty(x.sizes(), x.options().pinned_memory(true).memory_format(place.model->memory_format()));
+    from.copy_(x);
+  }
+  const bool pinned = from.device().is_cpu() && from.is_pinned();
+  auto y = convert_dtype ? from.to(where, place.model->dtype(), pinned) : from.to(where, pinned);
   return y.contiguous(place.model->memory_format());
 }
 

@@ -32,7 +32,9 @@ namespace vaecodec::core {
 // calling thread over the whole frame, with no band context at all, as it always did.
 
 // x on `place`'s device as its model takes it: its memory format, and its dtype where `convert_dtype`; a
-// copy from page-locked host memory does not block.
+// copy from page-locked host memory does not block, and paged host memory bound for a GPU (a crop of a
+// window's features kept there: Note [A window's features in host memory] in core/split/exact_tiles.cpp) is
+// gathered into page-locked memory first, so that neither does its copy.
 torch::Tensor to_place(const torch::Tensor& x, const BandPlace& place, bool convert_dtype);
 
 // A window's features at latent resolution along time, written chunk by chunk (a band's rows at a time,
