@@ -65,10 +65,10 @@ TEST_CASE("exact tiles decode as the whole frame does, for every grid, chunk and
       INFO("tiles " << c.rows << "x" << c.cols << ", chunk " << c.chunk << ", window " << c.window);
       const auto tiled = core::decode_latents(*model, latents, exact(c, rows, cols));
       REQUIRE(tiled.sizes() == whole.sizes());
-      CHECK(relative_error(tiled, whole) <= 1e-12);
+      CHECK(relative_error(tiled, whole) <= kTilesExact);
       // The window's frames kept in host memory (Note [Windows in host memory]): the same frames.
       CHECK(relative_error(core::decode_latents(*model, latents, exact(c, rows, cols, true)), whole) <=
-            1e-12);
+            kTilesExact);
     }
   }
 }
@@ -116,9 +116,10 @@ TEST_CASE("exact tiles encode as the whole frame does, for every grid, chunk and
       INFO("tiles " << c.rows << "x" << c.cols << ", chunk " << c.chunk << ", window " << c.window);
       const auto tiled = core::encode_video(*model, video, exact(c, rows, cols));
       REQUIRE(tiled.sizes() == whole.sizes());
-      CHECK(relative_error(tiled, whole) <= 1e-12);
+      CHECK(relative_error(tiled, whole) <= kTilesExact);
       if (c.window > 0)
-        CHECK(relative_error(core::encode_video(*model, video, exact(c, rows, cols, true)), whole) <= 1e-12);
+        CHECK(relative_error(core::encode_video(*model, video, exact(c, rows, cols, true)), whole) <=
+              kTilesExact);
     }
   }
 }
@@ -189,7 +190,7 @@ TEST_CASE("a window's first encode tile runs as its frames come, its last decode
     if (auto rest = run.finish(); rest.defined()) parts.push_back(rest);
     const auto tiled = torch::cat(parts, 2);
     REQUIRE(tiled.sizes() == mu.sizes());
-    CHECK(relative_error(tiled, mu) <= 1e-12);
+    CHECK(relative_error(tiled, mu) <= kTilesExact);
   }
   const auto latents = torch::randn({1, 16, 5, kRows, kCols}, torch::kDouble);
   const auto whole = core::decode_latents(*model, latents, {1});
@@ -208,7 +209,7 @@ TEST_CASE("a window's first encode tile runs as its frames come, its last decode
       CHECK(emitted.size() == chunks);
       const auto tiled = torch::cat(emitted, 2);
       REQUIRE(tiled.sizes() == whole.sizes());
-      CHECK(relative_error(tiled, whole) <= 1e-12);
+      CHECK(relative_error(tiled, whole) <= kTilesExact);
     }
 }
 
@@ -258,16 +259,16 @@ TEST_CASE("exact tiles shared out among devices equal the one-device run, every 
       o.progress = [&seen](int64_t frames) { seen.push_back(frames); };
       const auto tiled = core::decode_latents(*model, latents, o);
       REQUIRE(tiled.sizes() == decoded.sizes());
-      CHECK(relative_error(tiled, decoded) <= 1e-12);
+      CHECK(relative_error(tiled, decoded) <= kTilesExact);
       CHECK(seen.size() == static_cast<size_t>(c.rows * c.cols * (c.chunk == 1 ? 4 : 2)));
       CHECK(std::is_sorted(seen.begin(), seen.end()));
-      CHECK(relative_error(core::encode_video(*model, video, o), encoded) <= 1e-12);
+      CHECK(relative_error(core::encode_video(*model, video, o), encoded) <= kTilesExact);
       // Handed over whole, once per window.
       std::vector<torch::Tensor> emitted;
       o.emit = [&emitted](const torch::Tensor& frames) { emitted.push_back(frames.clone()); };
       CHECK_FALSE(core::decode_latents(*model, latents, o).defined());
       CHECK(emitted.size() == static_cast<size_t>(c.window == 0 ? 1 : (4 + c.window - 1) / c.window));
-      CHECK(relative_error(torch::cat(emitted, 2), decoded) <= 1e-12);
+      CHECK(relative_error(torch::cat(emitted, 2), decoded) <= kTilesExact);
       // Each tile runs on its place's model, the places chosen by the tiles' work (core::places_by_work):
       // with the last place's trunk changed, exactly its tiles' pixels change.
       o.emit = {};
@@ -297,7 +298,7 @@ TEST_CASE("exact tiles shared out among devices equal the one-device run, every 
         if (place[i] == static_cast<size_t>(n - 1))
           CHECK(error > 1e-6);
         else
-          CHECK(error <= 1e-12);
+          CHECK(error <= kTilesExact);
       }
       // The whole-frame part runs in bands, one per place while the frame has rows for them: with the last
       // band's whole-frame layers changed (on a place that is not the run's own), the frames and the latents

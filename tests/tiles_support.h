@@ -21,6 +21,12 @@
 
 namespace vaecodec::test {
 
+// Exact tiles against the whole frame in float64: the same function, so equal up to float64's rounding of
+// other shapes. The tiles' convolutions are matrix products of other sizes than the whole frame's, and the
+// BLAS may block them differently (here they agree to 1e-16; on one fresh CI machine a cut differed by
+// between 1e-12 and 5e-11). A mistake in a tile's margin or cache shows at 1e-6 and above.
+constexpr double kTilesExact = 1e-10;
+
 // Exact tiles through time: rows x cols parts, `chunk` latent frames per trunk call, windows of `window`
 // latent frames (0: the whole clip).
 struct Cut {
