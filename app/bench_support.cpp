@@ -53,8 +53,7 @@ core::Plan untiled(core::Plan plan) {
   plan.split = core::SplitKind::kWhole;
   plan.offload = false;
   plan.window = 0;
-  plan.host_window = false;
-  plan.host_features = false;
+  plan.window_store = core::WindowStore::kDevice;
   return plan;
 }
 

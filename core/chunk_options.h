@@ -46,8 +46,8 @@ struct ChunkOptions {
 
   // A plan's chunks and tiles, split across `bands` when there are two or more.
   static ChunkOptions of(const Plan& plan, std::vector<BandPlace> bands = {}) {
-    return {plan.chunk,         plan.tiles,       plan.offload, plan.window, plan.host_window,
-            plan.host_features, std::move(bands), {},           {},          plan.split};
+    return {plan.chunk,           plan.tiles,       plan.offload, plan.window, plan.host_window(),
+            plan.host_features(), std::move(bands), {},           {},          plan.split};
   }
 };
 

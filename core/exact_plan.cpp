@@ -54,7 +54,6 @@ constexpr double kWholeCachePerPixel = 1.95e-5 * (1 << 30) / 2;  // bytes per la
 // now goes up from page-locked memory without stopping the host, and kGatherSeconds is what a gather still
 // costs; the planner keeps the features on the device wherever they fit, as the estimate's time then says.
 constexpr double kGatherSeconds = 4e-3;
-enum class Store { kDevice, kHostFrames, kHostFeatures };  // where a window's frames and features wait
 constexpr int64_t kMinPart = 8;    // latent pixels: a smaller part is nearly all margin
 constexpr int64_t kMaxParts = 12;  // per side
 
@@ -152,11 +151,12 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
     for (Op op : ops) work.push_back(grid_work(request, g, op == Op::kEncode));
     for (int64_t n = min_chunk; n <= max_chunk; ++n)
       for (int64_t window : windows)
-        for (const Store store : {Store::kDevice, Store::kHostFrames, Store::kHostFeatures}) {
+        for (const WindowStore store :
+             {WindowStore::kDevice, WindowStore::kHostFrames, WindowStore::kHostFeatures}) {
           // Features in host memory are for decodes of tiles whose norms see less than the frame alone.
-          const bool features_off = store == Store::kHostFeatures;
+          const bool features_off = store == WindowStore::kHostFeatures;
           if (features_off && (g.exact || request.op == Op::kEncode)) continue;
-          const bool host_window = store != Store::kDevice;
+          const bool host_window = store != WindowStore::kDevice;
           const double w_frames = window > 0 ? static_cast<double>(window) : frames_of_clip;
           const bool parks = window > 0 && (clip == 0 || window < clip);
           const double window_count = std::ceil(frames_of_clip / w_frames);
@@ -228,8 +228,7 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
           // A window of the whole frame runs through time too; the whole clip in one runs chunk by chunk.
           p.split = g.tiled() || window != 0 ? SplitKind::kExactTiles : SplitKind::kWhole;
           p.window = window;
-          p.host_window = host_window;
-          p.host_features = features_off;
+          p.window_store = store;
           p.budget_bytes = options.budget_bytes;
           p.budget_note = options.budget_note;
           p.estimate = e;

@@ -98,6 +98,11 @@ struct MemoryEstimate {
 enum class SplitKind { kWhole, kBlendedTiles, kBands, kExactTiles };
 std::string split_kind_name(SplitKind kind);  // "whole", "blended tiles", "bands", "tiles through time"
 
+// Where a window of tiles through time waits while its tiles run: on the device; its frames in host memory
+// (Note [Windows in host memory] in core/split/exact_tiles.cpp); or, decoding tiles that are not exact, its
+// frames and the features its tiles read (Note [A window's features in host memory] there).
+enum class WindowStore { kDevice, kHostFrames, kHostFeatures };
+
 // What the planner chose.
 struct Plan {
   Op op = Op::kDecode;
@@ -107,9 +112,9 @@ struct Plan {
   bool offload = false;  // tile caches live in host memory between visits
   // Exact tiles (tiles.exact): latent frames per window (0: the whole clip) and where its frames wait.
   int64_t window = 0;
-  bool host_window = false;
-  // A host window's decode keeps the window's features there too (tiles through time that are not exact).
-  bool host_features = false;
+  WindowStore window_store = WindowStore::kDevice;
+  bool host_window() const { return window_store != WindowStore::kDevice; }
+  bool host_features() const { return window_store == WindowStore::kHostFeatures; }
   // A split across devices whose bands do not fit whole: the exact tiles are shared out among this many
   // devices (Note [Exact tiles across devices] in core/split/exact_tiles.h); 1 otherwise.
   int64_t tile_devices = 1;

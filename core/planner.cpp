@@ -338,9 +338,9 @@ std::string Plan::summary() const {
                       : " (overlap " + std::to_string(tiles.overlap) + "; norms: " + norm_statistics() + ")")
       << ", "
       << (window > 0 ? "windows of " + std::to_string(window) + " latent frames" : std::string("one window"))
-      << (host_features ? " kept in host memory with its features"
-          : host_window ? " kept in host memory"
-                        : "")
+      << (window_store == WindowStore::kHostFeatures ? " kept in host memory with its features"
+          : window_store == WindowStore::kHostFrames ? " kept in host memory"
+                                                     : "")
       << (tile_devices > 1 ? ", shared out among " + std::to_string(tile_devices) + " devices" : "");
   else if (tiles.tiled())
     s << tiles.rows << "x" << tiles.cols << " blended tiles of " << tiles.tile_width << "x"
@@ -408,8 +408,8 @@ nlohmann::json Plan::to_json() const {
           {"tile_kind", tile_kind()},
           {"norm_statistics", norm_statistics()},
           {"window", window},
-          {"host_window", host_window},
-          {"host_features", host_features},
+          {"host_window", host_window()},
+          {"host_features", host_features()},
           {"tile_devices", tile_devices},
           {"host_estimate_bytes", estimate.host},
           {"host_budget_bytes", host_budget_bytes},
@@ -485,8 +485,7 @@ Plan plan_band_run(const PlanRequest& whole, int64_t bands, PlannerOptions optio
                        : TileGrid::whole(latent_height, latent_width);
       plan.split = SplitKind::kBands;  // every band cut into the grid's columns, if any
       plan.window = 0;                 // bands run chunk by chunk
-      plan.host_window = false;
-      plan.host_features = false;
+      plan.window_store = WindowStore::kDevice;
       return plan;
     } catch (const Error& e) {
       refusal = e.what();

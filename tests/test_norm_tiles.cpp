@@ -222,8 +222,8 @@ TEST_CASE(
   INFO(p.summary());
   REQUIRE(p.tiles.tiled());
   CHECK(p.window == 0);  // one window: every tile's cache parked would be ~90 GiB at 4K
-  CHECK(p.host_window);
-  CHECK(p.host_features);
+  CHECK(p.host_window());
+  CHECK(p.host_features());
   CHECK(p.to_json().at("host_features") == true);
   const double frames = 3.0 * 81 * 3840 * 2160 * 2, features = 512.0 * 21 * 270 * 480 * 2;  // bf16
   CHECK(static_cast<double>(p.estimate.host) >= frames + features);
@@ -242,12 +242,12 @@ TEST_CASE(
   options.host_budget_bytes = 6 * kGiB;
   const core::Plan roomy = core::plan_run(released_request(core::Op::kDecode, 3840, 2160), options);
   INFO(roomy.summary());
-  CHECK(roomy.host_window);
-  CHECK_FALSE(roomy.host_features);
+  CHECK(roomy.host_window());
+  CHECK_FALSE(roomy.host_features());
   CHECK_FALSE(roomy.to_json().at("host_features").get<bool>());
   const core::Plan encode = core::plan_run(released_request(core::Op::kEncode, 3840, 2160), options);
-  CHECK(encode.host_window);
-  CHECK_FALSE(encode.host_features);
+  CHECK(encode.host_window());
+  CHECK_FALSE(encode.host_features());
 }
 
 TEST_CASE("SeedVR2 plans that fit neither budget are refused naming the budgets that would do",
