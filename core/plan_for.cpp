@@ -31,8 +31,8 @@ PlanRequest plan_request(const ModelInfo& info, int64_t parameter_count, torch::
 }
 
 PlanRequest plan_request(const VaeModel& model, const PlanTarget& target) {
-  PlanRequest r = plan_request(model.info(), model.parameter_count(), model.dtype(), target.op, target.width,
-                               target.height);
+  PlanRequest r = plan_request(model.info(), model.parameter_count(), target.dtype.value_or(model.dtype()),
+                               target.op, target.width, target.height);
   r.latent_frames = target.latent_frames;
   if (!model.tiles_through_time()) return r;
   r.exact_tiles = model.exact_tiles();

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include <torch/torch.h>
 
@@ -19,12 +20,14 @@ namespace vaecodec::core {
 
 // What a plan is for: `op` over frames of `width` x `height` pixels as the model sees them (padded), a clip
 // of `latent_frames` (0: not known), split in bands across `devices` devices (1: one device; Note [Bands
-// across devices] in core/band_exchange.h).
+// across devices] in core/band_exchange.h), with the weights in `dtype` (none: the model's own; `plan`
+// describes a model without converting its weights).
 struct PlanTarget {
   Op op = Op::kDecode;
   int64_t width = 0, height = 0;
   int64_t latent_frames = 0;
   int64_t devices = 1;
+  std::optional<torch::ScalarType> dtype;
 };
 
 // The planner's request for `target` (its frame and length; not its devices) on `model`: the model's info,
