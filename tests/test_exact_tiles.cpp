@@ -3,6 +3,7 @@
 // the tiny models of the families whose trunks are local. Random inputs larger than the golden cases, so that
 // the margins are narrower than the frame at every resolution.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <utility>
 
@@ -343,6 +344,25 @@ TEST_CASE("exact tiles are shared out among places by their work, the largest fi
   const auto model = load_tiny(tiny_model("wan2.1-vae"), torch::kCPU, torch::kDouble);
   const core::Area edge{{0, 8}, {0, 8}}, inside{{8, 16}, {8, 16}};
   CHECK(model->tile_work(false, edge, 24, 24) < model->tile_work(false, inside, 24, 24));
+}
+
+}  // namespace vaecodec::test
+
+namespace vaecodec::test {
+
+// Run by CTest as nan_empty, with VAECODEC_TEST_NAN_EMPTY=1 (tests/main.cpp): every tensor made without
+// values starts as NaN, so a tile that read memory nothing wrote (a margin, a cache, a host window) would
+// show as NaN.
+TEST_CASE("exact tiles read no memory that nothing wrote", "[.][nan-empty]") {
+  REQUIRE(std::getenv("VAECODEC_TEST_NAN_EMPTY") != nullptr);
+  REQUIRE(torch::empty({8}, torch::kDouble).isnan().all().item<bool>());
+  auto model = load_tiny(tiny_model("wan2.1-vae"), torch::kCPU, torch::kDouble);
+  torch::manual_seed(4);
+  const auto latents = torch::randn({1, 16, 3, kRows, kCols}, torch::kDouble);
+  const auto whole = core::decode_latents(*model, latents, {1});
+  const auto tiled = core::decode_latents(*model, latents, exact({2, 2, 1, 2}, kRows, kCols, true));
+  REQUIRE(tiled.sizes() == whole.sizes());
+  CHECK(relative_error(tiled, whole) <= kTilesExact);
 }
 
 }  // namespace vaecodec::test
