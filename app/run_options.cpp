@@ -377,7 +377,7 @@ nlohmann::json summary_json(const io::RunSummary& s, const RunOptions& options, 
   if (s.plan) j["plan"] = s.plan->to_json();
   j["replans"] = nlohmann::json::array();
   for (const auto& r : s.replans)
-    j["replans"].push_back({{"reason", r.reason}, {"budget_bytes", r.budget_bytes}});
+    j["replans"].push_back({{"reason", r.reason}, {"budget_bytes", r.budget_bytes}, {"margin", r.margin}});
   j["stage_seconds"] = s.stage_seconds;
   j["load_seconds"] = {{"read_weights", load.read}, {"build_model", load.build}};
   j["damaged"] = s.damage.any();

@@ -186,7 +186,11 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             // (Note [A window's features in host memory] in core/split/exact_tiles.cpp).
             const double features = channels * latent_pixels * w_frames * size;
             const bool host_features = !encode && features_off;
-            io += (host_features ? 0.0 : features) + (host_window ? staging : frames) +
+            // A host window's encode: the chunk as the caller handed it over, and the file pipeline's last
+            // frame (kept to pad the clip's end), wait on the device while the window's first tile runs ahead
+            // on it (Note [A window's edges stream] in core/split/exact_tiles.h); a device window holds them.
+            const double handed = host_window && encode ? staging + 3.0 * pixels * size : 0.0;
+            io += handed + (host_features ? 0.0 : features) + (host_window ? staging : frames) +
                   2.0 * 3.0 * static_cast<double>(tf * n) * tile_pixels * size +
                   channels * work[i].largest * static_cast<double>(n) * size;
             if (!encode && !g.exact) {  // Note [Decode tiles through time, measured]

@@ -54,6 +54,8 @@ class EncodeFeeder {
   core::Run run_;
   Geometry geometry_;
   core::Device& device_;
+  torch::ScalarType
+      dtype_;      // the model's: frames wait in it (Note [The encode's input in the model's dtype])
   int64_t group_;  // frames per push to the run: 1 + f * (L - 1) for the first chunk, f * L after
   int64_t later_group_;
   std::vector<torch::Tensor> pending_;  // device frames [3, H, W]

@@ -455,6 +455,9 @@ static FinishingRun start_decode_once(core::VaeModel& model, const fs::path& inp
 namespace {
 
 constexpr int kMaxReplans = 2;
+// Each new plan is made for this share of what the one before planned for (its margin grows): the plan
+// that failed was too close to its budget, whatever took the rest.
+constexpr double kReplanShare = 0.8;
 
 void add_replans(RunSummary& summary, std::vector<RunSummary::Replan> replans) {
   summary.replans = std::move(replans);
@@ -466,10 +469,9 @@ void add_replans(FinishingRun& run, std::vector<RunSummary::Replan> replans) {
   run.add_replans(std::move(replans));
 }
 
-// Runs `run(options)`; when the device runs out of memory part way through, plans again for the memory free
-// now and runs the whole input again, at most kMaxReplans times (Note [Running out of memory] in
-// core/device/memory_faults.h). The failed attempt's output was never renamed into place: its temporary file
-// went with it.
+// Runs `run(options)`; when the device runs out of memory part way through, plans again and runs the whole
+// input again, at most kMaxReplans times (Note [Running out of memory] in core/device/memory_faults.h). The
+// failed attempt's output was never renamed into place: its temporary file went with it.
 template <typename Run>
 auto with_replans(core::VaeModel& model, const fs::path& input, const PipelineOptions& options, Run&& run)
     -> decltype(run(options)) {
@@ -499,12 +501,21 @@ auto with_replans(core::VaeModel& model, const fs::path& input, const PipelineOp
                     core::first_line(e.what()) + "); " + core::format_size(free_now) + " is free there now" +
                     needed + ": close what else uses the GPU, or run on another one");
       }
-      replans.push_back({core::first_line(e.what()), *available});
-      attempt.memory->budget_bytes = *available;
-      attempt.memory->budget_note = "free on " + where + " after running out of memory";
-      attempt.memory->budget_forced = true;
-      warn(input.string() + ": out of memory (" + core::first_line(e.what()) + "); planning again for the " +
-           core::format_size(*available) + " free on " + where + " and starting over");
+      core::PlannerOptions& memory = *attempt.memory;
+      const int64_t given = options.memory->budget_bytes;  // the user's budget; 0: none
+      const bool within_given = given > 0 && *available >= given;
+      memory.budget_bytes = within_given ? given : *available;
+      memory.budget_note =
+          within_given ? options.memory->budget_note : "free on " + where + " after running out of memory";
+      memory.budget_forced = true;
+      memory.margin = 1.0 - (1.0 - memory.margin) * kReplanShare;
+      replans.push_back({core::first_line(e.what()), memory.budget_bytes, memory.margin});
+      const std::string kept =
+          std::to_string(static_cast<int>(memory.margin * 100 + 0.5)) + "% of it kept free";
+      warn(input.string() + ": out of memory (" + core::first_line(e.what()) + "); planning again for " +
+           (within_given ? "the budget of " + core::format_size(given)
+                         : "the " + core::format_size(*available) + " free on " + where) +
+           " with " + kept + " and starting over");
     }
   }
 }

@@ -90,10 +90,12 @@ struct RunSummary {
   std::optional<QualitySummary> quality;  // with PipelineOptions::metrics
   std::optional<core::Plan> plan;         // with PipelineOptions::memory
   // The times the run ran out of device memory and started over with a new plan
-  // (Note [Running out of memory] in core/device/memory_faults.h): why, and the budget of the new plan.
+  // (Note [Running out of memory] in core/device/memory_faults.h): why, and the budget of the new plan and
+  // the share of it that plan keeps free.
   struct Replan {
     std::string reason;
     int64_t budget_bytes = 0;
+    double margin = 0;
   };
   std::vector<Replan> replans;
   // Seconds by stage (Note [Pipeline]): "read" and "write" are the reader's and writer's threads at work,

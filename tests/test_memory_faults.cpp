@@ -61,17 +61,43 @@ TEST_CASE("out of memory mid-run: planned again for what is free, started over, 
   REQUIRE(j.at("replans").size() == 1);
   CHECK(j.at("replans")[0].at("budget_bytes") == budget);
   CHECK_THAT(j.at("replans")[0].at("reason").get<std::string>(), Catch::Contains("model call 2"));
+  // The new plan keeps a larger share of its budget free than the one that failed (15%).
+  const double margin = j.at("replans")[0].at("margin").get<double>();
+  CHECK(margin == Approx(1 - 0.85 * 0.8));
   CHECK(j.at("plan").at("tiled") == true);
   CHECK(j.at("plan").at("budget_bytes") == budget);
   CHECK(j.at("frames") == 5);
 
-  // The same as a run planned for that budget from the start, frame for frame.
+  // The same as a run planned for that budget and margin from the start, frame for frame.
   const CliResult ref = run_cli("roundtrip " + quote(in) + " -o " + quote(dir / "ref.mp4") + common +
-                                " --quiet --vram " + std::to_string(budget) + "B");  // bytes, said so
+                                " --quiet --vram " + std::to_string(budget) + "B" +  // bytes, said so
+                                " --vram-margin " + std::to_string(margin));
   INFO(ref.err);
   REQUIRE(ref.status == 0);
   CHECK(torch::equal(read_rgb(dir / "out.mp4"), read_rgb(dir / "ref.mp4")));
   CHECK(list_dir(dir.path()) == std::vector<std::string>{"in.mp4", "out.mp4", "ref.mp4"});
+}
+
+TEST_CASE("out of memory within a given budget: the new plan keeps to that budget, with more of it free",
+          "[oom][cli]") {
+  ScratchDir dir;
+  const auto in = make_clip(
+      dir / "in.mp4", "-f lavfi -i testsrc2=size=1024x768:rate=24 -frames:v 5 -pix_fmt yuv420p -c:v libx264");
+  const int64_t budget = tiling_budget();
+  // The first model call fails with four times the budget free: the plan's own estimate fell short.
+  const CliResult r =
+      run_cli("encode " + quote(in) + " -o " + quote(dir / "z.safetensors") + " --weights " +
+                  quote(tiny_weights()) + " --device cpu --json --vram " + std::to_string(budget) + "B",
+              "VAECODEC_TEST_OOM=call=1,free=" + std::to_string(4 * budget));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.err,
+             Catch::Contains("planning again for the budget of") && Catch::Contains("32% of it kept free"));
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j.at("replans").size() == 1);
+  CHECK(j.at("replans")[0].at("budget_bytes") == budget);
+  CHECK(j.at("plan").at("budget_bytes") == budget);
+  CHECK(j.at("plan").at("estimate_bytes").get<int64_t>() <= static_cast<int64_t>(0.68 * budget));
 }
 
 TEST_CASE("out of memory again and again: one line with the free memory and the smallest budget",

@@ -12,10 +12,15 @@ namespace vaecodec::core {
 // Note [Running out of memory]
 // A budget is planned against the memory free when a run starts, but another process on the same GPU may grow
 // while the run goes on, and an allocation then fails. The file pipeline (io/pipeline.cpp, with_replans)
-// survives that: it drops the run (its output file was never renamed into place), plans again for the memory
-// free now, and starts the clip over from its first frame, at most twice; the result is that of a run made
-// with the last plan from the start. What counts as running out of memory: LibTorch's OutOfMemoryError, a
-// CUDA or cuDNN error whose text says it could not allocate, and OutOfMemory below.
+// survives that: it drops the run (its output file was never renamed into place), plans again, and starts the
+// clip over from its first frame, at most twice; the result is that of a run made with the last plan from the
+// start. The new plan is for the memory free now, never more than the budget the user gave (--vram, a
+// preset): a budget is a promise, and a run can also run out within it, where its plan's estimate fell short
+// (SeedVR2's 4K encode in 7 GiB on an H200 did so; the H200 had 132 GiB free, which the plan then took). So
+// the allocator's cap stays at the given budget, and each new plan keeps a larger share of its budget free
+// (the margin's complement times 0.8: 15% kept free, then 32%, then 46%). What counts as running out of
+// memory: LibTorch's OutOfMemoryError, a CUDA or cuDNN error whose text says it could not allocate, and
+// OutOfMemory below.
 //
 // The same path is exercised without a GPU through a test hook, read once from the environment:
 //   VAECODEC_TEST_OOM="call=N[,free=SIZE]"
