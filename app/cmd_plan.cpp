@@ -17,6 +17,7 @@
 #include "core/json_text.h"
 #include "core/models/registry.h"
 #include "core/plan_for.h"
+#include "io/run_plan.h"
 
 namespace vaecodec::app {
 namespace {
@@ -99,8 +100,11 @@ void plan(const PlanOptions& o) {
   // The weights stay as described, uninitialised: converting them to `dtype` only to read the dtype back
   // took most of the command's time (a second for SeedVR2) and its memory (0.9 GB).
   const core::PlanTarget target{core::parse_op(o.op), padded_w, padded_h, latent_frames, 1, dtype};
-  const core::PlannerOptions planner =
+  core::PlannerOptions planner =
       device.is_cuda() ? core::with_host_budget(o.memory.planner) : o.memory.planner;
+  // What a file run's reader and writer hold in host memory beside the run, as `decode`/`encode` count it.
+  planner.host_reserved_bytes +=
+      io::pipeline_host_bytes(target.op, io::Geometry::of(info, width, height), {.chunk = planner.chunk});
   const core::Plan p = core::plan_for(*model, target, planner);
   // One input across the devices (Note [Bands across devices]): each device planned for its band (in columns
   // where it does not fit whole).

@@ -62,7 +62,7 @@ constexpr double kNormTolerance = 0.10;
 // Everything scales linearly in pixels and chunk length; that is the assumption the GPU runs check
 // (docs/memory.md).
 constexpr double kAssumedLatentFrames = 21;      // a clip of unknown length is planned as 81 frames
-constexpr int64_t kHostBase = int64_t{1} << 30;  // the process itself: weights read, reader and writer queues
+constexpr int64_t kHostBase = int64_t{1} << 30;  // the process itself: its libraries, the weights as read
 
 int64_t element_size(torch::ScalarType dtype);
 // The calibration row for a single op (encode or decode), with a note on how it applies.

@@ -37,6 +37,9 @@ struct PlannerOptions {
   bool offload = true;           // tile caches may wait in host memory between visits when they do not fit
   std::optional<TileSize> tile;  // a fixed tile size (--tile), overriding the planner's
   int64_t reserved_bytes = 0;    // device memory held outside the run, e.g. bench's resident clip
+  // Host memory held outside the run: a file run's reader, writer and video encoder (Note [A file run's host
+  // memory] in io/run_plan.cpp), counted in every plan's host estimate.
+  int64_t host_reserved_bytes = 0;
   // The share of the budget kept free for the allocator's fragmentation: plans are made for the rest.
   double margin = 0.15;
   // Where the budget comes from when it was not given (e.g. "free of 79.2 GiB"), for the plan line.

@@ -112,7 +112,7 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
     p.budget_bytes = options.budget_bytes;
     p.budget_note = options.budget_note;
     p.estimate = estimate_memory(request, n, g, offload, options.reserved_bytes);
-    p.estimate.host = kHostBase + p.estimate.host_cache;
+    p.estimate.host = kHostBase + options.host_reserved_bytes + p.estimate.host_cache;
     const double seconds = plan_cost(request, per_pixel, n, g, p.estimate);
     p.cost = seconds / untiled_cost;
     p.seconds = seconds * latent_frames;

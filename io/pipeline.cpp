@@ -114,7 +114,7 @@ const TensorToFrame* device_converter(const core::VaeModel& model, const VideoWr
 
 // latent_frames: the clip's length where known (0 where not).
 RunPlanOptions run_plan_options(const PipelineOptions& o, int64_t latent_frames = 0) {
-  return {o.memory, o.bands, o.chunk, o.quiet, latent_frames, o.planned};
+  return {o.memory, o.bands, o.chunk, o.quiet, latent_frames, o.writer.threads, o.host_threads, o.planned};
 }
 
 // The latent frames of a clip of `frames` frames (0: not known).

@@ -1,8 +1,11 @@
 #include "io/run_plan.h"
 
+#include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "core/device/device.h"
 #include "core/error.h"
@@ -37,6 +40,7 @@ core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geomet
       planner = mine;
     devices += (devices.empty() ? "" : ",") + band.device->torch_device().str();
   }
+  planner->host_reserved_bytes += pipeline_host_bytes(op, geometry, options);
   const core::PlanTarget target{op, geometry.padded_width, geometry.padded_height, options.latent_frames,
                                 static_cast<int64_t>(rows.size())};
   if (options.planned)
@@ -67,6 +71,43 @@ core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geomet
 
 }  // namespace
 
+// Note [A file run's host memory]
+// Beside the model's run (the window's frames, parked caches: the planner's host estimate), a file run holds
+// in host memory what its reader and writer hold, which grows with the frame and not with the clip:
+//   the video encoder's own frames (decode, roundtrip): x264 at vaecodec's settings (rc-lookahead 10,
+//     sync-lookahead 0) peaks at about 65 + 10.5 x threads bytes per pixel, measured with ffmpeg on 30 frames
+//     of noise (4K: 0.82 / 1.53 / 2.47 GB with 4 / 12 / 24 threads; 1080p: 0.67 GB with 24), and takes 1.5
+//     threads per core when left to choose (24 on a 16-core host: 2.6 GB at 4K). Other encoders are counted
+//     as x264.
+//   the writer's queue of converted frames and the chunk they came down in: the queue's frames and four more,
+//     3 bytes per pixel (8-bit 4:4:4 at most).
+//   the reader's queue of float32 RGB frames in pinned blocks, rounded up to a power of two (Note [Pinned
+//     blocks] in core/exact_plan.cpp), one chunk and one more, and the H.264 decoder's frames: one per thread
+//     (up to 16, as FFmpeg takes them) and 16 references, 1.5 bytes per pixel.
+// At 4K these are 2.9 GB for a decode and 1.1 GB for an encode, which the H200's file rows held beyond the
+// estimate before it counted them (docs/benchmarks.md, "On one H200 at 051e5a3"). The planner adds them to
+// every plan's host estimate (PlannerOptions::host_reserved_bytes).
+int64_t pipeline_host_bytes(core::Op op, const Geometry& geometry, const RunPlanOptions& options) {
+  constexpr double kEncoderBase = 65, kEncoderPerThread = 10.5;  // bytes per pixel
+  constexpr double kDecoderReferences = 16;
+  const double pixels = static_cast<double>(geometry.padded_width * geometry.padded_height);
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  const double queue =
+      static_cast<double>(1 + geometry.temporal_factor * std::max<int64_t>(options.chunk, 1));
+  double bytes = 0;
+  if (op != core::Op::kEncode) {
+    const double threads = options.encoder_threads > 0 ? options.encoder_threads : 1.5 * cores;
+    bytes += pixels * (kEncoderBase + kEncoderPerThread * threads) + (queue + 4) * 3.0 * pixels;
+  }
+  if (op != core::Op::kDecode) {
+    const double frame = 3.0 * 4.0 * pixels;
+    const double pinned = std::exp2(std::ceil(std::log2(frame)));
+    const double threads = options.decoder_threads > 0 ? options.decoder_threads : std::min(16.0, cores + 1);
+    bytes += (queue + 1) * pinned + (threads + kDecoderReferences) * 1.5 * pixels;
+  }
+  return static_cast<int64_t>(bytes);
+}
+
 core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geometry,
                        const RunPlanOptions& options) {
   if (!options.memory) {
@@ -79,7 +120,8 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
     return plan;
   }
   if (!options.bands.empty()) return plan_bands(model, op, geometry, options);
-  const core::PlannerOptions planner = core::settle_budget(model, *options.memory);
+  core::PlannerOptions planner = core::settle_budget(model, *options.memory);
+  planner.host_reserved_bytes += pipeline_host_bytes(op, geometry, options);
   const core::PlanTarget target{op, geometry.padded_width, geometry.padded_height, options.latent_frames};
   if (options.planned) *options.planned = core::plan_request(model, target);
   const core::Plan plan = core::plan_for(model, target, planner);

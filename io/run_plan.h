@@ -21,6 +21,10 @@ struct RunPlanOptions {
   int64_t chunk = 1;
   bool quiet = false;         // no plan line
   int64_t latent_frames = 0;  // the clip's length where known (exact tiles' windows), else 0
+  // The threads of the video encoder (decode, roundtrip) and decoder (encode, roundtrip); 0: the codecs' own
+  // choice. They size what the run's reader and writer hold in host memory (Note [A file run's host memory]).
+  int encoder_threads = 0;
+  int decoder_threads = 0;
   // Where given, gets the request planned (one device's, or one band's): the caller's, for the message of a
   // run that keeps running out of memory once the failed attempt's state is gone.
   std::optional<core::PlanRequest>* planned = nullptr;
@@ -31,6 +35,10 @@ struct RunPlanOptions {
 // with the smallest budget that would.
 core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geometry,
                        const RunPlanOptions& options);
+
+// Host memory a file run's reader, writer and video encoder hold beside the model's run, for frames of
+// `geometry` (Note [A file run's host memory]).
+int64_t pipeline_host_bytes(core::Op op, const Geometry& geometry, const RunPlanOptions& options);
 
 // On a GPU, tells how the measured peak compares with the plan's estimate (unless quiet).
 void report_memory(core::VaeModel& model, const core::Plan& plan, const RunPlanOptions& options);

@@ -14,6 +14,7 @@
 #include "core/plan_for.h"
 #include "core/presets.h"
 #include "core/safetensors.h"
+#include "io/run_plan.h"
 #include "tests/gpu_support.h"
 #include "tests/tiny_models.h"
 #include "tests/video_test_support.h"
@@ -245,9 +246,50 @@ TEST_CASE(
   CHECK(roomy.host_window());
   CHECK_FALSE(roomy.host_features());
   CHECK_FALSE(roomy.to_json().at("host_features").get<bool>());
+  options.host_budget_bytes =
+      7 * kGiB;  // the encode window's 21 pinned pieces take 5.25 GiB (Note [Pinned blocks])
   const core::Plan encode = core::plan_run(released_request(core::Op::kEncode, 3840, 2160), options);
   CHECK(encode.host_window());
   CHECK_FALSE(encode.host_features());
+}
+
+TEST_CASE("a host window's pinned blocks and a file run's reader and writer are in the host estimate",
+          "[norm-tiles][planner]") {
+  // Note [Pinned blocks] in core/exact_plan.cpp: SeedVR2's 4K encode in 8 GB keeps its window in host memory,
+  // 21 pieces of four frames in bf16 (190 MiB), each a block of 256 MiB.
+  core::PlannerOptions options = core::find_preset("rtx4060-8g").planner;
+  options.host_budget_bytes = 16 * kGiB;
+  const core::PlanRequest r = released_request(core::Op::kEncode, 3840, 2160);
+  const core::Plan p = core::plan_run(r, options);
+  INFO(p.summary());
+  REQUIRE(p.host_window());
+  REQUIRE(p.chunk == 1);
+  CHECK(p.estimate.host >= kGiB + 21 * (int64_t{256} << 20));
+  // What the caller holds is added to the estimate, the plan unchanged.
+  options.host_reserved_bytes = kGiB;
+  const core::Plan held = core::plan_run(r, options);
+  CHECK(held.summary().substr(0, 80) == p.summary().substr(0, 80));
+  CHECK(held.estimate.host == p.estimate.host + kGiB);
+  // Note [A file run's host memory] in io/run_plan.cpp: a 4K decode's x264 with 24 threads and the writer's
+  // queue; an encode's reader with 8 decoder threads; a round trip both.
+  const core::ModelFamily& family = core::find_model_family("seedvr2-vae");
+  const io::Geometry g = io::Geometry::of(family.describe(family.released_config), 3840, 2160);
+  const double px = 3840.0 * 2160;
+  const int64_t writer = static_cast<int64_t>(px * (65 + 10.5 * 24) + (5 + 4) * 3 * px);
+  const int64_t reader = 6 * (int64_t{128} << 20) + static_cast<int64_t>((8 + 16) * 1.5 * px);
+  const io::RunPlanOptions threads{.chunk = 1, .encoder_threads = 24, .decoder_threads = 8};
+  CHECK(io::pipeline_host_bytes(core::Op::kDecode, g, threads) == writer);
+  CHECK(io::pipeline_host_bytes(core::Op::kEncode, g, threads) == reader);
+  CHECK(io::pipeline_host_bytes(core::Op::kRoundtrip, g, threads) == writer + reader);
+  // `plan` counts them as a file run does.
+  const CliResult cli = run_cli(
+      "plan --model seedvr2-vae --op encode --size 3840x2160 --frames 81 --preset rtx4060-8g --host-memory "
+      "16G "
+      "--json");
+  REQUIRE(cli.status == 0);
+  const int64_t file = io::pipeline_host_bytes(core::Op::kEncode, g, {.chunk = 1});
+  CHECK(nlohmann::json::parse(cli.out).at("plan").at("host_estimate_bytes").get<int64_t>() ==
+        p.estimate.host + file);
 }
 
 TEST_CASE("SeedVR2 plans that fit neither budget are refused naming the budgets that would do",
@@ -264,11 +306,12 @@ TEST_CASE("SeedVR2 plans that fit neither budget are refused naming the budgets 
       FAIL("planned 4K in 2 GiB of host memory");
     } catch (const UsageError& e) {
       // The window's frames (4K x81 in bf16: 3.9 GiB), two tiles' frames on their way into it (Note
-      // [Windows in host memory] in core/split/exact_tiles.cpp) and the process's 1 GiB; in 10 GB the
-      // features fit on the device (Note [A window's features in host memory]).
+      // [Windows in host memory] in core/split/exact_tiles.cpp), their pinned blocks' rounding (Note [Pinned
+      // blocks] in core/exact_plan.cpp) and the process's 1 GiB; in 10 GB the features fit on the device
+      // (Note [A window's features in host memory]).
       const std::string m = e.what();
-      CHECK_THAT(m, Catch::Contains("needs 4.99 GiB of host memory, more than the 2 GiB (--host-memory)") &&
-                        Catch::Contains("give --host-memory 5G or more, or --vram 11.2G or more"));
+      CHECK_THAT(m, Catch::Contains("needs 5.13 GiB of host memory, more than the 2 GiB (--host-memory)") &&
+                        Catch::Contains("give --host-memory 5.2G or more, or --vram 11.2G or more"));
       CHECK(m.find('\n') == std::string::npos);
     }
     options.host_budget_given = false;  // what the host has available: not the user's mistake
@@ -305,7 +348,12 @@ TEST_CASE("cli plan says which tiles run for SeedVR2 and what their norms see", 
   const CliResult small =
       run_cli("plan --model seedvr2-vae --size 3840x2160 --op decode --vram 10G --host-memory 1500M");
   CHECK(small.status == 2);
-  CHECK_THAT(small.err, Catch::Contains("give --host-memory 5G or more"));
+  // The plan's 5.13 GiB and what a file run's writer holds (Note [A file run's host memory] in
+  // io/run_plan.cpp: x264's threads follow the host's cores, at least 0.8 GiB at 4K).
+  const std::string give = "give --host-memory ";
+  REQUIRE(small.err.find(give) != std::string::npos);
+  CHECK(std::stod(small.err.substr(small.err.find(give) + give.size())) >= 5.9);
+  CHECK_THAT(small.err, Catch::Contains("G or more"));
   CHECK(std::count(small.err.begin(), small.err.end(), '\n') == 1);
 }
 
