@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# On a GPU machine, in stages that fit its 10-minute calls: build once, then chain calls while it is warm.
+#   scripts/dev/gpu_stages.sh STAGE...     stages, in the order given:
+#     build   configure and build build-gpu (scripts/gpu_check.sh with no phase; ~5 min on 16 cores)
+#     tests   the GPU tests on one GPU (GPU_TESTS, default "[gpu]~[multi-gpu]")
+#     rows    SeedVR2 bench rows: ROWS="OP:SIZE:FRAMES:BUDGET[:HOST]..." (BUDGET none | 12G | a preset;
+#             HOST the --host-memory of a budget row, default 16G), one JSON line each in $OUT/rows.jsonl
+#     files   phase seedvr2_files of scripts/gpu_check.sh (SV2_SIZES, SV2_PRESETS)
+# Every stage stops LIMIT seconds (default 585) after the script started, so a call's results come back.
+# Expects .devkit as scripts/gpu_check.sh does (the kit, CUTLASS's headers, nlohmann and toml++ headers).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+T0=$(date +%s)
+tar -xJf .devkit/kit.tar.xz -C /opt && source /opt/vaecodec-kit/env.sh
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+left() { echo $((${LIMIT:-585} - ($(date +%s) - T0))); }
+at() { echo "$1 at $(($(date +%s) - T0)) s"; }
+summary='import json, sys
+j = json.load(open(sys.argv[1])); p = j.get("plan") or {}; t = p.get("tiles") or {}
+print("%s: %.3f s (planned %.2f), peak %.2f/%.2f GiB (estimate %.2f), host %.2f GiB, %sx%s %s" % (sys.argv[2],
+      j["median_s"], p.get("estimated_seconds", 0), j["peak_allocated_gib"], j["peak_reserved_gib"],
+      j["estimate_gib"], j.get("peak_host_rss_runs_bytes", 0) / 2**30, t.get("rows"), t.get("cols"), p.get("split")))'
+for stage in "$@"; do
+  case $stage in
+    build)
+      PHASES=none OUT=$OUT/build BUILD_DIR=build-gpu scripts/gpu_check.sh >"$OUT/build.txt" 2>&1
+      at "build rc $?"
+      tail -3 "$OUT/build.txt" ;;
+    tests)
+      timeout $(($(left) - 5)) build-gpu/tests/vaecodec_tests "${GPU_TESTS:-[gpu]~[multi-gpu]}" >"$OUT/tests.txt" 2>&1
+      at "tests rc $?"
+      tail -3 "$OUT/tests.txt" ;;
+    rows)
+      for row in ${ROWS:?rows need ROWS}; do
+        IFS=: read -r op size frames budget host <<<"$row"
+        args=()
+        [[ $budget == none ]] || args+=(--host-memory "${host:-16G}")
+        [[ $budget == *G ]] && args+=(--vram "$budget")
+        [[ $budget == rtx* || $budget == h* ]] && args+=(--preset "$budget")
+        (($(left) < 30)) && { echo "no time left for $row"; continue; }
+        if timeout $(($(left) - 3)) build-gpu/vaecodec bench -y --random --model seedvr2-vae --op "$op" --size "$size" \
+          --frames "$frames" --dtype bf16 --runs 1 --warmup 1 "${args[@]}" --json >"$OUT/last.json" 2>>"$OUT/bench.err"; then
+          python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); j["row"] = sys.argv[2]; print(json.dumps(j))' \
+            "$OUT/last.json" "$row" >>"$OUT/rows.jsonl"
+          python3 -c "$summary" "$OUT/last.json" "$row"
+        else
+          echo "$row failed: $(tail -1 "$OUT/bench.err")"
+        fi
+      done ;;
+    files)
+      timeout $(($(left) - 5)) env PHASES=seedvr2_files OUT="$OUT/files" BUILD_DIR=build-gpu scripts/gpu_check.sh \
+        >"$OUT/files.txt" 2>&1
+      at "files rc $?"
+      grep -v '^\[' "$OUT/files.txt" | tail -30 ;;
+    *) echo "unknown stage $stage" >&2; exit 2 ;;
+  esac
+done
+at done
