@@ -21,10 +21,9 @@ struct ChunkOptions {
   TileGrid tiles;        // the default, or a grid that does not cut the frame, runs whole frames
   bool offload = false;  // tiles' caches wait in host memory while other tiles run (blended tiles)
   // Exact tiles (tiles.exact: Note [Tiles through time] in core/split/exact_tiles.h): latent frames per
-  // window, 0 for the whole clip in one window; and whether the window's frames wait in host memory.
+  // window, 0 for the whole clip in one window; and where the window waits (Plan::window_store).
   int64_t window = 0;
-  bool host_window = false;
-  bool host_features = false;  // and, decoding tiles that are not exact, the window's features too
+  WindowStore window_store = WindowStore::kDevice;
   // Two or more: the frame is split into these bands, top to bottom, each run by its place's model
   // (Note [Bands across devices] in core/band_exchange.h); the run's own model then only names the output's
   // device and the family. `tiles` may then cut the frame into blended columns (one row of tiles, no
@@ -46,8 +45,8 @@ struct ChunkOptions {
 
   // A plan's chunks and tiles, split across `bands` when there are two or more.
   static ChunkOptions of(const Plan& plan, std::vector<BandPlace> bands = {}) {
-    return {plan.chunk,           plan.tiles,       plan.offload, plan.window, plan.host_window(),
-            plan.host_features(), std::move(bands), {},           {},          plan.split};
+    return {plan.chunk,       plan.tiles, plan.offload, plan.window, plan.window_store,
+            std::move(bands), {},         {},           plan.split};
   }
 };
 

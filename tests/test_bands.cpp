@@ -428,7 +428,7 @@ void check_shared_tiles(const std::vector<torch::Device>& devices) {
   for (const auto& d : devices) models.push_back(load(family, d, torch::kFloat));
   for (const bool host : {false, true}) {
     core::ChunkOptions tiles{2, core::TileGrid::parts(32, 32, 2, 2)};
-    tiles.host_window = host;
+    tiles.window_store = host ? core::WindowStore::kHostFrames : core::WindowStore::kDevice;
     tiles.kind = core::SplitKind::kExactTiles;
     core::ChunkOptions shared = tiles;
     for (const auto& m : models) shared.bands.push_back({m.get(), &core::Device::of(m->device())});

@@ -57,8 +57,9 @@ core::ChunkOptions through_time(int64_t context, int64_t chunk = 1, int64_t wind
   o.latent_frames = chunk;
   o.tiles = core::TileGrid::cover_through_time(kRows, kCols, {kRows, 14}, 4, context);
   o.window = window;
-  o.host_window = host;
-  o.host_features = host && !features_on_device;
+  o.window_store = !host                ? core::WindowStore::kDevice
+                   : features_on_device ? core::WindowStore::kHostFrames
+                                        : core::WindowStore::kHostFeatures;
   o.kind = core::SplitKind::kExactTiles;
   return o;
 }

@@ -39,7 +39,7 @@ inline core::ChunkOptions exact(const Cut& c, int64_t latent_height, int64_t lat
   o.latent_frames = c.chunk;
   o.tiles = core::TileGrid::parts(latent_height, latent_width, c.rows, c.cols);
   o.window = c.window;
-  o.host_window = host;
+  o.window_store = host ? core::WindowStore::kHostFrames : core::WindowStore::kDevice;
   o.kind = core::SplitKind::kExactTiles;
   return o;
 }

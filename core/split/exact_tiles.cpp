@@ -81,16 +81,15 @@ Pieces Pieces::take(int64_t n) {
 }
 
 ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op op, int64_t chunk,
-                       int64_t window, bool host_window, bool host_features, Hooks hooks,
-                       std::vector<BandPlace> places)
+                       int64_t window, WindowStore store, Hooks hooks, std::vector<BandPlace> places)
     : model_(model),
       device_(device),
       grid_(grid),
       op_(op),
       chunk_(chunk),
       window_(window),
-      host_window_(host_window),
-      host_features_(host_window && host_features && op == Op::kDecode && !grid.exact),
+      host_window_(store != WindowStore::kDevice),
+      host_features_(store == WindowStore::kHostFeatures && op == Op::kDecode && !grid.exact),
       places_(std::move(places)),
       hooks_(std::move(hooks)) {
   if (grid_.exact ? !model.exact_tiles() : !model.tiles_through_time())

@@ -12,6 +12,7 @@
 #include "core/device/device.h"
 #include "core/op.h"
 #include "core/place.h"
+#include "core/plan_types.h"
 #include "core/split/parking.h"
 #include "core/split/places.h"
 #include "core/split/split.h"
@@ -123,11 +124,11 @@ class ExactTiles : public Split {
     std::function<void(const torch::Tensor&)> emit;  // decode: frames as they become final, in order
   };
   // grid: its rows and cols are the partition; chunk: latent frames per trunk call; window: latent frames
-  // per window, 0 for the whole clip; host_window: the window's frames (decode output, encode input) are
-  // kept in host memory, and host_features: a decode's features too (tiles that are not exact). places: two
-  // or more share the tiles out (Note [Exact tiles across devices]); else they run on `model`.
+  // per window, 0 for the whole clip; store: where the window waits (Plan::window_store): its frames (decode
+  // output, encode input) in host memory, and a decode's features too (tiles that are not exact). places:
+  // two or more share the tiles out (Note [Exact tiles across devices]); else they run on `model`.
   ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op op, int64_t chunk, int64_t window,
-             bool host_window, bool host_features, Hooks hooks = {}, std::vector<BandPlace> places = {});
+             WindowStore store, Hooks hooks = {}, std::vector<BandPlace> places = {});
   ~ExactTiles() override;
   ExactTiles(const ExactTiles&) = delete;
   ExactTiles& operator=(const ExactTiles&) = delete;

@@ -47,7 +47,7 @@ std::unique_ptr<Split> make_split(VaeModel& model, Device& device, Op op, const 
   switch (kind) {
     case SplitKind::kExactTiles:  // reports its own progress, inside its windows
       return std::make_unique<ExactTiles>(model, device, grid, op, chunks.latent_frames, chunks.window,
-                                          chunks.host_window, chunks.host_features,
+                                          chunks.window_store,
                                           ExactTiles::Hooks{chunks.progress, chunks.emit},
                                           chunks.bands);  // a split whose bands do not fit
     case SplitKind::kBands:
