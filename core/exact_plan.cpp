@@ -21,8 +21,8 @@ namespace {
 //   host:   kHostBase, what the caller holds there (PlannerOptions::host_reserved_bytes), the window's
 //           frames where they wait there (then the device holds a decode tile's frames of the window, or an
 //           encode chunk of whole frames, and host memory two decode tiles' frames on their way into the
-//           window) with their pinned blocks' rounding (Note [Pinned blocks]), every tile's cache where
-//           windows are shorter than the clip
+//           window) with their pinned blocks' rounding (Note [Pinned blocks] in core/plan_model.cpp), every
+//           tile's cache where windows are shorter than the clip
 //   time:   the model's FLOPs times the grid's work (VaeModel::tile_work: the margins' extra pixels, block by
 //           block) at the family's calibrated rate, the whole frame's attention (Note [Plan cost]: the
 //           whole-frame part runs it untiled), kCallSeconds per model call (every tile and the
@@ -31,16 +31,6 @@ namespace {
 //   measured: decode tiles through time (not exact: SeedVR2's) peak above the terms above by a part none of
 //           them names yet (Note [Decode tiles through time, measured])
 constexpr double kWholeFactor = 8;
-
-// Note [Pinned blocks]
-// A window's frames in host memory are page-locked through LibTorch's pinned allocator, which rounds every
-// block up to a power of two (and keeps freed blocks for reuse): an encode window of 4K frames arrives in
-// pieces of four frames in bf16, 190 MiB each, and takes 256 MiB for each, 5.06 GiB for 3.75 GiB of frames.
-// Page-locked memory is resident, so the rounding is host RSS: the estimate counts it (the H200's 4K file
-// encode held 2.3 GiB over an estimate that did not, docs/benchmarks.md, "On one H200 at 051e5a3").
-double pinned_block(double bytes) {
-  return bytes > 0 ? std::exp2(std::ceil(std::log2(bytes))) : 0.0;
-}
 
 // Note [Decode tiles through time, measured]
 // On the H100 (docs/benchmarks.md, "SeedVR2 on the cards it is run on", released config, bf16, x81), the
@@ -220,8 +210,8 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             }
             // A decode's window and two tiles' frames on their way into it (Note [Windows in host memory]).
             host_frames += host_window ? frames + (encode ? 0.0 : 2.0 * staging) : 0.0;
-            // Their pinned blocks round up (Note [Pinned blocks]): an encode window comes in pieces of one
-            // chunk, a decode window is one block, and so is each tile's frames.
+            // Their pinned blocks round up (Note [Pinned blocks] in core/plan_model.cpp): an encode window
+            // comes in pieces of one chunk, a decode window is one block, and so is each tile's frames.
             if (host_window && encode) {
               const double piece = 3.0 * static_cast<double>(tf * n) * pixels * size;
               rounding += std::ceil(w_frames / static_cast<double>(n)) * (pinned_block(piece) - piece);

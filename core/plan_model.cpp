@@ -3,10 +3,21 @@
 #include "core/plan_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
 namespace vaecodec::core::plan_model {
+
+// Note [Pinned blocks]
+// A window's frames in host memory are page-locked through LibTorch's pinned allocator, which rounds every
+// block up to a power of two (and keeps freed blocks for reuse): an encode window of 4K frames arrives in
+// pieces of four frames in bf16, 190 MiB each, and takes 256 MiB for each, 5.06 GiB for 3.75 GiB of frames.
+// Page-locked memory is resident, so the rounding is host RSS: the estimate counts it (the H200's 4K file
+// encode held 2.3 GiB over an estimate that did not, docs/benchmarks.md, "On one H200 at 051e5a3").
+double pinned_block(double bytes) {
+  return bytes > 0 ? std::exp2(std::ceil(std::log2(bytes))) : 0.0;
+}
 
 int64_t element_size(torch::ScalarType dtype) {
   return static_cast<int64_t>(c10::elementSize(dtype));

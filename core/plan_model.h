@@ -65,6 +65,9 @@ constexpr double kAssumedLatentFrames = 21;      // a clip of unknown length is 
 constexpr int64_t kHostBase = int64_t{1} << 30;  // the process itself: its libraries, the weights as read
 
 int64_t element_size(torch::ScalarType dtype);
+// The bytes LibTorch's pinned allocator takes for a block of `bytes`: the next power of two (Note [Pinned
+// blocks] in core/plan_model.cpp).
+double pinned_block(double bytes);
 // The calibration row for a single op (encode or decode), with a note on how it applies.
 struct Coefficients {
   double cache_elements = 0;    // per pixel

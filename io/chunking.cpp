@@ -57,8 +57,8 @@ EncodeFeeder::EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geo
 // Note [The encode's input in the model's dtype]
 // Each frame is converted to the model's dtype as it reaches the device (the model would convert the chunk
 // anyway, to the same values): the frames waiting for their chunk, the chunk and its padded copy then take
-// half the memory in bf16 (a 4K chunk of four frames 0.4 GB instead of 0.8, and its stack as much again),
-// which the planner counts as the chunk's input (Note [Memory model] in core/planner.cpp).
+// half the memory in bf16 (a 4K chunk of four frames 0.2 GB instead of 0.4, and its stack as much again),
+// which the planner counts as the chunk handed over (Note [Exact plans] in core/exact_plan.cpp).
 torch::Tensor EncodeFeeder::push(const VideoFrame& frame) {
   last_ = frame_rgb(frame, device_).to(dtype_);
   pending_.push_back(last_);

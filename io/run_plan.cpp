@@ -10,6 +10,7 @@
 #include "core/device/device.h"
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "core/plan_model.h"
 #include "core/sizes.h"
 #include "io/log.h"
 
@@ -82,7 +83,7 @@ core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geomet
 //   the writer's queue of converted frames and the chunk they came down in: the queue's frames and four more,
 //     3 bytes per pixel (8-bit 4:4:4 at most).
 //   the reader's queue of float32 RGB frames in pinned blocks, rounded up to a power of two (Note [Pinned
-//     blocks] in core/exact_plan.cpp), one chunk and one more, and the H.264 decoder's frames: one per thread
+//     blocks] in core/plan_model.cpp), one chunk and one more, and the H.264 decoder's frames: one per thread
 //     (up to 16, as FFmpeg takes them) and 16 references, 1.5 bytes per pixel.
 // At 4K these are 2.9 GB for a decode and 1.1 GB for an encode, which the H200's file rows held beyond the
 // estimate before it counted them (docs/benchmarks.md, "On one H200 at 051e5a3"). The planner adds them to
@@ -101,9 +102,9 @@ int64_t pipeline_host_bytes(core::Op op, const Geometry& geometry, const RunPlan
   }
   if (op != core::Op::kDecode) {
     const double frame = 3.0 * 4.0 * pixels;
-    const double pinned = std::exp2(std::ceil(std::log2(frame)));
     const double threads = options.decoder_threads > 0 ? options.decoder_threads : std::min(16.0, cores + 1);
-    bytes += (queue + 1) * pinned + (threads + kDecoderReferences) * 1.5 * pixels;
+    bytes +=
+        (queue + 1) * core::plan_model::pinned_block(frame) + (threads + kDecoderReferences) * 1.5 * pixels;
   }
   return static_cast<int64_t>(bytes);
 }

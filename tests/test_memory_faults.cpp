@@ -40,13 +40,18 @@ int64_t tiling_budget() {
   return (whole + smallest) / 2;
 }
 
+// Five frames of 1024x768, which tiling_budget() tiles.
+std::filesystem::path tiling_clip(const ScratchDir& dir) {
+  return make_clip(dir / "in.mp4",
+                   "-f lavfi -i testsrc2=size=1024x768:rate=24 -frames:v 5 -pix_fmt yuv420p -c:v libx264");
+}
+
 }  // namespace
 
 TEST_CASE("out of memory mid-run: planned again for what is free, started over, same as that plan",
           "[oom][cli]") {
   ScratchDir dir;
-  const auto in = make_clip(
-      dir / "in.mp4", "-f lavfi -i testsrc2=size=1024x768:rate=24 -frames:v 5 -pix_fmt yuv420p -c:v libx264");
+  const auto in = tiling_clip(dir);
   const int64_t budget = tiling_budget();
   const std::string common = " --weights " + quote(tiny_weights()) + " --device cpu";
 
@@ -81,8 +86,7 @@ TEST_CASE("out of memory mid-run: planned again for what is free, started over, 
 TEST_CASE("out of memory within a given budget: the new plan keeps to that budget, with more of it free",
           "[oom][cli]") {
   ScratchDir dir;
-  const auto in = make_clip(
-      dir / "in.mp4", "-f lavfi -i testsrc2=size=1024x768:rate=24 -frames:v 5 -pix_fmt yuv420p -c:v libx264");
+  const auto in = tiling_clip(dir);
   const int64_t budget = tiling_budget();
   // The first model call fails with four times the budget free: the plan's own estimate fell short.
   const CliResult r =
@@ -103,8 +107,7 @@ TEST_CASE("out of memory within a given budget: the new plan keeps to that budge
 TEST_CASE("out of memory again and again: one line with the free memory and the smallest budget",
           "[oom][cli]") {
   ScratchDir dir;
-  const auto in = make_clip(
-      dir / "in.mp4", "-f lavfi -i testsrc2=size=1024x768:rate=24 -frames:v 5 -pix_fmt yuv420p -c:v libx264");
+  const auto in = tiling_clip(dir);
   const std::string common = " --weights " + quote(tiny_weights()) + " --device cpu --quiet";
   SECTION("three failures: two re-plans, then the run gives up") {
     const CliResult r =
