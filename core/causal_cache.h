@@ -20,12 +20,23 @@ class CausalCache {
     torch::Tensor history;  // the last input frames the layer needs, [B, C, k, H, W]; undefined before any
     bool started = false;   // frame 0 has passed through this layer
   };
+  // Told of every slot a layer takes, before the layer has it (Note [Caches streamed slot by slot] in
+  // core/split/cache_stream.h): the one user that moves histories while the model runs.
+  class Watcher {
+   public:
+    virtual ~Watcher() = default;
+    virtual void taking(CausalCache& cache, size_t index) = 0;
+  };
 
   void rewind() { cursor_ = 0; }
   Slot& next() {
     if (cursor_ == slots_.size()) slots_.emplace_back();
+    if (watcher_.watcher) watcher_.watcher->taking(*this, cursor_);
     return slots_[cursor_++];
   }
+  Slot& slot(size_t index) { return slots_[index]; }  // for the watcher: no cursor moved, nothing told
+  // The watcher stays with this object: a copy has none, and an assignment keeps the target's.
+  void watch(Watcher* watcher) { watcher_.watcher = watcher; }
   size_t size() const { return slots_.size(); }
   int64_t bytes() const {
     int64_t n = 0;
@@ -49,8 +60,15 @@ class CausalCache {
   const std::vector<Slot>& slots() const { return slots_; }
 
  private:
+  struct WatcherRef {
+    Watcher* watcher = nullptr;
+    WatcherRef() = default;
+    WatcherRef(const WatcherRef&) {}
+    WatcherRef& operator=(const WatcherRef&) { return *this; }
+  };
   std::vector<Slot> slots_;
   size_t cursor_ = 0;
+  WatcherRef watcher_;
 };
 
 }  // namespace vaecodec::core

@@ -19,7 +19,8 @@ struct ChunkOptions {
   int64_t latent_frames =
       1;                 // latent frames per chunk; an encode chunk is temporal_factor * this many frames
   TileGrid tiles;        // the default, or a grid that does not cut the frame, runs whole frames
-  bool offload = false;  // tiles' caches wait in host memory while other tiles run (blended tiles)
+  bool offload = false;  // tiles' caches wait in host memory while other tiles run (blended tiles); the whole
+                         // frame's stream between its layers (resident_cache)
   // Exact tiles (tiles.exact: Note [Tiles through time] in core/split/exact_tiles.h): latent frames per
   // window, 0 for the whole clip in one window; and where the window waits (Plan::window_store).
   int64_t window = 0;
@@ -42,11 +43,14 @@ struct ChunkOptions {
   // (tiles that cut the frame for kWhole, fewer than two bands for kBands, tiles not through time for
   // kExactTiles).
   SplitKind kind = SplitKind::kWhole;
+  // The whole frame with `offload`: the cache's bytes kept on the device; the rest streams slot by slot
+  // (Note [Caches streamed slot by slot] in core/split/cache_stream.h).
+  int64_t resident_cache = 0;
 
   // A plan's chunks and tiles, split across `bands` when there are two or more.
   static ChunkOptions of(const Plan& plan, std::vector<BandPlace> bands = {}) {
     return {plan.chunk,       plan.tiles, plan.offload, plan.window, plan.window_store,
-            std::move(bands), {},         {},           plan.split};
+            std::move(bands), {},         {},           plan.split,  plan.resident_cache};
   }
 };
 

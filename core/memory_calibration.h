@@ -25,6 +25,10 @@ struct MemoryCalibration {
   std::string source;  // where the numbers come from, shown by `plan`
   // The measured run's time (bench's median), for the planner's rate (Note [Plan cost]); 0: not measured.
   double seconds = 0;
+  // Structural like cache_elements: the largest three consecutive slots' elements per pixel, what a cache
+  // streamed slot by slot holds on the device besides its resident part (Note [Caches streamed slot by
+  // slot] in core/split/cache_stream.h); 0: the family's caches do not stream.
+  double stream_window_elements = 0;
 };
 
 }  // namespace vaecodec::core

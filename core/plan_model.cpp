@@ -50,6 +50,7 @@ Coefficients coefficients(const PlanRequest& request, Op op) {
   }
   Coefficients k;
   k.cache_elements = row->cache_elements;
+  k.stream_window_elements = row->stream_window_elements;
   k.note = note;
   // Split the measured peak of the calibration run into its parts and keep what is left for activations.
   const double size = static_cast<double>(element_size(row->dtype));

@@ -22,7 +22,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 //              - the rest of the FLOPs grow with the pixels, these with their square: at 720p they are 1%
 //              of Wan2.1's decode, at 4K 9%, and they run at under half the convolutions' rate (one head
 //              wider than 256 channels: Note [Attention wider than the fused kernels] in core/layers.cpp)
-//   transfer = offloaded only: every tile's cache goes up and comes back once per chunk, so
+//   transfer = offloaded only: every tile's cache (untiled: the streamed part of the cache, Note [Caches
+//              streamed slot by slot]) goes up and comes back once per chunk, so
 //              (host cache) / chunk each way at kCopyRate; the two directions run on their own streams,
 //              beside the model (Note [Offloaded caches]), so the plan takes the longer of compute and
 //              transfer and kOverlapLoss of the shorter (copies and kernels share the memory bus and the
@@ -50,7 +51,7 @@ constexpr double kNormTolerance = 0.10;
 //   weights     = parameters x dtype size (the whole model: encoder and decoder are loaded together)
 //   cache       = cache_elements x dtype size x the pixels of every tile (each carries its own causal cache;
 //                 offloaded, three tiles': Note [Offloaded caches]), summed over encoder and decoder for a
-//                 round trip
+//                 round trip; untiled and streamed, its resident part and stream_window_elements' window
 //   activations = a x (pixels of one tile) x (frames in flight: temporal_factor x chunk), the largest model
 //                 call's working set (the larger of encoder and decoder for a round trip)
 //   io          = the chunk's input and output in the model dtype, and a float32 accumulator when tiled
@@ -70,10 +71,11 @@ int64_t element_size(torch::ScalarType dtype);
 double pinned_block(double bytes);
 // The calibration row for a single op (encode or decode), with a note on how it applies.
 struct Coefficients {
-  double cache_elements = 0;    // per pixel
-  double activation_bytes = 0;  // per pixel and frame in flight, in the request's dtype
-  double flops = 0;             // per pixel and frame
-  double rate = kComputeRate;   // FLOP/s of the calibration run, its whole-frame attention left out
+  double cache_elements = 0;          // per pixel
+  double stream_window_elements = 0;  // per pixel (MemoryCalibration's)
+  double activation_bytes = 0;        // per pixel and frame in flight, in the request's dtype
+  double flops = 0;                   // per pixel and frame
+  double rate = kComputeRate;         // FLOP/s of the calibration run, its whole-frame attention left out
   std::string note;
 };
 

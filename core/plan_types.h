@@ -112,7 +112,10 @@ struct Plan {
   int64_t chunk = 1;  // latent frames per model call
   SplitKind split = SplitKind::kWhole;
   TileGrid tiles;
-  bool offload = false;  // tile caches live in host memory between visits
+  bool offload = false;  // tile caches live in host memory between visits; untiled: the cache streams
+  // Untiled with offload: the cache's bytes that stay on the device, the rest streamed slot by slot (Note
+  // [Caches streamed slot by slot] in core/split/cache_stream.h).
+  int64_t resident_cache = 0;
   // Exact tiles (tiles.exact): latent frames per window (0: the whole clip) and where its frames wait.
   int64_t window = 0;
   WindowStore window_store = WindowStore::kDevice;

@@ -60,6 +60,11 @@ MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const 
 // pay, and a plan with few wide tiles and offloaded caches competes fairly with one of many small tiles whose
 // caches all stay on the device. Temporal chunks never cut the causal cache, so none of this changes the
 // result except the spatial tiles' blend (Note [Tile blending]).
+// For a family whose tiles are not exact (SeedVR2) the whole frame is also a candidate with part of its
+// cache streamed from host memory (Note [Caches streamed slot by slot]), in eighths kept on the device. It
+// is the published function, so it wins over tiles wherever both budgets hold it, even where its copies
+// make it slower than tiles would be: exactness first, then speed. A larger budget never loses it, and
+// among the plans of each kind more memory is never slower.
 namespace {
 
 // Every plan the options allow (Note [Planner]), with its estimate and cost, fitting the budget or not.
@@ -102,7 +107,8 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
     return plan_cost(request, per_pixel, 1, whole,
                      estimate_memory(request, 1, whole, false, options.reserved_bytes));
   }();
-  auto plan_of = [&](int64_t n, const TileGrid& g, bool offload) {
+  // resident_eighths (untiled with offload): the share of the cache kept on the device, the rest streamed.
+  auto plan_of = [&](int64_t n, const TileGrid& g, bool offload, int64_t resident_eighths = 0) {
     Plan p;
     p.op = request.op;
     p.chunk = n;
@@ -111,7 +117,15 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
     p.offload = offload;
     p.budget_bytes = options.budget_bytes;
     p.budget_note = options.budget_note;
-    p.estimate = estimate_memory(request, n, g, offload, options.reserved_bytes);
+    p.estimate = estimate_memory(request, n, g, offload && g.tiled(), options.reserved_bytes);
+    if (offload && !g.tiled()) {  // Note [Caches streamed slot by slot]
+      const double window = coefficients(request, request.op).stream_window_elements *
+                            static_cast<double>(element_size(request.dtype) * request.width * request.height);
+      p.resident_cache = p.estimate.cache * resident_eighths / 8;
+      p.estimate.host_cache = p.estimate.cache - p.resident_cache;
+      p.estimate.cache =
+          p.resident_cache + std::min(p.estimate.host_cache, static_cast<int64_t>(std::ceil(window)));
+    }
     p.estimate.host = kHostBase + options.host_reserved_bytes + p.estimate.host_cache;
     const double seconds = plan_cost(request, per_pixel, n, g, p.estimate);
     p.cost = seconds / untiled_cost;
@@ -123,6 +137,14 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
   const bool whole = !options.tile || (options.tile->height >= lh && options.tile->width >= lw);
   for (int64_t n = min_chunk; n <= max_chunk && whole; ++n)
     plans.push_back(plan_of(n, TileGrid::whole(lh, lw), false));
+  // The whole frame with part of its cache streamed from host memory, where tiles would not be exact: the
+  // published function on less memory than the cache (Note [Caches streamed slot by slot]); a round trip's
+  // two caches do not stream.
+  if (whole && options.offload && !request.exact_tiles && request.op != Op::kRoundtrip &&
+      coefficients(request, request.op).stream_window_elements > 0)
+    for (int64_t n = min_chunk; n <= max_chunk; ++n)
+      for (int64_t eighths = 0; eighths < 8; ++eighths)
+        plans.push_back(plan_of(n, TileGrid::whole(lh, lw), true, eighths));
   if (!options.tiling && !options.tile) return plans;
   // Tiles through time, exact or not, replace the blended tiles of BlendedTiles where the family has them:
   // they hold one tile's cache at a time, and their convolutions are exact (Note [Norms of tiles through
@@ -347,7 +369,10 @@ std::string Plan::summary() const {
       << tiles.tile_height << " latent px (overlap " << tiles.overlap << ")"
       << (offload ? ", caches offloaded to host" : "");
   else
-    s << "untiled " << tiles.latent_width << "x" << tiles.latent_height << " latent px";
+    s << "untiled " << tiles.latent_width << "x" << tiles.latent_height << " latent px"
+      << (offload ? ", caches streamed slot by slot from host memory (" + format_size(resident_cache) +
+                        " kept on the device)"
+                  : "");
   s << "; estimated peak " << format_size(estimate.total());
   if (budget_bytes > 0)
     s << " of " << format_size(budget_bytes) << " budget"
@@ -399,6 +424,8 @@ nlohmann::json Plan::to_json() const {
           {"tiled", tiles.tiled()},
           {"tiles", tile_json},
           {"offload", offload},
+          {"cache_streamed", offload && !tiles.tiled()},
+          {"resident_cache_bytes", offload && !tiles.tiled() ? resident_cache : estimate.cache},
           {"budget_bytes", budget_bytes},
           {"budget_note", budget_note},
           {"estimate_bytes", estimate.total()},

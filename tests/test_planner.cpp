@@ -33,8 +33,8 @@ core::PlannerOptions budget(int64_t bytes, int64_t max_chunk = 4) {
   return o;
 }
 
-// The bytes of a run's causal cache once it is full (after three chunks), float32 on the CPU.
-int64_t measured_cache_bytes(const std::string& name, core::Op op, int64_t width, int64_t height) {
+// A run's causal cache once it is full (after three chunks), float32 on the CPU.
+core::CausalCache measured_cache(const std::string& name, core::Op op, int64_t width, int64_t height) {
   const auto& family = core::find_model_family(name);
   auto model = family.build(family.released_config);
   core::randomize_parameters(*model, /*seed=*/0);
@@ -54,7 +54,22 @@ int64_t measured_cache_bytes(const std::string& name, core::Op op, int64_t width
     model->encode(torch::rand({1, 3, 1, height, width}) * 2 - 1, cache);
     for (int i = 0; i < 2; ++i) model->encode(torch::rand({1, 3, tf, height, width}) * 2 - 1, cache);
   }
-  return cache.bytes();
+  return cache;
+}
+
+int64_t measured_cache_bytes(const std::string& name, core::Op op, int64_t width, int64_t height) {
+  return measured_cache(name, op, width, height).bytes();
+}
+
+// The most bytes three consecutive slots hold (Note [Caches streamed slot by slot]).
+int64_t stream_window_bytes(const core::CausalCache& cache) {
+  std::vector<int64_t> bytes;
+  for (const auto& slot : cache.slots())
+    bytes.push_back(slot.history.defined() ? slot.history.numel() * slot.history.element_size() : 0);
+  int64_t most = 0;
+  for (size_t i = 0; i < bytes.size(); ++i)
+    most = std::max(most, bytes[i] + (i > 0 ? bytes[i - 1] : 0) + (i + 1 < bytes.size() ? bytes[i + 1] : 0));
+  return most;
 }
 
 }  // namespace
@@ -77,6 +92,29 @@ TEST_CASE("the cache coefficients match the released models' caches", "[planner]
       std::cout << "planner: " << name << " " << core::op_name(op) << " cache " << measured / pixels
                 << " elements per pixel (measured), " << estimate.cache / pixels << " (table)\n";
       CHECK(static_cast<double>(estimate.cache) == Approx(static_cast<double>(measured)).epsilon(0.02));
+    }
+  }
+}
+
+TEST_CASE("the stream window coefficients match the released models' slots", "[planner]") {
+  // SeedVR2, whose tiles are not exact, streams its whole-frame cache slot by slot (Note [Caches streamed
+  // slot by slot]); the planner counts the three largest consecutive slots on the device.
+  for (const core::ModelFamily& family : core::model_families()) {
+    const auto model = family.build(family.released_config);
+    const int64_t width = 64, height = 2 * model->info().spatial_factor;
+    for (const core::MemoryCalibration& row : family.calibration) {
+      INFO(family.name << " " << core::op_name(row.op));
+      if (row.stream_window_elements == 0) {  // streams nothing: the planner offers its exact tiles instead
+        CHECK(family.name != "seedvr2-vae");
+        continue;
+      }
+      const auto cache = measured_cache(family.name, row.op, width, height);
+      const double pixels = static_cast<double>(width * height) * 4;  // float32
+      const double measured = static_cast<double>(stream_window_bytes(cache)) / pixels;
+      std::cout << "planner: " << family.name << " " << core::op_name(row.op) << " stream window " << measured
+                << " elements per pixel (measured), " << row.stream_window_elements << " (table), of "
+                << static_cast<double>(cache.bytes()) / pixels << " in " << cache.size() << " slots\n";
+      CHECK(row.stream_window_elements == Approx(measured).epsilon(0.02));
     }
   }
 }

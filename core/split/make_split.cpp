@@ -64,7 +64,9 @@ std::unique_ptr<Split> make_split(VaeModel& model, Device& device, Op op, const 
       }
       [[fallthrough]];
     case SplitKind::kWhole:
-      chunked = std::make_unique<Whole>(model, device, op, chunks.latent_frames);
+      chunked = std::make_unique<Whole>(
+          model, device, op, chunks.latent_frames,
+          chunks.offload ? std::optional<int64_t>(chunks.resident_cache) : std::nullopt);
       break;
   }
   chunked->report_to(chunks.progress);

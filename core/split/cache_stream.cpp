@@ -1,0 +1,103 @@
+#include "core/split/cache_stream.h"
+
+#include <c10/cuda/CUDAGuard.h>
+
+namespace vaecodec::core {
+
+CacheStream::CacheStream(CausalCache& cache, Device& device, int64_t resident_bytes)
+    : cache_(cache), device_(device), resident_budget_(resident_bytes) {
+  cache_.watch(this);
+}
+
+CacheStream::~CacheStream() {
+  cache_.watch(nullptr);
+  // Copies may still read or write memory this object or the cache owns.
+  for (Entry& e : entries_) {
+    if (e.up.isCreated()) e.up.synchronize();
+    if (e.down.isCreated()) e.down.synchronize();
+  }
+}
+
+void CacheStream::taking(CausalCache& cache, size_t index) {
+  if (&cache != &cache_ || !device_.is_cuda()) return;
+  while (entries_.size() <= index) entries_.emplace_back();
+  if (has_current_ && current_ != index) done_with(current_);
+  let_go(1);
+  Entry& e = entries_[index];
+  if (e.where == Where::kHost) bring_up(index);
+  if (e.where == Where::kComing) {
+    e.up.block(device_.compute_stream());
+    e.where = Where::kInUse;
+  }
+  // The next layer's history comes up while this one runs (Note [Caches streamed slot by slot]).
+  if (index + 1 < entries_.size() && entries_[index + 1].where == Where::kHost) bring_up(index + 1);
+  current_ = index;
+  has_current_ = true;
+}
+
+void CacheStream::called() {
+  if (!device_.is_cuda()) return;
+  if (has_current_) done_with(current_);
+  has_current_ = false;
+  if (!entries_.empty() && entries_[0].where == Where::kHost) bring_up(0);
+}
+
+void CacheStream::done_with(size_t index) {
+  Entry& e = entries_[index];
+  CausalCache::Slot& slot = cache_.slot(index);
+  if (e.where == Where::kResident || !slot.history.defined() || !slot.history.is_cuda()) return;
+  const int64_t bytes = slot.history.numel() * slot.history.element_size();
+  if (e.where == Where::kUnseen && resident_used_ + bytes <= resident_budget_) {
+    e.where = Where::kResident;  // the first histories made stay, up to the budget's share
+    resident_used_ += bytes;
+    return;
+  }
+  const torch::Tensor& history = slot.history;
+  if (!e.host.defined() || e.host.sizes() != history.sizes() || e.host.strides() != history.strides() ||
+      e.host.scalar_type() != history.scalar_type())
+    e.host = device_.pinned_exact_like(history);
+  // The layer's work on the history is queued on the compute stream; the copy waits for it. The host buffer
+  // is free: its last upload finished before that layer began.
+  at::cuda::CUDAEvent computed;
+  computed.record(device_.compute_stream());
+  c10::cuda::CUDAStream down = device_.stream(Device::Lane::kCacheDownload);
+  computed.block(down);
+  {
+    c10::cuda::CUDAStreamGuard guard(down);
+    e.host.copy_(history, /*non_blocking=*/true);
+  }
+  e.down.record(down);
+  leaving_.push_back({history, index});
+  slot.history = e.host;
+  e.where = Where::kHost;
+}
+
+void CacheStream::bring_up(size_t index) {
+  Entry& e = entries_[index];
+  CausalCache::Slot& slot = cache_.slot(index);
+  // Allocated on the compute stream, whose pool the model draws from; the copy waits until that memory is
+  // free to write, and until the download that filled the host buffer is done.
+  torch::Tensor target = torch::empty_like(e.host, e.host.options().device(device_.torch_device()));
+  at::cuda::CUDAEvent allocated;
+  allocated.record(device_.compute_stream());
+  c10::cuda::CUDAStream up = device_.stream(Device::Lane::kCacheUpload);
+  allocated.block(up);
+  if (e.down.isCreated()) e.down.block(up);
+  {
+    c10::cuda::CUDAStreamGuard guard(up);
+    target.copy_(e.host, /*non_blocking=*/true);
+  }
+  e.up.record(up);
+  slot.history = target;
+  e.where = Where::kComing;
+}
+
+void CacheStream::let_go(size_t keep) {
+  while (leaving_.size() > keep) {
+    // The compute stream waits for the copy before the allocator may hand its memory to the model again.
+    entries_[leaving_.front().index].down.block(device_.compute_stream());
+    leaving_.pop_front();
+  }
+}
+
+}  // namespace vaecodec::core

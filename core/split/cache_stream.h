@@ -1,0 +1,70 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+
+#include <ATen/cuda/CUDAEvent.h>
+#include <torch/torch.h>
+
+#include "core/causal_cache.h"
+#include "core/device/device.h"
+
+namespace vaecodec::core {
+
+// Note [Caches streamed slot by slot]
+// SeedVR2's tiles are not exact (its GroupNorm takes statistics over the whole frame), so the only run whose
+// result is the published function's is the whole frame's - and at 1080p its causal caches (17 GiB in bf16)
+// and its activations (14 GiB for one latent frame) together pass a 24 GB card. The caches are needed one
+// layer at a time, though: a layer reads its slot's history at the start of its call and leaves the new one
+// at the end. So a whole-frame run may keep part of its cache in host memory and bring each slot up just
+// before its layer, on the device's upload lane while the layer before runs, and take it back down on the
+// download lane once the layer after has begun (the slot's new history is final when the next slot is taken,
+// since a chunk's layers take their slots in order and each finishes its own first). The first histories
+// made, up to `resident_bytes`, never leave the device; every other one waits in a pinned host buffer of its
+// own size (Device::pinned_exact_like), made on its first trip down and kept for the run. On the device at
+// once, besides the resident ones: the slot going down, the slot in use and the slot coming up
+// (MemoryCalibration::stream_window_elements, what the planner counts); a download's device memory returns
+// to the model only when the compute stream has waited for that copy, one slot later, so the model rarely
+// waits. Every chunk moves the streamed histories down and up once, at the host link's rate beside the
+// model: the plan's cost counts them (Note [Plan cost]), and a larger budget keeps more resident.
+// Correctness does not hang on the order: a history a layer leaves after its slot went down is simply kept
+// on the device, and one found in host memory is brought up before its layer has it. Off CUDA nothing
+// moves (the caches are in host memory already), so the CPU runs the same plan as the untiled one.
+class CacheStream : public CausalCache::Watcher {
+ public:
+  // Watches `cache` (whose model calls run on `device`'s compute stream) until destroyed.
+  CacheStream(CausalCache& cache, Device& device, int64_t resident_bytes);
+  ~CacheStream() override;
+  CacheStream(const CacheStream&) = delete;
+  CacheStream& operator=(const CacheStream&) = delete;
+
+  void taking(CausalCache& cache, size_t index) override;
+  // After each model call: the last slot taken goes down, and the next call's first slot starts coming up.
+  void called();
+  int64_t resident_bytes() const { return resident_used_; }  // kept on the device so far
+
+ private:
+  enum class Where { kUnseen, kResident, kHost, kComing, kInUse };
+  struct Entry {
+    Where where = Where::kUnseen;
+    torch::Tensor host;            // the pinned buffer of a streamed history
+    at::cuda::CUDAEvent up, down;  // its last copy each way
+  };
+  struct Leaving {
+    torch::Tensor history;  // device memory a download still reads
+    size_t index;
+  };
+  void done_with(size_t index);  // the slot's layer has finished with it
+  void bring_up(size_t index);
+  void let_go(size_t keep);  // frees all but the last `keep` downloads' device memory
+
+  CausalCache& cache_;
+  Device& device_;
+  int64_t resident_budget_, resident_used_ = 0;
+  std::deque<Entry> entries_;  // per slot; a deque keeps the events in place as it grows
+  std::deque<Leaving> leaving_;
+  size_t current_ = 0;
+  bool has_current_ = false;
+};
+
+}  // namespace vaecodec::core
