@@ -1,5 +1,8 @@
 #include "core/split/cache_stream.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <c10/cuda/CUDAGuard.h>
 
 namespace vaecodec::core {
@@ -39,7 +42,57 @@ void CacheStream::called() {
   if (!device_.is_cuda()) return;
   if (has_current_) done_with(current_);
   has_current_ = false;
+  if (!chosen_) choose_resident();
   if (!entries_.empty() && entries_[0].where == Where::kHost) bring_up(0);
+}
+
+int64_t CacheStream::bytes_of(size_t index) {
+  const torch::Tensor& h = cache_.slot(index).history;
+  return h.defined() ? h.numel() * h.element_size() : 0;
+}
+
+void CacheStream::choose_resident() {
+  chosen_ = true;
+  if (resident_budget_ <= 0) return;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (entries_[i].where == Where::kHost || entries_[i].where == Where::kResident) order.push_back(i);
+  auto channels = [&](size_t i) { return cache_.slot(i).history.size(1); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return channels(a) != channels(b) ? channels(a) < channels(b) : bytes_of(a) > bytes_of(b);
+  });
+  std::vector<bool> keep(entries_.size(), false);
+  int64_t kept = 0;
+  for (size_t i : order)
+    if (kept + bytes_of(i) <= resident_budget_) {
+      keep[i] = true;
+      kept += bytes_of(i);
+    }
+  std::vector<size_t> leave, come;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].where == Where::kResident && !keep[i]) leave.push_back(i);
+    if (entries_[i].where == Where::kHost && keep[i]) come.push_back(i);
+  }
+  // One slot at a time: down (waited for) until the next one up fits, then up (waited for), its host buffer
+  // freed.
+  let_go(0);
+  size_t next_leaving = 0;
+  for (size_t i : come) {
+    while (resident_used_ + bytes_of(i) > resident_budget_ && next_leaving < leave.size()) {
+      const size_t x = leave[next_leaving++];
+      resident_used_ -= bytes_of(x);
+      entries_[x].where = Where::kInUse;
+      done_with(x);
+      let_go(0);
+      entries_[x].down.synchronize();
+    }
+    if (resident_used_ + bytes_of(i) > resident_budget_) break;
+    bring_up(i);
+    entries_[i].up.synchronize();
+    entries_[i].host = torch::Tensor();
+    entries_[i].where = Where::kResident;
+    resident_used_ += bytes_of(i);
+  }
 }
 
 void CacheStream::done_with(size_t index) {
@@ -47,8 +100,8 @@ void CacheStream::done_with(size_t index) {
   CausalCache::Slot& slot = cache_.slot(index);
   if (e.where == Where::kResident || !slot.history.defined() || !slot.history.is_cuda()) return;
   const int64_t bytes = slot.history.numel() * slot.history.element_size();
-  if (e.where == Where::kUnseen && resident_used_ + bytes <= resident_budget_) {
-    e.where = Where::kResident;  // the first histories made stay, up to the budget's share
+  if (e.where == Where::kUnseen && !chosen_ && resident_used_ + bytes <= resident_budget_) {
+    e.where = Where::kResident;  // the first histories made stay through the first call
     resident_used_ += bytes;
     return;
   }

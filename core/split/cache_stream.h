@@ -20,8 +20,14 @@ namespace vaecodec::core {
 // before its layer, on the device's upload lane while the layer before runs, and take it back down on the
 // download lane once the layer after has begun (the slot's new history is final when the next slot is taken,
 // since a chunk's layers take their slots in order and each finishes its own first). The first histories
-// made, up to `resident_bytes`, never leave the device; every other one waits in a pinned host buffer of its
-// own size (Device::pinned_exact_like), made on its first trip down and kept for the run. On the device at
+// made, up to `resident_bytes`, stay on the device through the first call; every other one waits in a pinned
+// host buffer of its own size (Device::pinned_exact_like), made on its first trip down and kept for the run.
+// After the first call the resident ones are chosen again, now that every slot is known: those of fewest
+// channels first. A layer's copies grow with its input's channels and its work with their square, so the
+// full-resolution layers' slots (128 channels decoding 1080p: 1 GB a slot against 7 ms of convolution)
+// cost most to move beside their work and the 512-channel ones at latent resolution least - and a decoder
+// makes those first. The exchange runs one slot at a time (down, then up, waiting for each), so that neither
+// memory holds more than its plan and one slot. On the device at
 // once, besides the resident ones: the slot going down, the slot in use and the slot coming up
 // (MemoryCalibration::stream_window_elements, what the planner counts); a download's device memory returns
 // to the model only when the compute stream has waited for that copy, one slot later, so the model rarely
@@ -41,7 +47,7 @@ class CacheStream : public CausalCache::Watcher {
   void taking(CausalCache& cache, size_t index) override;
   // After each model call: the last slot taken goes down, and the next call's first slot starts coming up.
   void called();
-  int64_t resident_bytes() const { return resident_used_; }  // kept on the device so far
+  int64_t resident_bytes() const { return resident_used_; }  // kept on the device after the first call
 
  private:
   enum class Where { kUnseen, kResident, kHost, kComing, kInUse };
@@ -57,6 +63,8 @@ class CacheStream : public CausalCache::Watcher {
   void done_with(size_t index);  // the slot's layer has finished with it
   void bring_up(size_t index);
   void let_go(size_t keep);  // frees all but the last `keep` downloads' device memory
+  void choose_resident();    // after the first call: the slots that stay, fewest channels first
+  int64_t bytes_of(size_t index);
 
   CausalCache& cache_;
   Device& device_;
@@ -65,6 +73,7 @@ class CacheStream : public CausalCache::Watcher {
   std::deque<Leaving> leaving_;
   size_t current_ = 0;
   bool has_current_ = false;
+  bool chosen_ = false;
 };
 
 }  // namespace vaecodec::core
