@@ -41,6 +41,12 @@ constexpr double kCallSeconds = 2e-3;    // fixed cost of one model call
 // calibration's measured rate is the rest's.
 constexpr double kAttentionRate = 185e12;
 constexpr double kOverlapLoss = 0.3;
+// Bytes/s of host memory locked for a streamed cache's buffers, once per run (cudaHostAlloc on the H200's
+// host: 0.40 s per GiB, Note [Pinned buffers kept for the next run] in core/device/device.cpp).
+constexpr double kPinRate = 2.5 * 1024 * 1024 * 1024;
+// A streamed whole frame (Note [Caches streamed slot by slot]) wins over tiles only within this much of the
+// untiled time, pinning counted: beyond it tiles through time run, unless none fits (Note [Planner]).
+constexpr double kStreamedCostLimit = 1.5;
 constexpr double kCostTolerance = 0.03;
 // Tiles whose norms see less than the frame: time given up for norms that see more (Note [What a plan's
 // norms see] in core/planner.cpp).

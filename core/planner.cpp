@@ -62,9 +62,11 @@ MemoryEstimate estimate_memory(const PlanRequest& request, int64_t chunk, const 
 // result except the spatial tiles' blend (Note [Tile blending]).
 // For a family whose tiles are not exact (SeedVR2) the whole frame is also a candidate with part of its
 // cache streamed from host memory (Note [Caches streamed slot by slot]), in eighths kept on the device. It
-// is the published function, so it wins over tiles wherever both budgets hold it, even where its copies
-// make it slower than tiles would be: exactness first, then speed. A larger budget never loses it, and
-// among the plans of each kind more memory is never slower.
+// is the published function, so it wins over tiles wherever both budgets hold it and its time, copies and
+// pinning counted, is within kStreamedCostLimit (1.5x) of the untiled run's, even where tiles would be
+// faster: exactness first, then speed. Beyond that limit tiles through time run (the streamed plan only
+// where no tiles fit). Its time falls as the budget grows (more stays on the device), so a larger budget
+// never loses it, and among the plans of each kind more memory is never slower.
 namespace {
 
 // Every plan the options allow (Note [Planner]), with its estimate and cost, fitting the budget or not.
@@ -127,7 +129,10 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
           p.resident_cache + std::min(p.estimate.host_cache, static_cast<int64_t>(std::ceil(window)));
     }
     p.estimate.host = kHostBase + options.host_reserved_bytes + p.estimate.host_cache;
-    const double seconds = plan_cost(request, per_pixel, n, g, p.estimate);
+    // A streamed cache locks its host buffers once per run (Note [Pinned buffers kept for the next run]).
+    const double pinning =
+        offload && !g.tiled() ? static_cast<double>(p.estimate.host_cache) / kPinRate : 0.0;
+    const double seconds = plan_cost(request, per_pixel, n, g, p.estimate) + pinning / latent_frames;
     p.cost = seconds / untiled_cost;
     p.seconds = seconds * latent_frames;
     return p;
@@ -272,10 +277,13 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
     if (fits_device && (!device_host || p.estimate.host < device_host->estimate.host)) device_host = p;
     if (!smallest_host || p.estimate.host < smallest_host->estimate.host) smallest_host = p;
   }
-  // The whole frame wins whenever it fits: tiles only add work, whatever the estimate says (Note [Planner]).
-  if (std::any_of(fits.begin(), fits.end(), [](const Plan& p) { return !p.tiles.tiled(); }))
-    fits.erase(std::remove_if(fits.begin(), fits.end(), [](const Plan& p) { return p.tiles.tiled(); }),
-               fits.end());
+  // The whole frame wins whenever it fits: tiles only add work, whatever the estimate says; streamed, within
+  // kStreamedCostLimit of the untiled time, and beyond it where no tiles fit (Note [Planner]).
+  auto exact = [](const Plan& p) { return !p.tiles.tiled() && (!p.offload || p.cost <= kStreamedCostLimit); };
+  if (std::any_of(fits.begin(), fits.end(), exact))
+    std::erase_if(fits, [&](const Plan& p) { return !exact(p); });
+  else if (std::any_of(fits.begin(), fits.end(), [](const Plan& p) { return p.tiles.tiled(); }))
+    std::erase_if(fits, [](const Plan& p) { return !p.tiles.tiled(); });
   if (!fits.empty()) {
     const Plan* best = choose_growing(fits);
     Plan plan = *best;

@@ -194,8 +194,8 @@ TEST_CASE("SeedVR2's plans never cost more with more device memory, once exact s
           "[norm-tiles][planner]") {
   // Note [More memory is never slower] in core/planner.cpp: the 4K encode in 16 GB once took tiles whose
   // norms saw more than 12 GB's at 4% more time. The whole frame with its cache streamed wins over tiles
-  // where it fits, even at more time (Note [Planner]: exactness first); among each kind, more memory is
-  // never slower, and a larger budget never goes back to tiles.
+  // where it fits within 1.5x, even at more time than tiles (Note [Planner]: exactness first); among each
+  // kind more memory is never slower, and a larger budget never goes back to tiles.
   for (const int64_t host_gib : {16, 20})
     for (core::Op op : {core::Op::kDecode, core::Op::kEncode})
       for (const auto& [w, h] : std::vector<std::pair<int64_t, int64_t>>{{1920, 1080}, {3840, 2160}}) {
@@ -221,8 +221,9 @@ TEST_CASE("SeedVR2's plans never cost more with more device memory, once exact s
           last = p.seconds;
         }
         CHECK(last > 0);
-        // 1080p streams its cache before the whole of it fits; 4K's activations alone pass 40 GB.
-        if (w == 1920) CHECK(streamed > 0);
+        // The 1080p decode streams its cache before the whole of it fits (36 GB); 4K's activations alone pass
+        // 40 GB.
+        if (w == 1920 && op == core::Op::kDecode) CHECK(streamed > 0);
         if (w == 3840) CHECK(streamed == 0);
       }
 }

@@ -66,10 +66,11 @@ class Device {
   // --- host memory
   // An empty host tensor of `t`'s sizes, strides and dtype, pinned when the device is a GPU.
   torch::Tensor host_like(const torch::Tensor& t) const;
-  // The same in page-locked memory of exactly its size, freed with the tensor, for buffers kept for a whole
-  // run (parked caches, Note [Offloaded caches] in core/split/parking.h): LibTorch's pinned allocator, which
-  // host_like uses, rounds every block up to a power of two and keeps it when freed. Portable: pinned for
-  // every GPU's copies. Throws OutOfMemory when the host cannot lock that much. Off CUDA: host_like(t).
+  // The same in page-locked memory of exactly its size, for buffers kept for a whole run (parked caches, Note
+  // [Offloaded caches] in core/split/parking.h; streamed ones): LibTorch's pinned allocator, which host_like
+  // uses, rounds every block up to a power of two. Freed with the tensor into a pool a later run takes from
+  // (Note [Pinned buffers kept for the next run] in device.cpp). Portable: pinned for every GPU's copies.
+  // Throws OutOfMemory when the host cannot lock that much. Off CUDA: host_like(t).
   torch::Tensor pinned_exact_like(const torch::Tensor& t) const;
   // Whether host tensors headed for the device should be in pinned memory.
   bool wants_pinned() const { return is_cuda(); }
