@@ -129,9 +129,12 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
           p.resident_cache + std::min(p.estimate.host_cache, static_cast<int64_t>(std::ceil(window)));
     }
     p.estimate.host = kHostBase + options.host_reserved_bytes + p.estimate.host_cache;
-    // A streamed cache locks its host buffers once per run (Note [Pinned buffers kept for the next run]).
-    const double pinning =
-        offload && !g.tiled() ? static_cast<double>(p.estimate.host_cache) / kPinRate : 0.0;
+    // A streamed cache locks its host buffers once per run (Note [Pinned buffers kept for the next run]), and
+    // as much again for the resident share when that is chosen anew after the first call (Note [Caches
+    // streamed slot by slot]).
+    const double pinning = offload && !g.tiled()
+                               ? static_cast<double>(p.estimate.host_cache + p.resident_cache) / kPinRate
+                               : 0.0;
     const double seconds = plan_cost(request, per_pixel, n, g, p.estimate) + pinning / latent_frames;
     p.cost = seconds / untiled_cost;
     p.seconds = seconds * latent_frames;
