@@ -142,6 +142,7 @@ class PinnedPool {
         free_.erase(it);
         free_bytes_ -= bytes;
         in_use_ += bytes;
+        peak_ = std::max(peak_, in_use_);
         return p;
       }
       in_use_ += bytes;
