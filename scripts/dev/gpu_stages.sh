@@ -6,6 +6,7 @@
 #     rows    SeedVR2 bench rows: ROWS="OP:SIZE:FRAMES:BUDGET[:HOST]..." (BUDGET none | 12G | a preset;
 #             HOST the --host-memory of a budget row, default 16G), one JSON line each in $OUT/rows.jsonl
 #     files   phase seedvr2_files of scripts/gpu_check.sh (SV2_SIZES, SV2_PRESETS)
+#     probe   scripts/dev/copy_probe.py: the host link's copy rates and the time to lock host memory
 # Every stage stops LIMIT seconds (default 585) after the script started, so a call's results come back.
 # Expects .devkit as scripts/gpu_check.sh does (the kit, CUTLASS's headers, nlohmann and toml++ headers).
 set -uo pipefail
@@ -53,6 +54,9 @@ for stage in "$@"; do
         >"$OUT/files.txt" 2>&1
       at "files rc $?"
       grep -v '^\[' "$OUT/files.txt" | tail -30 ;;
+    probe)
+      timeout $(($(left) - 5)) python3 scripts/dev/copy_probe.py 2>&1 | tee "$OUT/probe.txt"
+      at "probe rc $?" ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
 done
