@@ -109,6 +109,13 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
     return plan_cost(request, per_pixel, 1, whole,
                      estimate_memory(request, 1, whole, false, options.reserved_bytes));
   }();
+  // What a streamed cache holds on the device besides its resident part (Note [Caches streamed slot by
+  // slot]); 0 where the family's caches do not stream (a round trip's pair never does).
+  const double stream_window =
+      request.op == Op::kRoundtrip
+          ? 0.0
+          : coefficients(request, request.op).stream_window_elements *
+                static_cast<double>(element_size(request.dtype) * request.width * request.height);
   // resident_eighths (untiled with offload): the share of the cache kept on the device, the rest streamed.
   auto plan_of = [&](int64_t n, const TileGrid& g, bool offload, int64_t resident_eighths = 0) {
     Plan p;
@@ -121,12 +128,10 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
     p.budget_note = options.budget_note;
     p.estimate = estimate_memory(request, n, g, offload && g.tiled(), options.reserved_bytes);
     if (offload && !g.tiled()) {  // Note [Caches streamed slot by slot]
-      const double window = coefficients(request, request.op).stream_window_elements *
-                            static_cast<double>(element_size(request.dtype) * request.width * request.height);
       p.resident_cache = p.estimate.cache * resident_eighths / 8;
       p.estimate.host_cache = p.estimate.cache - p.resident_cache;
       p.estimate.cache =
-          p.resident_cache + std::min(p.estimate.host_cache, static_cast<int64_t>(std::ceil(window)));
+          p.resident_cache + std::min(p.estimate.host_cache, static_cast<int64_t>(std::ceil(stream_window)));
     }
     p.estimate.host = kHostBase + options.host_reserved_bytes + p.estimate.host_cache;
     // A streamed cache locks its host buffers once per run (Note [Pinned buffers kept for the next run]), and
@@ -146,10 +151,8 @@ std::vector<Plan> candidate_plans(const PlanRequest& request, const PlannerOptio
   for (int64_t n = min_chunk; n <= max_chunk && whole; ++n)
     plans.push_back(plan_of(n, TileGrid::whole(lh, lw), false));
   // The whole frame with part of its cache streamed from host memory, where tiles would not be exact: the
-  // published function on less memory than the cache (Note [Caches streamed slot by slot]); a round trip's
-  // two caches do not stream.
-  if (whole && options.offload && !request.exact_tiles && request.op != Op::kRoundtrip &&
-      coefficients(request, request.op).stream_window_elements > 0)
+  // published function on less memory than the cache (Note [Caches streamed slot by slot]).
+  if (whole && options.offload && !request.exact_tiles && stream_window > 0)
     for (int64_t n = min_chunk; n <= max_chunk; ++n)
       for (int64_t eighths = 0; eighths < 8; ++eighths)
         plans.push_back(plan_of(n, TileGrid::whole(lh, lw), true, eighths));

@@ -120,8 +120,9 @@ torch::Tensor Device::host_like(const torch::Tensor& t) const {
 // Locking host memory is slow: cudaHostAlloc took 0.40 s per GiB on the H200's host (scripts/dev/
 // copy_probe.py), against 20 ms to copy that GiB to the device. A streamed cache allocates its host buffers
 // in its first chunk, on the thread that queues the model, so the GPU waited behind every allocation: a
-// 720p decode with 3.7 GiB streamed ran 6.5 s where its copies and work take under 4 (its trace: 4.6 s of
-// idle GPU, each gap ended by the download that waited for its buffer). So buffers of exact sizes go back
+// 720p x33 decode in 16 GB, 3.7 GiB streamed, ran 6.5 s with the GPU idle 3.4 s of its 6.3 s span, every
+// long gap ended by a download that had waited for its buffer (docs/benchmarks.md, "The whole frame
+// streamed"). So buffers of exact sizes go back
 // to a process-wide pool when their tensor dies, and a later run (bench's timed run after its warm-up, the
 // next clip of a batch, a Python process's next call) takes them back without locking anything. The pool
 // never lets the process hold more locked memory than the most it has used at once: before locking more it

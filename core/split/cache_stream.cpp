@@ -5,6 +5,8 @@
 
 #include <c10/cuda/CUDAGuard.h>
 
+#include "core/split/parking.h"
+
 namespace vaecodec::core {
 
 CacheStream::CacheStream(CausalCache& cache, Device& device, int64_t resident_bytes)
@@ -21,8 +23,7 @@ CacheStream::~CacheStream() {
   }
 }
 
-void CacheStream::taking(CausalCache& cache, size_t index) {
-  if (&cache != &cache_ || !device_.is_cuda()) return;
+void CacheStream::taking(CausalCache& /*cache: cache_, the one watched*/, size_t index) {
   while (entries_.size() <= index) entries_.emplace_back();
   if (has_current_ && current_ != index) done_with(current_);
   let_go(1);
@@ -39,7 +40,6 @@ void CacheStream::taking(CausalCache& cache, size_t index) {
 }
 
 void CacheStream::called() {
-  if (!device_.is_cuda()) return;
   if (has_current_) done_with(current_);
   has_current_ = false;
   if (!chosen_) choose_resident();
@@ -81,8 +81,7 @@ void CacheStream::choose_resident() {
     while (resident_used_ + bytes_of(i) > resident_budget_ && next_leaving < leave.size()) {
       const size_t x = leave[next_leaving++];
       resident_used_ -= bytes_of(x);
-      entries_[x].where = Where::kInUse;
-      done_with(x);
+      send_down(x);
       let_go(0);
       entries_[x].down.synchronize();
     }
@@ -99,16 +98,19 @@ void CacheStream::done_with(size_t index) {
   Entry& e = entries_[index];
   CausalCache::Slot& slot = cache_.slot(index);
   if (e.where == Where::kResident || !slot.history.defined() || !slot.history.is_cuda()) return;
-  const int64_t bytes = slot.history.numel() * slot.history.element_size();
-  if (e.where == Where::kUnseen && !chosen_ && resident_used_ + bytes <= resident_budget_) {
+  if (e.where == Where::kUnseen && !chosen_ && resident_used_ + bytes_of(index) <= resident_budget_) {
     e.where = Where::kResident;  // the first histories made stay through the first call
-    resident_used_ += bytes;
+    resident_used_ += bytes_of(index);
     return;
   }
+  send_down(index);
+}
+
+void CacheStream::send_down(size_t index) {
+  Entry& e = entries_[index];
+  CausalCache::Slot& slot = cache_.slot(index);
   const torch::Tensor& history = slot.history;
-  if (!e.host.defined() || e.host.sizes() != history.sizes() || e.host.strides() != history.strides() ||
-      e.host.scalar_type() != history.scalar_type())
-    e.host = device_.pinned_exact_like(history);
+  if (!host_buffer_fits(e.host, history)) e.host = device_.pinned_exact_like(history);
   // The layer's work on the history is queued on the compute stream; the copy waits for it. The host buffer
   // is free: its last upload finished before that layer began.
   at::cuda::CUDAEvent computed;

@@ -24,7 +24,8 @@ namespace vaecodec::core {
 // host buffer of its own size (Device::pinned_exact_like), made on its first trip down and kept for the run.
 // After the first call the resident ones are chosen again, now that every slot is known: those of fewest
 // channels first. A layer's copies grow with its input's channels and its work with their square, so the
-// full-resolution layers' slots (128 channels decoding 1080p: 1 GB a slot against 7 ms of convolution)
+// full-resolution layers' slots (128 channels decoding 1080p: 1 GB a slot, 20 ms over the H200's host link,
+// beside about 16 ms of convolution)
 // cost most to move beside their work and the 512-channel ones at latent resolution least - and a decoder
 // makes those first. The exchange runs one slot at a time (down, then up, waiting for each), so that neither
 // memory holds more than its plan and one slot. On the device at
@@ -38,7 +39,8 @@ namespace vaecodec::core {
 // moves (the caches are in host memory already), so the CPU runs the same plan as the untiled one.
 class CacheStream : public CausalCache::Watcher {
  public:
-  // Watches `cache` (whose model calls run on `device`'s compute stream) until destroyed.
+  // Watches `cache` (whose model calls run on `device`'s compute stream, a GPU: off CUDA there is nothing to
+  // stream, and Whole makes none) until destroyed.
   CacheStream(CausalCache& cache, Device& device, int64_t resident_bytes);
   ~CacheStream() override;
   CacheStream(const CacheStream&) = delete;
@@ -47,7 +49,6 @@ class CacheStream : public CausalCache::Watcher {
   void taking(CausalCache& cache, size_t index) override;
   // After each model call: the last slot taken goes down, and the next call's first slot starts coming up.
   void called();
-  int64_t resident_bytes() const { return resident_used_; }  // kept on the device after the first call
 
  private:
   enum class Where { kUnseen, kResident, kHost, kComing, kInUse };
@@ -60,7 +61,8 @@ class CacheStream : public CausalCache::Watcher {
     torch::Tensor history;  // device memory a download still reads
     size_t index;
   };
-  void done_with(size_t index);  // the slot's layer has finished with it
+  void done_with(size_t index);  // the slot's layer has finished with it: down, unless it stays
+  void send_down(size_t index);  // its history to its host buffer, on the download lane
   void bring_up(size_t index);
   void let_go(size_t keep);  // frees all but the last `keep` downloads' device memory
   void choose_resident();    // after the first call: the slots that stay, fewest channels first

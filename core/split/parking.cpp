@@ -6,6 +6,11 @@
 
 namespace vaecodec::core {
 
+bool host_buffer_fits(const torch::Tensor& host, const torch::Tensor& t) {
+  return host.defined() && host.sizes() == t.sizes() && host.strides() == t.strides() &&
+         host.scalar_type() == t.scalar_type();
+}
+
 CacheParking::~CacheParking() {
   if (uploaded_.isCreated()) uploaded_.synchronize();
   if (downloaded_.isCreated()) downloaded_.synchronize();
@@ -52,8 +57,7 @@ void CacheParking::download(CausalCache& cache, Device& device) {
     // that this download waits for.
     if (host_.size() <= i) host_.resize(i + 1);
     torch::Tensor& host = host_[i];
-    if (!host.defined() || host.sizes() != slot.history.sizes() || host.strides() != slot.history.strides() ||
-        host.scalar_type() != slot.history.scalar_type())
+    if (!host_buffer_fits(host, slot.history))
       host = pinned_ ? device.pinned_exact_like(slot.history)  // one block of its size, strides kept
                      : torch::empty_strided(slot.history.sizes(), slot.history.strides(),
                                             slot.history.options().device(torch::kCPU));

@@ -34,6 +34,10 @@ namespace vaecodec::core {
 // memory returns when it is done, so the calling thread waits for the tile's model call there, as the
 // synchronous copy before it did; the upload returns once its source is staged.
 
+// Whether `host` can take `t` as it is (sizes, strides, dtype): a parked or streamed history's host buffer is
+// kept from one trip down to the next while it can.
+bool host_buffer_fits(const torch::Tensor& host, const torch::Tensor& t);
+
 // One cache's parking: its pinned host buffers and the events of its copies. Every call is on the thread that
 // runs the cache's model calls, whose current stream is `device`'s compute stream.
 class CacheParking {

@@ -4,17 +4,10 @@ import time
 
 import torch
 
+from gpu_timing import seconds_per_call
+
 dev = torch.device("cuda")
 gib = 1 << 30
-
-
-def timed(fn, reps=5):
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / reps
 
 
 shape = (1, 128, 2, 1080, 1920)  # a full-resolution 1080p history in bf16: 1.06 GB
@@ -40,7 +33,7 @@ def h2d():
 
 
 for name, fn in [("device to host", d2h), ("host to device", h2d), ("both at once", lambda: (d2h(), h2d()))]:
-    s = timed(fn)
+    s = seconds_per_call(fn, n=5, warmup=1)
     print(f"{name}: {nbytes / s / 1e9:.1f} GB/s each way ({s * 1e3:.1f} ms per {nbytes / gib:.2f} GiB)")
 # Copies beside a compute-bound kernel, as the streamed cache runs them.
 a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
@@ -51,6 +44,6 @@ def gemms():
         a @ a
 
 
-g = timed(gemms, 2)
-s = timed(lambda: (d2h(), h2d(), gemms()), 2)
+g = seconds_per_call(gemms, n=2, warmup=1)
+s = seconds_per_call(lambda: (d2h(), h2d(), gemms()), n=2, warmup=1)
 print(f"20 GEMMs {g * 1e3:.1f} ms alone, {s * 1e3:.1f} ms with a copy each way beside them")
