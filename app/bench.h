@@ -82,13 +82,15 @@ BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, to
                           torch::ScalarType dtype);
 
 // One run under LibTorch's Kineto profiler, saved as a Chrome trace: every kernel with the operator that
-// launched it and that operator's input shapes (scripts/dev/trace_summary.py sums them up). Untimed: the
-// profiler's own cost would show in the medians.
+// launched it and that operator's input shapes (scripts/dev/trace_summary.py sums them up), and every
+// allocation of the caching allocator with the running total (scripts/dev/trace_memory.py: what is alive
+// at the peak, by the operator that made it). Untimed: the profiler's own cost would show in the medians.
 template <typename Run>
 void write_trace(const std::string& path, Run&& run) {
   namespace prof = torch::autograd::profiler;
   using torch::profiler::impl::ActivityType;
-  const prof::ProfilerConfig config(prof::ProfilerState::KINETO, /*report_input_shapes=*/true);
+  const prof::ProfilerConfig config(prof::ProfilerState::KINETO, /*report_input_shapes=*/true,
+                                    /*profile_memory=*/true);
   const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
   prof::prepareProfiler(config, activities);
   prof::enableProfiler(config, activities);
