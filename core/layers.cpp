@@ -116,36 +116,44 @@ torch::Tensor conv_input_piece(const torch::Tensor& x, int dim, int64_t first, i
 
 torch::Tensor conv3d_in_pieces(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
-                               int64_t max_elements) {
+                               int64_t max_elements, int64_t piece_output) {
   std::array<int64_t, 3> out_size{};
   for (int d = 0; d < 3; ++d)
     out_size[d] = conv_output_size(x.size(2 + d), weight.size(2 + d), stride[d], padding[d]);
   const int64_t frame_in = x.numel() / std::max<int64_t>(x.size(2), 1);
   const int64_t frame_out = x.size(0) * weight.size(0) * out_size[1] * out_size[2];
-  // Output frames per piece: as many as keep the piece's input and output under the limit; where one frame
-  // does not fit, one frame and bands of rows (dim 3).
+  // Output frames per piece: as many as keep the piece's input and output under the limit and its output
+  // under piece_output; where one frame does not fit the limit, one frame and bands of rows (dim 3).
+  const int64_t out_limit = std::min(max_elements, piece_output);
   const int64_t frames = std::max<int64_t>(
-      1, std::min((max_elements / std::max<int64_t>(frame_out, 1)),
+      1, std::min((out_limit / std::max<int64_t>(frame_out, 1)),
                   ((max_elements / std::max<int64_t>(frame_in, 1)) - weight.size(2)) / stride[0] + 1));
   const int64_t row_in = frame_in / std::max<int64_t>(x.size(3), 1) * weight.size(2);
   const int64_t row_out = frame_out / std::max<int64_t>(out_size[1], 1);
   const bool bands = frame_in * weight.size(2) > max_elements || frame_out > max_elements;
   const int64_t rows =
       bands ? std::max<int64_t>(
-                  1, std::min(max_elements / std::max<int64_t>(row_out, 1),
+                  1, std::min(out_limit / std::max<int64_t>(row_out, 1),
                               (max_elements / std::max<int64_t>(row_in, 1) - weight.size(3)) / stride[1] + 1))
             : out_size[1];
   if (KernelLog::enabled()) KernelLog::count("conv3d", "in pieces (past 2^31 elements)");
   auto out = torch::empty({x.size(0), weight.size(0), out_size[0], out_size[1], out_size[2]},
                           x.options().memory_format(x.suggest_memory_format()));
-  const std::vector<int64_t> s(stride.begin(), stride.end()), p{0, 0, padding[2]};
+  const std::vector<int64_t> s(stride.begin(), stride.end()), band_padding{0, 0, padding[2]},
+      frame_padding{0, padding[1], padding[2]};
   for (int64_t t = 0; t < out_size[0]; t += frames) {
     const int64_t t_end = std::min(out_size[0], t + frames);
     const auto in_t = conv_input_piece(x, 2, t, t_end, weight.size(2), stride[0], padding[0]);
+    if (!bands) {  // whole frames: the input in place, the rows' padding the convolution's own
+      out.narrow(2, t, t_end - t).copy_(at::conv3d(in_t, weight, bias, s, frame_padding));
+      continue;
+    }
     for (int64_t r = 0; r < out_size[1]; r += rows) {
       const int64_t r_end = std::min(out_size[1], r + rows);
       const auto in = conv_input_piece(in_t, 3, r, r_end, weight.size(3), stride[1], padding[1]);
-      out.narrow(2, t, t_end - t).narrow(3, r, r_end - r).copy_(at::conv3d(in, weight, bias, s, p));
+      out.narrow(2, t, t_end - t)
+          .narrow(3, r, r_end - r)
+          .copy_(at::conv3d(in, weight, bias, s, band_padding));
     }
   }
   return out;
@@ -172,6 +180,10 @@ torch::Tensor cpu_conv3d(const torch::Tensor& x, const torch::Tensor& weight, co
 
 }  // namespace
 
+// Output elements of a piece of a convolution past 2^31 elements (Note [Convolutions past 2^31 elements]):
+// 512 MiB in bf16; one frame where a frame is more (1 GiB for SeedVR2's 256 channels at 1080p).
+constexpr int64_t kPieceOutput = int64_t{1} << 28;
+
 torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      FloatCopy& bias_f32, std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
                      const torch::Tensor& residual, kernels::PaddedWeights* padded) {
@@ -186,7 +198,7 @@ torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const 
     // Note [Convolutions past 2^31 elements]
     if (x.is_cuda() &&
         (x.numel() > INT32_MAX || conv_output_elements(x, weight, stride, padding) > INT32_MAX))
-      return conv3d_in_pieces(x, weight, b, stride, padding, INT32_MAX);
+      return conv3d_in_pieces(x, weight, b, stride, padding, INT32_MAX, kPieceOutput);
     if (x.is_cpu()) return cpu_conv3d(x, weight, b, s, p);
     return at::conv3d(x, weight, b, s, p);
   };

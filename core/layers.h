@@ -100,11 +100,17 @@ torch::Tensor conv3d(const torch::Tensor& x, const torch::Tensor& weight, const 
 // where one sample is already too large (SeedVR2's 256-channel full-resolution convolutions of a 1080p chunk:
 // 3.2e9 elements) it leaves cuDNN for a general kernel that is far slower. Such a convolution is computed
 // here in pieces of output frames, and where one frame is still too large, in bands of output rows: each
-// piece reads exactly the input frames and rows its outputs need (the padding a piece lacks is zeros added to
-// it), so together they are the whole convolution, each piece under max_elements.
+// piece reads exactly the input frames and rows its outputs need, so together they are the whole
+// convolution, each piece's input and output under max_elements. A piece of whole frames reads its input in
+// place and takes the rows' padding in the convolution itself; a band (and a piece at a padded end of the
+// frames) has the padding it lacks added to a copy of its input. Besides the output, a piece of whole frames
+// costs its own output until it is copied into place: pieces hold at most piece_output elements of output
+// (one frame where a frame is more). The first 1080p decodes in pieces of four frames with padded copies of
+// their inputs peaked 5.9 GiB above the planner's estimate (a trace of bench --trace:
+// scripts/dev/trace_memory.py); in pieces of one frame read in place they add that frame alone.
 torch::Tensor conv3d_in_pieces(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                std::array<int64_t, 3> stride, std::array<int64_t, 3> padding,
-                               int64_t max_elements);
+                               int64_t max_elements, int64_t piece_output = INT64_MAX);
 
 // What the frames before frame 0 are taken to be.
 enum class CausalPad {

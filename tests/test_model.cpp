@@ -382,10 +382,13 @@ TEST_CASE("a convolution computed in pieces of frames and rows is the whole conv
     const auto want =
         at::conv3d(x, weight, bias, {stride[0], stride[1], stride[2]}, {padding[0], padding[1], padding[2]});
     for (int64_t limit : {int64_t{1} << 40, int64_t{2000}, int64_t{600}, int64_t{150}, int64_t{1}}) {
-      CAPTURE(kernel, stride, padding, limit);
-      const auto got = core::conv3d_in_pieces(x, weight, bias, stride, padding, limit);
-      REQUIRE(got.sizes() == want.sizes());
-      REQUIRE(torch::allclose(got, want, 0, 1e-12));
+      // piece_output: pieces of whole frames within the index limit, of one frame, of bands.
+      for (int64_t piece_output : {INT64_MAX, int64_t{700}, int64_t{1}}) {
+        CAPTURE(kernel, stride, padding, limit, piece_output);
+        const auto got = core::conv3d_in_pieces(x, weight, bias, stride, padding, limit, piece_output);
+        REQUIRE(got.sizes() == want.sizes());
+        REQUIRE(torch::allclose(got, want, 0, 1e-12));
+      }
     }
   }
 }
@@ -402,6 +405,22 @@ TEST_CASE("on CUDA a convolution past 2^31 elements runs in pieces", "[model][la
   // what they cost is measured by the SeedVR2 1080p rows of scripts/gpu_budgets.sh.
   const auto got = core::conv3d_in_pieces(x, weight, bias, {1, 1, 1}, {0, 1, 1}, INT32_MAX);
   REQUIRE(got.size(2) == 4);
+  // In pieces of one frame (as the layer runs them) the input is read in place: the output and one frame's
+  // output besides, and cuDNN's workspace (Note [Convolutions past 2^31 elements]).
+  core::Device& device = core::Device::of(torch::kCUDA);
+  device.synchronize();
+  device.release_cached();
+  device.reset_peak_statistics();
+  const int64_t before = device.peak_allocated_bytes();
+  const auto framed =
+      core::conv3d_in_pieces(x, weight, bias, {1, 1, 1}, {0, 1, 1}, INT32_MAX, int64_t{1} << 28);
+  device.synchronize();
+  const double frame_bytes = 128.0 * 1080 * 1920 * 2, added = device.peak_allocated_bytes() - before;
+  CAPTURE(added / frame_bytes);
+  CHECK(added <= 4 * frame_bytes + 1.5 * frame_bytes);
+  const auto framed_error = (framed.to(torch::kFloat) - got.to(torch::kFloat)).norm().item<double>() /
+                            got.to(torch::kFloat).norm().item<double>();
+  CHECK(framed_error <= 1e-2);
   // Every output frame from its three input frames alone, a convolution under the limit: bf16's rounding
   // apart.
   for (int64_t t = 0; t < 4; ++t) {
