@@ -105,17 +105,20 @@ BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, to
                                                      .mode(torch::kTrilinear)
                                                      .align_corners(false))
           .add_(torch::randn({1, 3, o.frames, height, width}) * 0.05)
-          .clamp_(-1, 1)
-          .to(device, dtype);  // the model's dtype, as frames are once converted on the device
-  clip.latents =
-      torch::randn({1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f, width / f}).to(device);
+          .clamp_(-1, 1);
+  clip.latents = torch::randn({1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f, width / f});
   // Bench holds the whole clip and the whole result on the device (a file run holds neither: frames come from
-  // the reader and go to the writer): the plan leaves room for them.
+  // the reader and go to the writer): the plan leaves room for them. Only the op's input goes there: decode
+  // runs had kept the frames too, uncounted, and peaked that much above their estimates.
   const core::Op op = core::parse_op(o.op);
+  // Frames in the model's dtype, as a file run converts them once on the device.
+  clip.video = op == core::Op::kDecode ? torch::Tensor() : clip.video.to(device, dtype);
+  clip.latents = op == core::Op::kDecode ? clip.latents.to(device) : torch::Tensor();
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
   int64_t resident = op == core::Op::kDecode ? bytes_of(clip.latents) : bytes_of(clip.video);
   if (op != core::Op::kEncode) resident += 3 * o.frames * width * height * element;
-  if (op != core::Op::kDecode) resident += bytes_of(clip.latents) / 4 * element;  // the latents it makes
+  if (op != core::Op::kDecode)  // the latents it makes
+    resident += info.latent_channels * (1 + (o.frames - 1) / tf) * (height / f) * (width / f) * element;
   clip.resident = resident;
   clip.planner = o.memory.planner;
   clip.planner.reserved_bytes = resident;
