@@ -155,9 +155,9 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
       for (int64_t window : windows)
         for (const WindowStore store :
              {WindowStore::kDevice, WindowStore::kHostFrames, WindowStore::kHostFeatures}) {
-          // Features in host memory are for decodes of tiles whose norms see less than the frame alone.
+          // Features in host memory are for tiles whose norms see less than the frame alone.
           const bool features_off = store == WindowStore::kHostFeatures;
-          if (features_off && (g.exact || request.op == Op::kEncode)) continue;
+          if (features_off && g.exact) continue;
           const bool host_window = store != WindowStore::kDevice;
           const double w_frames = window > 0 ? static_cast<double>(window) : frames_of_clip;
           const bool parks = window > 0 && (clip == 0 || window < clip);
@@ -187,12 +187,18 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             // The window's features; SeedVR2's decode keeps them in host memory with the window's frames
             // (Note [A window's features in host memory] in core/split/exact_tiles.cpp).
             const double features = channels * latent_pixels * w_frames * size;
-            const bool host_features = !encode && features_off;
+            const bool host_features = features_off;
+            // An encode's features in host memory: each tile's gather on the device in the dtype it writes
+            // them (float32 where tiles blend) and come down when it is done (Note [An encode window's
+            // features in host memory] in core/split/exact_tiles_encode.cpp).
+            const double staged_size = g.exact ? size : 4.0;
+            const double tile_features =
+                host_features && encode ? channels * work[i].largest * w_frames * staged_size : 0.0;
             // A host window's encode: the chunk as the caller handed it over, and the file pipeline's last
             // frame (kept to pad the clip's end), wait on the device while the window's first tile runs ahead
             // on it (Note [A window's edges stream] in core/split/exact_tiles.h); a device window holds them.
             const double handed = host_window && encode ? staging + 3.0 * pixels * size : 0.0;
-            io += handed + (host_features ? 0.0 : features) + (host_window ? staging : frames) +
+            io += handed + (host_features ? tile_features : features) + (host_window ? staging : frames) +
                   2.0 * 3.0 * static_cast<double>(tf * n) * tile_pixels * size +
                   channels * work[i].largest * static_cast<double>(n) * size;
             if (!encode && !g.exact) {  // Note [Decode tiles through time, measured]
@@ -203,7 +209,11 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
                             (host_features ? 0.0 : features);
               if (parks) parked += whole_cache;
             }
-            if (host_features) {  // in host memory, down once and up once with the tiles' margins
+            if (host_features && encode) {  // the window's and two tiles', down tile by tile, up once
+              host_frames += features + 2.0 * tile_features;
+              uploads += features * work[i].work * staged_size / size;
+              rounding += 2.0 * (pinned_block(tile_features) - tile_features);
+            } else if (host_features) {  // in host memory, down once and up once with the tiles' margins
               host_frames += features;
               uploads += features * work[i].work;
               gathers += static_cast<double>(g.count()) * std::ceil(frames_of_clip / static_cast<double>(n));

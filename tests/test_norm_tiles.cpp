@@ -154,6 +154,14 @@ TEST_CASE("SeedVR2's tiled encode comes close to the untiled one, closer with a 
   CHECK(wide < old);
   CHECK(wide < kEncodeBound);
   CHECK(relative_error(core::encode_video(*model, video, through_time(4, 2)), wide_latents) <= 1e-5);
+  // Note [An encode window's features in host memory]: where the features wait changes nothing, for the whole
+  // clip in one window and in windows of two latent frames (whose tiles' caches are parked between them).
+  for (const int64_t window : {0, 2}) {
+    INFO("window " << window);
+    const auto on_device = core::encode_video(*model, video, through_time(4, 1, window));
+    CHECK(torch::equal(core::encode_video(*model, video, through_time(4, 1, window, true)), on_device));
+    CHECK(torch::equal(core::encode_video(*model, video, through_time(4, 1, window, true, true)), on_device));
+  }
 }
 
 TEST_CASE("SeedVR2 at 1080p and 4K plans tiles through time on 8-24 GB cards and 12 GiB of host memory",
@@ -252,9 +260,21 @@ TEST_CASE(
   // 10240 values per latent pixel) beside the weights.
   CHECK(static_cast<double>(p.estimate.total()) >=
         static_cast<double>(p.estimate.weights) + 10240.0 * 270 * 480 * 2);
+  // An encode's features likewise (Note [An encode window's features in host memory] in
+  // core/split/exact_tiles_encode.cpp): the device holds one tile's, in float32 where tiles blend; with them
+  // there, 6x9 tiles at 1.99x the untiled time were the most that fitted.
+  const core::Plan encode_8g = core::plan_run(released_request(core::Op::kEncode, 3840, 2160), options);
+  INFO(encode_8g.summary());
+  CHECK(encode_8g.host_window());
+  CHECK(encode_8g.host_features());
+  CHECK(static_cast<double>(encode_8g.estimate.host) >= frames + features);
+  CHECK(static_cast<double>(encode_8g.estimate.io) < features);
+  CHECK(static_cast<double>(encode_8g.estimate.total()) <= usable);
+  CHECK(encode_8g.tiles.count() < 6 * 9);
   // Where the features fit beside a tile they can stay on the device: in 10 GB with 6 GiB of host memory
   // the window's frames wait there and its features do not (Note [Features in host memory, measured] in
-  // core/exact_plan.cpp); an encode's features are its tiles' output, on the device.
+  // core/exact_plan.cpp); an encode's stay there too where host memory has no room for them beside its
+  // window.
   options.budget_bytes = 10 * kGiB;
   options.host_budget_bytes = 6 * kGiB;
   const core::Plan roomy = core::plan_run(released_request(core::Op::kDecode, 3840, 2160), options);
@@ -466,6 +486,18 @@ TEST_CASE(
     const auto frames =
         core::decode_latents(*gpu, latents, through_time(4, 1, c.window, c.host, c.features_on_device)).cpu();
     CHECK(relative_error(frames, on_device) <= 1e-6);
+  }
+  // An encode's features in host memory (Note [An encode window's features in host memory] in
+  // core/split/exact_tiles_encode.cpp): each tile's come down pinned while the next tile runs; copies only.
+  const auto video = uneven_video();
+  for (const int64_t window : {0, 2}) {
+    INFO("encode, window " << window);
+    const auto device_features =
+        core::encode_video(*gpu, video, through_time(4, 1, window, true, true)).cpu();
+    CHECK(relative_error(device_features, core::encode_video(*cpu, video, through_time(4, 1, window))) <=
+          1e-3);
+    CHECK(torch::equal(core::encode_video(*gpu, video, through_time(4, 1, window, true)).cpu(),
+                       device_features));
   }
 }
 

@@ -11,9 +11,9 @@
 #include "core/device/memory_faults.h"
 #include "core/error.h"
 #include "core/split/blended_tiles.h"
+#include "core/split/exact_tiles_parts.h"
 
 namespace vaecodec::core {
-namespace {
 
 torch::Tensor crop(const torch::Tensor& x, int64_t frame, int64_t frames, const Area& area) {
   return x.narrow(2, frame, frames)
@@ -21,15 +21,6 @@ torch::Tensor crop(const torch::Tensor& x, int64_t frame, int64_t frames, const 
       .narrow(4, area.cols.begin, area.cols.size());
 }
 
-// Output frames a decode has settled once `latents` latent frames have come (Note [Decoders that look ahead]
-// in core/vae_model.h): every one once the clip has ended, else all but the model's lag.
-int64_t settled_frames(const ModelInfo& info, int64_t latents, bool ended) {
-  if (latents == 0) return 0;
-  const int64_t all = 1 + info.temporal_factor * (latents - 1);
-  return ended ? all : std::max<int64_t>(all - info.decode_lag, 0);
-}
-
-// Chunk lengths over `n` units, `first` for the first and `later` after.
 std::vector<int64_t> chunk_lengths(int64_t n, int64_t first, int64_t later) {
   std::vector<int64_t> out;
   for (int64_t done = 0; done < n;) {
@@ -38,6 +29,16 @@ std::vector<int64_t> chunk_lengths(int64_t n, int64_t first, int64_t later) {
     done += len;
   }
   return out;
+}
+
+namespace {
+
+// Output frames a decode has settled once `latents` latent frames have come (Note [Decoders that look ahead]
+// in core/vae_model.h): every one once the clip has ended, else all but the model's lag.
+int64_t settled_frames(const ModelInfo& info, int64_t latents, bool ended) {
+  if (latents == 0) return 0;
+  const int64_t all = 1 + info.temporal_factor * (latents - 1);
+  return ended ? all : std::max<int64_t>(all - info.decode_lag, 0);
 }
 
 }  // namespace
@@ -89,7 +90,7 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op
       chunk_(chunk),
       window_(window),
       host_window_(store != WindowStore::kDevice),
-      host_features_(store == WindowStore::kHostFeatures && op == Op::kDecode && !grid.exact),
+      host_features_(store == WindowStore::kHostFeatures && !grid.exact),
       places_(std::move(places)),
       hooks_(std::move(hooks)) {
   if (grid_.exact ? !model.exact_tiles() : !model.tiles_through_time())
@@ -284,46 +285,6 @@ void ExactTiles::on_places(const std::function<void(const std::vector<Tile*>&)>&
   });
 }
 
-int64_t ExactTiles::first_chunk_frames() const {
-  const int64_t tf = model_.info().temporal_factor;
-  return started_ ? tf * chunk_ : 1 + tf * (chunk_ - 1);
-}
-
-int64_t ExactTiles::later_chunk_frames() const {
-  return model_.info().temporal_factor * chunk_;
-}
-
-void ExactTiles::advance(const Pieces& x, int64_t limit) {
-  if (op_ != Op::kEncode || places_.size() > 1) return;
-  torch::InferenceMode guard;
-  const int64_t available = limit > 0 ? std::min(x.size(), limit) : x.size();
-  Tile& tile = tiles_.front();
-  while (true) {
-    const int64_t len = lead_.features.empty() ? first_chunk_frames() : later_chunk_frames();
-    if (lead_.frames + len > available) return;
-    if (lead_.features.empty()) unpark(tile);
-    lead_.features.push_back(encode_chunk(tile, x, lead_.frames, len));
-    lead_.frames += len;
-    // Counted as encode_window counts a tile's chunk (the window's chunks are not all known yet).
-    if (hooks_.progress) hooks_.progress(frames_done_ + lead_.frames / static_cast<int64_t>(tiles_.size()));
-  }
-}
-
-torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, int64_t len) {
-  before_model_call();
-  const torch::Device where = tile.place.device->torch_device();
-  torch::Tensor frames = x.slice(at, len);
-  if (frames.device() != where) {  // Note [Windows in host memory]
-    const torch::Tensor time_major = frames.permute({0, 2, 1, 3, 4}).contiguous();
-    frames = time_major.to(where, /*non_blocking=*/time_major.is_pinned()).permute({0, 2, 1, 3, 4});
-  }
-  const torch::Tensor input = to_place(crop(frames, 0, len, tile.input), tile.place, true);
-  return written(tile,
-                 tile.place.model->encode_tile(input, tile.cache, tile.computed, grid_.latent_height,
-                                               grid_.latent_width),
-                 1);
-}
-
 // Note [Held-back frames of exact tiles]
 // A decoder that looks ahead (Note [Decoders that look ahead] in core/vae_model.h) holds frames back in every
 // cache it runs with: the whole-frame part settles fewer features than the window's latents (none at all
@@ -347,7 +308,9 @@ torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, 
 // feature goes up about once (the tiles' margins add their share). That is what lets a 4K clip decode in
 // 8 GB. Each gather still costs time the copies alone do not show (Note [Features in host memory,
 // measured] in core/exact_plan.cpp), so the planner takes it only where the features do not fit beside a
-// tile. The exact tiles' families keep their features on the device; their budgets did not need this.
+// tile. The exact tiles' families keep their features on the device; their budgets did not need this. An
+// encode's features (its tiles' output) go to host memory too: Note [An encode window's features in host
+// memory] in core/split/exact_tiles_encode.cpp.
 
 // Note [The whole-frame cache ends with the clip]
 // A decode window runs its whole-frame part first and its tiles after it. In the clip's last window (the
@@ -510,69 +473,6 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
       tile->cache.clear();
   }
   for (auto& p : placing) p->get();
-}
-
-torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
-  const int64_t tf = model_.info().temporal_factor;
-  const int64_t t = x.size();
-  const std::vector<int64_t> chunks = chunk_lengths(t, first_chunk_frames(), later_chunk_frames());
-  const int64_t latent = started_ ? t / tf : 1 + (t - 1) / tf;
-  torch::Tensor features;
-  std::mutex placing;  // places' threads put their tiles' features into `features`
-  auto place = [&](const Tile& tile, const torch::Tensor& y, int64_t at) {
-    std::lock_guard<std::mutex> lock(placing);
-    if (!features.defined()) {
-      const std::vector<int64_t> sizes{y.size(0), y.size(1), latent, grid_.latent_height, grid_.latent_width};
-      // Blended tiles add into the features in the model's dtype (Note [Norms of tiles through time]).
-      const auto options = CausalConv3d::layout_of(y).device(device_.torch_device()).dtype(model_.dtype());
-      features = torch::empty(sizes, options);
-      if (!grid_.exact) features.zero_();
-    }
-    put(crop(features, at, y.size(2), tile.interior), y);
-  };
-  steps_ = static_cast<int64_t>(tiles_.size() * chunks.size());
-  if (places_.size() == 1) {
-    std::vector<Tile*> all;
-    for (Tile& tile : tiles_) all.push_back(&tile);
-    encode_tiles(all, x, chunks, more, place);
-  } else {
-    on_places([&](const std::vector<Tile*>& mine) { encode_tiles(mine, x, chunks, more, place); });
-  }
-  // The whole-frame part over the window's features, in bands across the places.
-  return whole_->encode(features, chunk_, device_);
-}
-
-void ExactTiles::encode_tiles(const std::vector<Tile*>& mine, const Pieces& x,
-                              const std::vector<int64_t>& chunks, bool more,
-                              const std::function<void(const Tile&, const torch::Tensor&, int64_t)>& place) {
-  Lead lead;  // the first tile's chunks, run ahead (Note [A window's edges stream])
-  if (!mine.empty() && mine.front() == &tiles_.front()) {
-    lead = std::move(lead_);
-    lead_ = {};
-  }
-  for (Tile* tile : mine) {
-    int64_t c = 0, at = 0, done = 0;
-    if (tile == &tiles_.front() && !lead.features.empty()) {
-      for (const torch::Tensor& y : lead.features) {
-        place(*tile, y, done);
-        done += y.size(2);
-        at += chunks[c++];
-        count_step(/*report=*/false);  // told when it ran
-      }
-    } else {
-      unpark(*tile);
-    }
-    for (; c < static_cast<int64_t>(chunks.size()); at += chunks[c++]) {
-      const torch::Tensor y = encode_chunk(*tile, x, at, chunks[c]);
-      place(*tile, y, done);
-      done += y.size(2);
-      count_step();
-    }
-    if (more)
-      park(*tile);
-    else
-      tile->cache.clear();
-  }
 }
 
 }  // namespace vaecodec::core
