@@ -122,7 +122,11 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
   }
   if (putting) putting->get();
   // The whole-frame part over the window's features, in bands across the places.
-  return whole_->encode(features, chunk_, device_);
+  torch::Tensor latents = whole_->encode(features, chunk_, device_);
+  // Its uploads read the features' pinned buffer, which goes back to the process's pool for any later use
+  // when the features die (Note [Pinned buffers kept for the next run] in core/device/device.cpp).
+  if (host_features_ && cuda) c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();
+  return latents;
 }
 
 void ExactTiles::encode_tiles(const std::vector<Tile*>& mine, const Pieces& x,
