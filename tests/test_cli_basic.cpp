@@ -24,10 +24,10 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-Result run_cli(const std::string& args) {
+// `command` in a shell, its stdout and stderr together.
+Result run_shell(const std::string& command) {
   Result r;
-  const std::string command = std::string(VAECODEC_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
   REQUIRE(pipe != nullptr);
   std::array<char, 4096> buffer{};
   size_t n;
@@ -35,6 +35,10 @@ Result run_cli(const std::string& args) {
   const int status = ::pclose(pipe);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+Result run_cli(const std::string& args) {
+  return run_shell(std::string(VAECODEC_BINARY) + " " + args);
 }
 
 }  // namespace
@@ -136,6 +140,18 @@ TEST_CASE("bench times the model, prints JSON and writes a kernel trace", "[cli]
     if (e.value("cat", "") == "cpu_op" && e.value("name", "").find("conv") != std::string::npos)
       ++convolutions;
   CHECK(convolutions > 0);
+  // It holds the allocator's allocations too, which scripts/dev/trace_memory.py reads back: what is alive at
+  // the peak, by the operator that made it (here the host's allocator).
+  int allocations = 0;
+  for (const auto& e : events)
+    if (e.value("name", "") == "[memory]" && e.at("args").value("Bytes", int64_t{0}) > 0) ++allocations;
+  CHECK(allocations > 0);
+  const auto script = data_dir().parent_path().parent_path() / "scripts" / "dev" / "trace_memory.py";
+  const auto peak_of =
+      run_shell(std::string(VAECODEC_PYTHON) + " " + script.string() + " " + trace.string() + " --device -1");
+  INFO(peak_of.out);
+  CHECK(peak_of.status == 0);
+  CHECK_THAT(peak_of.out, Catch::StartsWith("peak allocated ") && Catch::Contains("conv"));
 }
 
 TEST_CASE("bench compares a tiled plan with the untiled run", "[cli][basic]") {
