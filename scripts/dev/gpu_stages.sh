@@ -7,12 +7,15 @@
 #             HOST the --host-memory of a budget row, default 16G), one JSON line each in $OUT/rows.jsonl
 #     files   phase seedvr2_files of scripts/gpu_check.sh (SV2_SIZES, SV2_PRESETS)
 #     probe   scripts/dev/copy_probe.py: the host link's copy rates and the time to lock host memory
+#     train   scripts/train_tiny.py on .train/carry (scripts/dev/train_carry.sh; carry .train, .devkit is not
+#             needed): prepares the data once per machine, then trains TRAIN_MODEL (wan2.1 or seedvr2) from the
+#             committed weights with TRAIN_ARGS until the call's limit, into $OUT/train-TRAIN_MODEL
 # Every stage stops LIMIT seconds (default 585) after the script started, so a call's results come back.
 # Expects .devkit as scripts/gpu_check.sh does (the kit, CUTLASS's headers, nlohmann and toml++ headers).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 T0=$(date +%s)
-tar -xJf .devkit/kit.tar.xz -C /opt && source /opt/vaecodec-kit/env.sh
+if [[ -f .devkit/kit.tar.xz ]]; then tar -xJf .devkit/kit.tar.xz -C /opt && source /opt/vaecodec-kit/env.sh; fi
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 left() { echo $((${LIMIT:-585} - ($(date +%s) - T0))); }
@@ -57,6 +60,26 @@ for stage in "$@"; do
     probe)
       timeout $(($(left) - 5)) python3 scripts/dev/copy_probe.py 2>&1 | tee "$OUT/probe.txt"
       at "probe rc $?" ;;
+    train)
+      model=${TRAIN_MODEL:-wan2.1}
+      case $model in
+        wan2.1) init=tests/data/wan21-trained/weights.safetensors ;;
+        seedvr2) init=tests/data/seedvr2-trained/weights.safetensors ;;
+        *) echo "TRAIN_MODEL: wan2.1 or seedvr2, not $model" >&2; exit 2 ;;
+      esac
+      if [[ ! -f /tmp/data/heldout_carphone.npy ]]; then
+        xz -dc .train/carry/ffmpeg.xz >/tmp/ffmpeg && chmod +x /tmp/ffmpeg
+        python3 scripts/train_tiny.py prepare --clips .train/carry --out /tmp/data --ffmpeg /tmp/ffmpeg \
+          >"$OUT/prepare.txt" 2>&1 || { tail -5 "$OUT/prepare.txt"; exit 1; }
+      fi
+      # Training stops 60 s before the limit: the held-out evaluation and the save come after it.
+      budget=$(($(left) - 60))
+      ((budget > 60)) || { echo "no time left to train"; continue; }
+      python3 scripts/train_tiny.py train --model "$model" --init "$init" --data /tmp/data \
+        --out "$OUT/train-$model" --seconds "$budget" --max-seconds "$budget" ${TRAIN_ARGS:-} \
+        >"$OUT/train-$model.txt" 2>&1
+      at "train rc $?"
+      tail -4 "$OUT/train-$model.txt" ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
 done
