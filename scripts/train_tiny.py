@@ -287,6 +287,8 @@ def train(a):
         s = ssim(y, x)
         kl = 0.5 * (mu.float() ** 2 + logvar.exp() - 1 - logvar).mean()
         loss = l1 + a.ssim_weight * (1 - s) + a.kl_weight * kl
+        if a.mse_weight:  # PSNR's own measure, for fine-tuning towards it
+            loss = loss + a.mse_weight * ((y - x) ** 2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -361,6 +363,7 @@ def train(a):
             "torch": torch.__version__, "batch": a.batch, "frames": a.frames, "crop": a.crop, "lr": a.lr,
             "final_lr": a.final_lr, "warmup": a.warmup, "bf16_autocast": a.bf16, "ema": a.ema, "kept": pick,
             "loss": f"L1 + {a.ssim_weight} * (1 - SSIM) + {a.kl_weight} * KL"
+                    + (f" + {a.mse_weight} * MSE" if a.mse_weight else "")
                     + (" (posterior sampled)" if a.sample_posterior else " (decoded from the posterior mean)"),
             "saved_as": a.save_dtype,
             "texture_share": a.texture_share,
@@ -510,6 +513,7 @@ def main():
     c.add_argument("--warmup", type=int, default=100)
     c.add_argument("--ema", type=float, default=0.998)
     c.add_argument("--ssim-weight", type=float, default=0.2)
+    c.add_argument("--mse-weight", type=float, default=0.0, help="add this times the mean squared error")
     c.add_argument("--kl-weight", type=float, default=1e-6)
     c.add_argument("--texture-share", type=float, default=0.3)
     c.add_argument("--sample-posterior", action=argparse.BooleanOptionalAction, default=False,
