@@ -95,35 +95,39 @@ BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, to
   if (width % f || height % f) throw UsageError("--size must be a multiple of " + std::to_string(f));
   if ((o.frames - 1) % tf) throw UsageError("--frames must be 1 + " + std::to_string(tf) + "k");
 
-  // Smooth random content in [-1, 1] (never zeros: they would flatter the timings).
-  BenchClip clip;
-  torch::manual_seed(1);
-  auto coarse = torch::rand({1, 3, o.frames, height / f, width / f}) * 2 - 1;
-  clip.video =
-      torch::nn::functional::interpolate(coarse, torch::nn::functional::InterpolateFuncOptions()
-                                                     .size(std::vector<int64_t>{o.frames, height, width})
-                                                     .mode(torch::kTrilinear)
-                                                     .align_corners(false))
-          .add_(torch::randn({1, 3, o.frames, height, width}) * 0.05)
-          .clamp_(-1, 1);
-  clip.latents = torch::randn({1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f, width / f});
   // Bench holds the whole clip and the whole result on the device (a file run holds neither: frames come from
-  // the reader and go to the writer): the plan leaves room for them. Only the op's input goes there: decode
-  // runs had kept the frames too, uncounted, and peaked that much above their estimates.
+  // the reader and go to the writer): the plan leaves room for them. Only the op's input is made: decode runs
+  // had kept random frames on the device too, uncounted, and peaked that much above their estimates.
   const core::Op op = core::parse_op(o.op);
-  // Frames in the model's dtype, as a file run converts them once on the device.
-  clip.video = op == core::Op::kDecode ? torch::Tensor() : clip.video.to(device, dtype);
-  clip.latents = op == core::Op::kDecode ? clip.latents.to(device) : torch::Tensor();
+  const std::vector<int64_t> latent_shape{1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f,
+                                          width / f};
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
-  int64_t resident = op == core::Op::kDecode ? bytes_of(clip.latents) : bytes_of(clip.video);
-  if (op != core::Op::kEncode) resident += 3 * o.frames * width * height * element;
-  if (op != core::Op::kDecode)  // the latents it makes
-    resident += info.latent_channels * (1 + (o.frames - 1) / tf) * (height / f) * (width / f) * element;
+  BenchClip clip;
+  int64_t resident = 0;
+  if (op == core::Op::kDecode) {
+    torch::manual_seed(1);
+    clip.latents = torch::randn(latent_shape).to(device);
+    resident = bytes_of(clip.latents) + 3 * o.frames * width * height * element;  // and the frames it makes
+  } else {
+    // Smooth random content in [-1, 1] (never zeros: they would flatter the timings), in the model's dtype as
+    // a file run converts frames once on the device.
+    torch::manual_seed(1);
+    auto coarse = torch::rand({1, 3, o.frames, height / f, width / f}) * 2 - 1;
+    clip.video =
+        torch::nn::functional::interpolate(coarse, torch::nn::functional::InterpolateFuncOptions()
+                                                       .size(std::vector<int64_t>{o.frames, height, width})
+                                                       .mode(torch::kTrilinear)
+                                                       .align_corners(false))
+            .add_(torch::randn({1, 3, o.frames, height, width}) * 0.05)
+            .clamp_(-1, 1)
+            .to(device, dtype);
+    resident = bytes_of(clip.video) + c10::multiply_integers(latent_shape) * element;     // and the latents
+    if (op == core::Op::kRoundtrip) resident += 3 * o.frames * width * height * element;  // and the frames
+  }
   clip.resident = resident;
   clip.planner = o.memory.planner;
   clip.planner.reserved_bytes = resident;
-  const int64_t latent_frames = op == core::Op::kDecode ? clip.latents.size(2) : 1 + (o.frames - 1) / tf;
-  clip.plan = core::plan_for(model, {op, width, height, latent_frames}, clip.planner);
+  clip.plan = core::plan_for(model, {op, width, height, latent_shape[2]}, clip.planner);
   return clip;
 }
 

@@ -191,7 +191,7 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             // An encode's features in host memory: each tile's gather on the device in the dtype it writes
             // them (float32 where tiles blend) and come down when it is done (Note [An encode window's
             // features in host memory] in core/split/exact_tiles_encode.cpp).
-            const double staged_size = g.exact ? size : 4.0;
+            const double staged_size = std::max(size, 4.0);  // written(): float32 (float64 models: float64)
             const double tile_features =
                 host_features && encode ? channels * work[i].largest * w_frames * staged_size : 0.0;
             // A host window's encode: the chunk as the caller handed it over, and the file pipeline's last

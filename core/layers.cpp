@@ -136,7 +136,7 @@ torch::Tensor conv3d_in_pieces(const torch::Tensor& x, const torch::Tensor& weig
                   1, std::min(out_limit / std::max<int64_t>(row_out, 1),
                               (max_elements / std::max<int64_t>(row_in, 1) - weight.size(3)) / stride[1] + 1))
             : out_size[1];
-  if (KernelLog::enabled()) KernelLog::count("conv3d", "in pieces (past 2^31 elements)");
+  KernelLog::count("conv3d", "in pieces (past 2^31 elements)");
   auto out = torch::empty({x.size(0), weight.size(0), out_size[0], out_size[1], out_size[2]},
                           x.options().memory_format(x.suggest_memory_format()));
   const std::vector<int64_t> s(stride.begin(), stride.end()), band_padding{0, 0, padding[2]},

@@ -21,6 +21,14 @@ torch::Tensor crop(const torch::Tensor& x, int64_t frame, int64_t frames, const 
       .narrow(4, area.cols.begin, area.cols.size());
 }
 
+torch::Tensor to_host_now(const torch::Tensor& t, const Device& device) {
+  if (!device.is_cuda()) return t;
+  torch::Tensor host = device.host_like(t);
+  host.copy_(t, /*non_blocking=*/true);
+  c10::cuda::getCurrentCUDAStream(device.index()).synchronize();  // the copy above
+  return host;
+}
+
 std::vector<int64_t> chunk_lengths(int64_t n, int64_t first, int64_t later) {
   std::vector<int64_t> out;
   for (int64_t done = 0; done < n;) {
@@ -398,7 +406,6 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
   for (Tile* tile : mine) {
     unpark(*tile);
     Device& device = *tile->place.device;
-    const bool cuda = device.torch_device().is_cuda();
     const Area pixels{{tile->interior.rows.begin * f, tile->interior.rows.end * f},
                       {tile->interior.cols.begin * f, tile->interior.cols.end * f}};
     // The last tile hands each chunk's frames over as it finishes them (Note [A window's edges stream]);
@@ -449,10 +456,7 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
       throw Error(model_.info().family + ": a tile made " + std::to_string(frame) +
                   " frames of its window's " + std::to_string(out.size(2)));
     if (stage) {
-      torch::Tensor down = cuda ? device.host_like(tile_frames) : torch::empty_like(tile_frames);
-      down.copy_(tile_frames, /*non_blocking=*/cuda);
-      if (cuda)
-        c10::cuda::getCurrentCUDAStream(device.torch_device().index()).synchronize();  // the copy above
+      const torch::Tensor down = to_host_now(tile_frames, device);
       placing.push_back(std::make_unique<Task>(torch::kCPU, [this, &out, &blending, down, pixels] {
         torch::InferenceMode guard;  // `out` was made under it
         // Exact tiles write disjoint pixels and go in at once; blended ones add into pixels they share.

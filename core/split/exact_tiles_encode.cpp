@@ -75,15 +75,15 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
   std::mutex placing;  // places' threads put their tiles' features into `features`
   auto make = [&](const torch::Tensor& y) {
     // Blended tiles add into the features in the model's dtype (Note [Norms of tiles through time]).
-    const auto options = CausalConv3d::layout_of(y).dtype(model_.dtype());
-    if (host_features_) {  // Note [An encode window's features in host memory]
+    if (host_features_) {  // Note [An encode window's features in host memory]: dense time-major
       const std::vector<int64_t> time_major{y.size(0), latent, y.size(1), grid_.latent_height,
                                             grid_.latent_width};
-      features = device_.pinned_exact_like(torch::empty(time_major, options.device(torch::kMeta)))
-                     .permute({0, 2, 1, 3, 4});
+      const auto meta = torch::TensorOptions().dtype(model_.dtype()).device(torch::kMeta);
+      features = device_.pinned_exact_like(torch::empty(time_major, meta)).permute({0, 2, 1, 3, 4});
     } else {
       const std::vector<int64_t> sizes{y.size(0), y.size(1), latent, grid_.latent_height, grid_.latent_width};
-      features = torch::empty(sizes, options.device(device_.torch_device()));
+      features = torch::empty(
+          sizes, CausalConv3d::layout_of(y).device(device_.torch_device()).dtype(model_.dtype()));
     }
     if (!grid_.exact) features.zero_();
   };
@@ -99,12 +99,7 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
     if (at == 0) staged = torch::empty({y.size(0), y.size(1), latent, y.size(3), y.size(4)}, y.options());
     staged.narrow(2, at, y.size(2)).copy_(y);
     if (at + y.size(2) < latent) return;
-    torch::Tensor down = staged;
-    if (cuda) {  // down in one copy, then the host may read it
-      down = device_.host_like(staged);
-      down.copy_(staged, /*non_blocking=*/true);
-      c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();
-    }
+    const torch::Tensor down = to_host_now(staged, device_);
     staged = torch::Tensor();
     if (putting) putting->get();  // one tile's features placed at a time
     putting = std::make_unique<Task>(torch::kCPU, [this, &features, down, area = tile.interior] {

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "core/device/device.h"
 #include "core/trunk.h"
 
 // What the two halves of ExactTiles (exact_tiles.cpp, its decode; exact_tiles_encode.cpp, its encode) share.
@@ -15,5 +16,10 @@ torch::Tensor crop(const torch::Tensor& x, int64_t frame, int64_t frames, const 
 
 // Chunk lengths over `n` units, `first` for the first and `later` after.
 std::vector<int64_t> chunk_lengths(int64_t n, int64_t first, int64_t later);
+
+// A tile's output gathered on `device` (a window's frames or features), in host memory once this returns, for
+// a worker to put in place: copied into pinned memory on a GPU (its current stream waited for), itself on
+// the CPU.
+torch::Tensor to_host_now(const torch::Tensor& t, const Device& device);
 
 }  // namespace vaecodec::core

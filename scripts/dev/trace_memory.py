@@ -21,7 +21,8 @@ def main():
     parser.add_argument("--device", type=int, default=0, help="CUDA device; -1: the host's allocations")
     args = parser.parse_args()
     events = json.load(open(args.trace))["traceEvents"]
-    memory = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == (0 if args.device < 0 else 1)
+    device_type = 0 if args.device < 0 else 1  # Kineto's: 0 the host, 1 CUDA
+    memory = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == device_type
                      and e["args"].get("Device Id") == args.device), key=lambda e: e["ts"])
     if not memory:
         raise SystemExit(f"{args.trace}: no allocations of device {args.device} (traced without memory?)")
