@@ -45,14 +45,18 @@ struct BenchOptions {
   bool profile = false;          // time and FLOPs per stage (Note [Stage timing])
   bool compare_untiled = false;  // tiled plans: also run untiled and report the difference
   std::string trace;             // a Chrome trace of one extra run (kernels with their operators and shapes)
+  bool clip_on_host =
+      false;  // the clip and the result in host memory, streamed (Note [A clip in host memory])
   MemoryOptions memory;
 };
 
-// The benchmark's input on `device` for `model` and the plan it runs under (bench holds the whole clip).
+// The benchmark's input for `model` and the plan it runs under: on `device`, or in host memory with
+// --clip-on-host (bench holds the whole clip).
 struct BenchClip {
   torch::Tensor video, latents;
   core::PlannerOptions planner;
-  int64_t resident = 0;  // bytes bench holds besides the run
+  int64_t resident = 0;  // bytes bench holds on the device besides the run
+  bool on_host = false;  // --clip-on-host: run_op streams it
   core::Plan plan;
 };
 
@@ -61,11 +65,12 @@ std::string dtype_text(const BenchOptions& o, torch::Device device);
 // --layout's activation layout: unset for auto.
 std::optional<bool> channels_last_option(const std::string& layout);
 void synchronize(const torch::Device& device);
-// One operation over the whole clip, in the plan's (or the options') chunks and tiles, as the tool runs it.
+// One operation over the whole clip, in the plan's (or the options') chunks and tiles, as the tool runs it; a
+// clip in host memory goes in a chunk at a time and its result comes back to host memory as it is made.
 torch::Tensor run_op(core::VaeModel& model, const std::string& op, const torch::Tensor& video,
-                     const torch::Tensor& latents, const core::ChunkOptions& chunks);
+                     const torch::Tensor& latents, const core::ChunkOptions& chunks, bool streamed = false);
 torch::Tensor run_op(core::VaeModel& model, const std::string& op, const torch::Tensor& video,
-                     const torch::Tensor& latents, const core::Plan& plan);
+                     const torch::Tensor& latents, const core::Plan& plan, bool streamed = false);
 // The middle of the timed runs (the upper one of an even count).
 double median_of(std::vector<double> seconds);
 // The same plan untiled, for the tiles' accuracy.

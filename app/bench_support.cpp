@@ -1,11 +1,14 @@
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <vector>
 
 #include "app/bench.h"
 #include "app/run_options.h"
 #include "core/error.h"
 #include "core/models/registry.h"
 #include "core/plan_for.h"
+#include "core/sizes.h"
 
 namespace vaecodec::app {
 
@@ -24,17 +27,54 @@ void synchronize(const torch::Device& device) {
   core::Device::of(device).synchronize();
 }
 
+// Note [A clip in host memory]
+// A file run holds neither its input nor its result on the device: the reader hands frames (or latents) over
+// a few at a time and the writer takes what each push completes. Bench holds the whole clip, on the device by
+// default (counted as resident: the plan leaves room for it), which at 4K is most of a small card - 3.75 GiB
+// of bf16 frames for 81 frames - and leaves a budgeted row a far smaller device than a file run would have.
+// --clip-on-host keeps the clip in pinned host memory instead and runs as a file run does: one chunk's
+// frames pushed at a time (uploaded by the run), each push's output copied back to host memory, a round
+// trip's latents handed from the encoder to the decoder on the device. Nothing is resident, so the plan is a
+// file run's; the timings include the chunks' copies, as a file run's do.
+namespace {
+
+torch::Tensor run_streamed(core::VaeModel& model, const std::string& op, const torch::Tensor& input,
+                           const core::ChunkOptions& chunks) {
+  core::Device& device = core::Device::of(model.device());
+  const bool encode = op != "decode";
+  core::Run first(model, device, encode ? core::Op::kEncode : core::Op::kDecode, chunks);
+  std::optional<core::Run> second;
+  if (op == "roundtrip") second.emplace(model, device, core::Op::kDecode, chunks);
+  std::vector<torch::Tensor> out;
+  auto keep = [&](const torch::Tensor& y) {
+    if (y.defined() && y.size(2) > 0) out.push_back(y.to(torch::kCPU));
+  };
+  auto pass = [&](const torch::Tensor& y) {
+    if (!second) return keep(y);
+    if (y.defined() && y.size(2) > 0) keep(second->push(y));
+  };
+  const int64_t step = encode ? chunks.latent_frames * model.info().temporal_factor : chunks.latent_frames;
+  for (int64_t t = 0; t < input.size(2); t += step)
+    pass(first.push(input.narrow(2, t, std::min(step, input.size(2) - t))));
+  pass(first.finish());
+  if (second) keep(second->finish());
+  return out.empty() ? torch::Tensor() : torch::cat(out, 2);
+}
+
+}  // namespace
+
 // One operation over the whole clip, in the plan's chunks and tiles, as the tool runs it.
 torch::Tensor run_op(core::VaeModel& model, const std::string& op, const torch::Tensor& video,
-                     const torch::Tensor& latents, const core::ChunkOptions& chunks) {
+                     const torch::Tensor& latents, const core::ChunkOptions& chunks, bool streamed) {
+  if (streamed) return run_streamed(model, op, op == "decode" ? latents : video, chunks);
   if (op == "encode") return core::encode_video(model, video, chunks);
   if (op == "decode") return core::decode_latents(model, latents, chunks);
   return core::decode_latents(model, core::encode_video(model, video, chunks), chunks);
 }
 
 torch::Tensor run_op(core::VaeModel& model, const std::string& op, const torch::Tensor& video,
-                     const torch::Tensor& latents, const core::Plan& plan) {
-  return run_op(model, op, video, latents, core::ChunkOptions::of(plan));
+                     const torch::Tensor& latents, const core::Plan& plan, bool streamed) {
+  return run_op(model, op, video, latents, core::ChunkOptions::of(plan), streamed);
 }
 
 // The middle of the timed runs (the upper one of an even count).
@@ -97,37 +137,53 @@ BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, to
 
   // Bench holds the whole clip and the whole result on the device (a file run holds neither: frames come from
   // the reader and go to the writer): the plan leaves room for them. Only the op's input is made: decode runs
-  // had kept random frames on the device too, uncounted, and peaked that much above their estimates.
+  // had kept random frames on the device too, uncounted, and peaked that much above their estimates. With
+  // --clip-on-host both stay in host memory and nothing is resident (Note [A clip in host memory]). The plan
+  // comes first: a refusal makes no clip.
   const core::Op op = core::parse_op(o.op);
   const std::vector<int64_t> latent_shape{1, info.latent_channels, 1 + (o.frames - 1) / tf, height / f,
                                           width / f};
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+  const int64_t latents = c10::multiply_integers(latent_shape), frames = 3 * o.frames * width * height;
   BenchClip clip;
-  int64_t resident = 0;
+  clip.on_host = o.clip_on_host;
+  if (!clip.on_host)
+    clip.resident = op == core::Op::kDecode   ? latents * 4 + frames * element  // float32 latents, the frames
+                    : op == core::Op::kEncode ? (frames + latents) * element
+                                              : (2 * frames + latents) * element;  // and the frames again
+  clip.planner = o.memory.planner;
+  clip.planner.reserved_bytes = clip.resident;
+  try {
+    clip.plan = core::plan_for(model, {op, width, height, latent_shape[2]}, clip.planner);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    // A refusal counts the clip bench holds on the device, which a file run does not hold: say how much.
+    if (clip.resident == 0 || clip.planner.budget_bytes <= 0) throw;
+    throw Error(std::string(e.what()) + " (the plan counts bench's clip on the device, " +
+                core::format_size(clip.resident) +
+                "; --clip-on-host holds it in host memory, as a file run does)");
+  }
+  auto place = [&](const torch::Tensor& t) {
+    if (!clip.on_host) return t.to(device);
+    return device.is_cpu() ? t : t.pin_memory();
+  };
+  torch::manual_seed(1);
   if (op == core::Op::kDecode) {
-    torch::manual_seed(1);
-    clip.latents = torch::randn(latent_shape).to(device);
-    resident = bytes_of(clip.latents) + 3 * o.frames * width * height * element;  // and the frames it makes
+    clip.latents = place(torch::randn(latent_shape));
   } else {
     // Smooth random content in [-1, 1] (never zeros: they would flatter the timings), in the model's dtype as
     // a file run converts frames once on the device.
-    torch::manual_seed(1);
     auto coarse = torch::rand({1, 3, o.frames, height / f, width / f}) * 2 - 1;
-    clip.video =
+    clip.video = place(
         torch::nn::functional::interpolate(coarse, torch::nn::functional::InterpolateFuncOptions()
                                                        .size(std::vector<int64_t>{o.frames, height, width})
                                                        .mode(torch::kTrilinear)
                                                        .align_corners(false))
             .add_(torch::randn({1, 3, o.frames, height, width}) * 0.05)
             .clamp_(-1, 1)
-            .to(device, dtype);
-    resident = bytes_of(clip.video) + c10::multiply_integers(latent_shape) * element;     // and the latents
-    if (op == core::Op::kRoundtrip) resident += 3 * o.frames * width * height * element;  // and the frames
+            .to(dtype));
   }
-  clip.resident = resident;
-  clip.planner = o.memory.planner;
-  clip.planner.reserved_bytes = resident;
-  clip.plan = core::plan_for(model, {op, width, height, latent_shape[2]}, clip.planner);
   return clip;
 }
 

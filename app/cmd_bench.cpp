@@ -44,6 +44,8 @@ namespace {
 void bench(const BenchOptions& o) {
   if (o.split && o.devices.empty())
     throw UsageError("--split splits the clip across --devices; give --devices too");
+  if (o.split && o.clip_on_host)
+    throw UsageError("--clip-on-host times one device or --devices each with its own clip, not --split");
   if (o.split) return bench_split(o);
   if (!o.devices.empty()) return bench_devices(o);
   parse_frame_size(o.size);  // a malformed --size fails before the model is built
@@ -74,12 +76,12 @@ void bench(const BenchOptions& o) {
   const bool trace_cold = !o.trace.empty() && o.warmup == 0;
   auto traced_run = [&] {
     write_trace(o.trace, [&] {
-      run_op(*model, o.op, video, latents, plan);
+      run_op(*model, o.op, video, latents, plan, clip.on_host);
       synchronize(device);
     });
   };
   if (trace_cold) traced_run();
-  for (int i = 0; i < o.warmup; ++i) run_op(*model, o.op, video, latents, plan);
+  for (int i = 0; i < o.warmup; ++i) run_op(*model, o.op, video, latents, plan, clip.on_host);
   synchronize(device);
   core::Device::of(device).reset_peak_statistics();
   // The host's peak of the timed runs alone: not the clip this process made first (on the CPU, for a GPU
@@ -96,7 +98,7 @@ void bench(const BenchOptions& o) {
     out = torch::Tensor();  // the last run's result goes before the next one is made
     const auto start = std::chrono::steady_clock::now();
     try {
-      out = run_op(*model, o.op, video, latents, plan);
+      out = run_op(*model, o.op, video, latents, plan, clip.on_host);
     } catch (const c10::OutOfMemoryError& e) {
       throw Error("out of GPU memory under the plan (" + plan.summary() + "): " + e.what_without_backtrace());
     }
@@ -122,6 +124,7 @@ void bench(const BenchOptions& o) {
                       {"budget_bytes", planner.budget_bytes},
                       {"allocator_fraction", fraction},
                       {"resident_bytes", resident},
+                      {"clip_on_host", clip.on_host},
                       {"plan", plan.to_json()},
                       {"estimate_gib", plan.estimate.total() / double(1ull << 30)},
                       {"runs", seconds},
@@ -158,7 +161,8 @@ void bench(const BenchOptions& o) {
   }
   if (o.accuracy && dtype != torch::kFloat) {
     auto reference_model = make_model(o, device, torch::kFloat);
-    const auto reference = run_op(*reference_model, o.op, video, latents, plan).to(torch::kDouble);
+    const auto reference =
+        run_op(*reference_model, o.op, video, latents, plan, clip.on_host).to(torch::kDouble);
     const auto got = out.to(reference.device(), torch::kDouble);  // an exact run may keep it in host memory
     j["relative_l2_vs_fp32"] = ((got - reference).norm() / reference.norm()).item<double>();
     if (o.op != "encode") j["psnr_vs_fp32_db"] = psnr(got, reference);
@@ -167,7 +171,7 @@ void bench(const BenchOptions& o) {
       core::RunChoices bf16_choices = model->choices();
       bf16_choices.fp8 = false;
       model->set_choices(bf16_choices);
-      const auto bf16 = run_op(*model, o.op, video, latents, plan).to(torch::kDouble);
+      const auto bf16 = run_op(*model, o.op, video, latents, plan, clip.on_host).to(torch::kDouble);
       j["bf16_relative_l2_vs_fp32"] = ((bf16 - reference).norm() / reference.norm()).item<double>();
       if (o.op != "encode") j["bf16_psnr_vs_fp32_db"] = psnr(bf16, reference);
     }
@@ -175,7 +179,8 @@ void bench(const BenchOptions& o) {
   if (o.compare_untiled && plan.tiles.tiled()) {
     // After the measurements: the untiled run may need more than the budget, so the cap is lifted.
     core::Device::of(device).cap_memory(std::numeric_limits<int64_t>::max());
-    const auto reference = run_op(*model, o.op, video, latents, untiled(plan)).to(torch::kDouble);
+    const auto reference =
+        run_op(*model, o.op, video, latents, untiled(plan), clip.on_host).to(torch::kDouble);
     const auto got = out.to(reference.device(), torch::kDouble);  // an exact run may keep it in host memory
     j["tiled_vs_untiled_relative_l2"] = ((got - reference).norm() / reference.norm()).item<double>();
     if (op != core::Op::kEncode) j["tiled_vs_untiled_psnr_db"] = psnr(got, reference);
@@ -294,6 +299,9 @@ void add_bench_command(CLI::App& app) {
       "--trace", o->trace,
       "Write a Chrome trace (Kineto) of one extra, untimed run to this file (the first run, cold, "
       "with --warmup 0)");
+  cmd->add_flag("--clip-on-host", o->clip_on_host,
+                "Hold the clip and the result in host memory and stream them a chunk at a time, as a file "
+                "run does (a budgeted row then plans as a file run; the copies are timed)");
   add_memory_options(*cmd, o->memory, o->device, o->dtype, o->chunk);
   add_overwrite_options(*cmd, o->overwrite);
   cmd->callback([o] {

@@ -4,7 +4,9 @@
 #     build   configure and build build-gpu (scripts/gpu_check.sh with no phase; ~5 min on 16 cores)
 #     tests   the GPU tests on one GPU (GPU_TESTS, default "[gpu]~[multi-gpu]")
 #     rows    SeedVR2 bench rows: ROWS="OP:SIZE:FRAMES:BUDGET[:HOST]..." (BUDGET none | 12G | a preset;
-#             HOST the --host-memory of a budget row, default 16G), one JSON line each in $OUT/rows.jsonl
+#             HOST the --host-memory of a budget row, default 16G), one JSON line each in $OUT/rows.jsonl;
+#             ROWS_ARGS adds bench options to every row (--clip-on-host: the clip in host memory, streamed
+#             as a file run's; Note [A clip in host memory] in app/bench_support.cpp)
 #     files   phase seedvr2_files of scripts/gpu_check.sh (SV2_SIZES, SV2_PRESETS)
 #     probe   scripts/dev/copy_probe.py: the host link's copy rates and the time to lock host memory
 #     train   scripts/train_tiny.py on .train/pack (scripts/dev/train_carry.sh; carry .train): prepares the data
@@ -47,7 +49,7 @@ for stage in "$@"; do
         [[ $budget == rtx* || $budget == h* ]] && args+=(--preset "$budget")
         (($(left) < 30)) && { echo "no time left for $row"; continue; }
         if timeout $(($(left) - 3)) build-gpu/vaecodec bench -y --random --model seedvr2-vae --op "$op" --size "$size" \
-          --frames "$frames" --dtype bf16 --runs 1 --warmup 1 "${args[@]}" --json >"$OUT/last.json" 2>>"$OUT/bench.err"; then
+          --frames "$frames" --dtype bf16 --runs 1 --warmup 1 "${args[@]}" ${ROWS_ARGS:-} --json >"$OUT/last.json" 2>>"$OUT/bench.err"; then
           python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); j["row"] = sys.argv[2]; print(json.dumps(j))' \
             "$OUT/last.json" "$row" >>"$OUT/rows.jsonl"
           python3 -c "$summary" "$OUT/last.json" "$row"
