@@ -51,7 +51,8 @@ DeviceTiming time_on_device(const BenchOptions& o, torch::Device device, std::la
     const BenchClip clip = make_bench_clip(o, *model, device, dtype);
     core::Device& where = core::Device::of(device);
     where.cap_memory(clip.planner.budget_bytes);
-    for (int i = 0; i < o.warmup; ++i) run_op(*model, o.op, clip.video, clip.latents, clip.plan, clip.on_host);
+    for (int i = 0; i < o.warmup; ++i)
+      run_op(*model, o.op, clip.video, clip.latents, clip.plan, clip.on_host);
     where.synchronize();
     where.reset_peak_statistics();
     if (gate) gate->arrive_and_wait();
