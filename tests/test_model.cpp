@@ -168,6 +168,37 @@ TEST_CASE("on CUDA the layers keep the channels-last layout", "[model][layout][g
   CHECK(relative_error(decoded.cpu(), core::decode_latents(*plain, latent, {1}).cpu()) <= 1e-5);
 }
 
+TEST_CASE("off the GPU RMSNorm+SiLU written into a causal buffer is SiLU of the norm", "[model][layers]") {
+  // Note [The RMS norm off the GPU]: the norm divides straight into the buffer and SiLU runs there in place.
+  torch::manual_seed(0);
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    for (const bool channels_last : {false, true}) {
+      for (const bool with_bias : {false, true}) {
+        INFO(c10::toString(dtype) << (channels_last ? " channels-last" : " contiguous")
+                                  << (with_bias ? ", bias" : ""));
+        const int64_t c = 12;
+        core::RMSNorm norm(c);
+        {
+          torch::NoGradGuard no_grad;
+          norm.named_parameters()["gamma"].copy_(1 + 0.1 * torch::randn({c, 1, 1, 1}));
+        }
+        norm.to(dtype);
+        const auto format =
+            channels_last ? torch::MemoryFormat::ChannelsLast3d : torch::MemoryFormat::Contiguous;
+        const auto x = (torch::randn({1, c, 3, 9, 13}) + 0.5).to(dtype).contiguous(format);
+        const auto bias = with_bias ? (0.3 * torch::randn({c})).to(dtype) : torch::Tensor();
+        auto buffer = torch::full({1, c, 5, 9, 13}, 7.0, x.options()).contiguous(format);
+        norm.forward_silu_into(x, buffer.narrow(2, 2, 3), bias);
+        const auto expected = torch::silu(norm.forward(with_bias ? x + bias.reshape({c, 1, 1, 1}) : x));
+        const auto got = buffer.narrow(2, 2, 3);
+        CHECK(((got - expected).abs().max() / expected.abs().max()).item<double>() <=
+              (dtype == torch::kFloat ? 1e-7 : 1e-15));
+        CHECK(torch::equal(buffer.narrow(2, 0, 2), torch::full({1, c, 2, 9, 13}, 7.0, x.options())));
+      }
+    }
+  }
+}
+
 TEST_CASE("on CUDA the fused RMSNorm+SiLU and residual add match float64", "[model][gpu]") {
   // Note [Vectorised norm]: the 16-byte kernel for channel counts it divides (96 = 4 lanes x 3 vectors of 8
   // bf16, 192, 384, 128, 1024), the warp-per-voxel kernel for the others (20; 12 in bf16), the planar kernel
