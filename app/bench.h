@@ -45,8 +45,7 @@ struct BenchOptions {
   bool profile = false;          // time and FLOPs per stage (Note [Stage timing])
   bool compare_untiled = false;  // tiled plans: also run untiled and report the difference
   std::string trace;             // a Chrome trace of one extra run (kernels with their operators and shapes)
-  bool clip_on_host =
-      false;  // the clip and the result in host memory, streamed (Note [A clip in host memory])
+  bool clip_on_host = false;     // clip and result in host memory (Note [A clip in host memory])
   MemoryOptions memory;
 };
 

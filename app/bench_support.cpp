@@ -8,7 +8,6 @@
 #include "core/error.h"
 #include "core/models/registry.h"
 #include "core/plan_for.h"
-#include "core/sizes.h"
 
 namespace vaecodec::app {
 
@@ -153,17 +152,8 @@ BenchClip make_bench_clip(const BenchOptions& o, const core::VaeModel& model, to
                                               : (2 * frames + latents) * element;  // and the frames again
   clip.planner = o.memory.planner;
   clip.planner.reserved_bytes = clip.resident;
-  try {
-    clip.plan = core::plan_for(model, {op, width, height, latent_shape[2]}, clip.planner);
-  } catch (const UsageError&) {
-    throw;
-  } catch (const Error& e) {
-    // A refusal counts the clip bench holds on the device, which a file run does not hold: say how much.
-    if (clip.resident == 0 || clip.planner.budget_bytes <= 0) throw;
-    throw Error(std::string(e.what()) + " (the plan counts bench's clip on the device, " +
-                core::format_size(clip.resident) +
-                "; --clip-on-host holds it in host memory, as a file run does)");
-  }
+  clip.planner.reserved_note = "bench's clip; --clip-on-host holds it in host memory, as a file run does";
+  clip.plan = core::plan_for(model, {op, width, height, latent_shape[2]}, clip.planner);
   auto place = [&](const torch::Tensor& t) {
     if (!clip.on_host) return t.to(device);
     return device.is_cpu() ? t : t.pin_memory();

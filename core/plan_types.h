@@ -37,6 +37,9 @@ struct PlannerOptions {
   bool offload = true;           // tile caches may wait in host memory between visits when they do not fit
   std::optional<TileSize> tile;  // a fixed tile size (--tile), overriding the planner's
   int64_t reserved_bytes = 0;    // device memory held outside the run, e.g. bench's resident clip
+  // What reserved_bytes holds, for a refusal that counts it (e.g. "bench's clip on the device; ..."); empty:
+  // the refusal does not name it.
+  std::string reserved_note;
   // Host memory held outside the run: a file run's reader, writer and video encoder (Note [A file run's host
   // memory] in io/run_plan.cpp), counted in every plan's host estimate.
   int64_t host_reserved_bytes = 0;

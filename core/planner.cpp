@@ -340,6 +340,9 @@ Plan plan_run(const PlanRequest& request, const PlannerOptions& options) {
       << "; give " << spelling.give(spelling.vram, gib(smallest->estimate.total() / (1.0 - options.margin)))
       << " or more";
   if (!options.tiling && !options.tile) s << ", or allow tiling";
+  if (options.reserved_bytes > 0 && !options.reserved_note.empty())
+    s << " (the plan counts " << format_size(options.reserved_bytes)
+      << " held on the device besides the run: " << options.reserved_note << ")";
   throw Error(s.str());
 }
 

@@ -68,6 +68,7 @@ HELD_OUT = {
     "bikes_tail": ("bikes.mp4", 200, 249, 320, 136),
     "bbb_tail": ("bigbuckbunny.mp4", 103, 132, 320, 180),
 }
+CLIPS = sorted({v[0] for v in REAL_TRAIN.values()} | {v[0] for v in HELD_OUT.values()})  # the mp4s used
 # Generated textures: name -> lavfi graph (64 frames each are taken).
 TEXTURES = {
     "testsrc2": "testsrc2=size=480x360:rate=25",
@@ -135,9 +136,7 @@ def prepare(a):
             np.save(os.path.join(a.out, f"train_{name}_{w}x{h}.npy"), frames)
             log(f"train_{name}_{w}x{h}: {frames.shape}")
     for name, graph in TEXTURES.items():
-        w, h = (int(v) for v in graph.split("size=")[1].split(":")[0].split("x"))
-        if "scale=" in graph:
-            w, h = (int(v) for v in graph.split("scale=")[1].split(":")[:2])
+        w, h = tiny_pack.graph_size(graph)
         frames = ffmpeg_frames(a.ffmpeg, ["-f", "lavfi", "-i", graph, "-frames:v", str(TEXTURE_FRAMES)], w, h)
         np.save(os.path.join(a.out, f"train_tex_{name}_{w}x{h}.npy"), frames)
         log(f"train_tex_{name}: {frames.shape}")
@@ -290,13 +289,13 @@ def train(a):
     log(f"{a.model} width {a.width}: {params / 1e6:.2f} M parameters on {device}; "
         f"{len(crops.sources)} sources; batch {a.batch} x {a.frames} x {a.crop}^2")
 
-    def losses(x, noise):
+    def losses(x):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.bf16):
             mu, logvar = model.encode(x)
             logvar = logvar.float().clamp(-30, 20)
             z = mu.float()
-            if noise is not None:
-                z = z + torch.exp(0.5 * logvar) * noise
+            if a.sample_posterior:
+                z = z + torch.exp(0.5 * logvar) * torch.randn(mu.shape, device=device, generator=gen)
             y = model.decode(z).float()
         l1 = (y - x).abs().mean()
         s = ssim(y, x)
@@ -307,22 +306,14 @@ def train(a):
         return loss, l1, s, kl, y
 
     # --compile: the forward pass and the losses through torch.compile (Inductor fuses the norms, SiLUs and
-    # pads around the convolutions); the first steps pay for the compilation, and the timing probe below
-    # counts them only when it runs after them.
+    # pads around the convolutions; a sampled posterior's generator splits the graph in two); the first steps
+    # pay for the compilation, and the timing probe below counts them only when it runs after them.
     forward = torch.compile(losses) if a.compile else losses
-    latent_shape = None
 
     def step_fn(x, lr):
-        nonlocal latent_shape
         for g in opt.param_groups:
             g["lr"] = lr
-        noise = None
-        if a.sample_posterior:
-            if latent_shape is None:
-                with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.bf16):
-                    latent_shape = model.encode(x)[0].shape
-            noise = torch.randn(latent_shape, device=device, generator=gen)
-        loss, l1, s, kl, y = forward(x, noise)
+        loss, l1, s, kl, y = forward(x)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -532,7 +523,7 @@ def main():
     c.add_argument("--out", required=True)
     c.add_argument("--ffmpeg", default="ffmpeg")
     c.set_defaults(fn=lambda a: tiny_pack.pack(find_clips(a.clips), a.out, a.ffmpeg, TEXTURES, TEXTURE_FRAMES,
-                                               list(CREDITS)[:3]))
+                                               CLIPS))
     c = sub.add_parser("train")
     c.add_argument("--model", required=True, choices=["wan2.1", "seedvr2"])
     c.add_argument("--width", type=int, help="Wan2.1: dim (default 12); SeedVR2: first block's channels "

@@ -74,7 +74,8 @@ TEST_CASE("a budget bench's resident clip does not fit in says that the plan cou
   const std::string args =
       "bench --weights " + quote(tiny_weights()) +
       " --device cpu --op encode --size 256x128 --frames 5 --runs 1 --warmup 0 --vram 1M";
-  check_one_line(run_cli(args), 1, "(the plan counts bench's clip on the device, ");
+  check_one_line(run_cli(args), 1,
+                 "held on the device besides the run: bench's clip; --clip-on-host holds it");
   const auto r = run_cli(args + " --clip-on-host");
   INFO(r.err);
   CHECK(r.status == 1);
