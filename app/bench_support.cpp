@@ -34,7 +34,11 @@ void synchronize(const torch::Device& device) {
 // --clip-on-host keeps the clip in pinned host memory instead and runs as a file run does: one chunk's
 // frames pushed at a time (uploaded by the run), each push's output copied back to host memory, a round
 // trip's latents handed from the encoder to the decoder on the device. Nothing is resident, so the plan is a
-// file run's; the timings include the chunks' copies, as a file run's do.
+// file run's; the timings include the chunks' copies, as a file run's do. The pushes are the engine's chunks
+// (the first one frame shorter), as a file's are: a window kept in host memory stores what comes in the
+// pieces it came in, and a chunk that straddled two pieces would be joined again for every tile that reads
+// it (Pieces::slice in core/split/exact_tiles.h) - the 4K encode rows of a first measurement, pushed in
+// steps of tf * n from frame 0, ran 1.2-1.9x their plan's time, about a second more per tile.
 namespace {
 
 torch::Tensor run_streamed(core::VaeModel& model, const std::string& op, const torch::Tensor& input,
@@ -52,8 +56,11 @@ torch::Tensor run_streamed(core::VaeModel& model, const std::string& op, const t
     if (!second) return keep(y);
     if (y.defined() && y.size(2) > 0) keep(second->push(y));
   };
-  const int64_t step = encode ? chunks.latent_frames * model.info().temporal_factor : chunks.latent_frames;
-  for (int64_t t = 0; t < input.size(2); t += step)
+  // The engine's own chunk lengths, as a file's encode pushes them (io/chunking.cpp): 1 + tf * (n - 1)
+  // frames first, then tf * n.
+  const int64_t tf = model.info().temporal_factor, n = std::max<int64_t>(chunks.latent_frames, 1);
+  int64_t step = encode ? 1 + tf * (n - 1) : n;
+  for (int64_t t = 0; t < input.size(2); t += step, step = encode ? tf * n : n)
     pass(first.push(input.narrow(2, t, std::min(step, input.size(2) - t))));
   pass(first.finish());
   if (second) keep(second->finish());

@@ -122,15 +122,15 @@ TEST_CASE("the trained SeedVR2 model round-trips a clip it never saw", "[trained
   auto model = trained("seedvr2-trained");
   CHECK(model->info().family == "seedvr2-vae");
   const double db = held_out_round_trip_db(*model, "SeedVR2");
-  // Measured 24.3 dB (the CLI's --metrics likewise); tests/data/seedvr2-trained/meta.json, held_out_psnr_db.
-  CHECK(db > 23.5);
+  // Measured 25.9 dB; tests/data/seedvr2-trained/meta.json, held_out_psnr_db.
+  CHECK(db > 25.4);
 }
 
 // What tiles through time cost on trained weights (Note [Norms of tiles through time] in
 // core/split/exact_tiles.h). On this model the whole frame's norm statistics are dominated by a few columns
 // near the frame's left edge (its groups hold one channel each): a tile whose statistics do not reach that
-// edge is far off, and one that almost reaches it is further off still (context 8: 0.42 relative, the right
-// tile 0.7), while a context that takes the tile to the edge is within 4% (context 9) and one that covers the
+// edge is far off, and one that almost reaches it is further off still (context 8: 0.46 relative),
+// while a context that takes the tile to the edge is within 4% (context 9) and one that covers the
 // frame is exact. The bounds below are this model's measurements; a change that moves them is a change in
 // what tiles cost.
 TEST_CASE("on the trained SeedVR2 model tiles through time stay within their measured cost",
@@ -148,16 +148,18 @@ TEST_CASE("on the trained SeedVR2 model tiles through time stay within their mea
     o.kind = core::SplitKind::kExactTiles;
     return core::decode_latents(*model, latents, o);
   };
-  const auto bare = tiled(0), to_edge = tiled(9), whole_context = tiled(10);
+  const auto bare = tiled(0), near_edge = tiled(8), to_edge = tiled(9), whole_context = tiled(10);
   const double bare_db = psnr_db(bare, whole), edge_db = psnr_db(to_edge, whole);
   std::cout << "trained SeedVR2, 192x128 x5: whole " << whole_psnr
             << " dB against the clip; tiles through time "
             << "against the whole frame: context 0 " << bare_db << " dB (relative "
-            << relative_error(bare, whole) << "), context 9 " << edge_db << " dB; against the clip "
-            << psnr_db(bare, video) << " / " << psnr_db(to_edge, video) << " dB\n";
+            << relative_error(bare, whole) << "), context 8 relative " << relative_error(near_edge, whole)
+            << ", context 9 " << edge_db << " dB; against the clip " << psnr_db(bare, video) << " / "
+            << psnr_db(to_edge, video) << " dB\n";
   CHECK(relative_error(whole_context, whole) < 1e-6);  // every tile's context covers the frame: exact
-  CHECK(relative_error(bare, whole) < 0.3);            // measured 0.276
-  CHECK(relative_error(to_edge, whole) < 0.05);        // measured 0.036
+  CHECK(relative_error(bare, whole) < 0.3);            // measured 0.246
+  CHECK(relative_error(near_edge, whole) > relative_error(bare, whole));  // measured 0.458
+  CHECK(relative_error(to_edge, whole) < 0.05);                           // measured 0.037
   CHECK(psnr_db(to_edge, video) > whole_psnr - 0.5);
 }
 
