@@ -76,8 +76,8 @@ class Device {
   bool wants_pinned() const { return is_cuda(); }
 
   // --- memory
-  // Caps the caching allocator at `budget_bytes` (a backstop: the plan should stay below it). No-op for the
-  // CPU or budget 0. Returns the fraction of the device's memory set, 0 when none.
+  // Caps the caching allocator 20 MiB under `budget_bytes` (a backstop: the plan should stay below it). No-op
+  // for the CPU or budget 0. Returns the fraction of the device's memory set, 0 when none.
   double cap_memory(int64_t budget_bytes);
   // Peak bytes of tensors allocated by the caching allocator since the last reset; 0 for the CPU.
   int64_t peak_allocated_bytes() const;
