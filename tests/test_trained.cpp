@@ -127,9 +127,10 @@ TEST_CASE("the trained SeedVR2 model round-trips a clip it never saw", "[trained
 }
 
 // What tiles through time cost on trained weights (Note [Norms of tiles through time] in
-// core/split/exact_tiles.h). On this model the whole frame's norm statistics are dominated by a few columns
-// near the frame's left edge (its groups hold one channel each): a tile whose statistics do not reach that
-// edge is far off, and one that almost reaches it is further off still (context 8: 0.46 relative),
+// core/split/exact_tiles.h). On this clip some of the model's norms take most of their frame statistics from
+// content in the two leftmost latent columns (its groups hold one channel each; the clip flipped, the right
+// edge's: docs/benchmarks.md): a tile whose statistics do not reach those columns is far off, and one that
+// almost reaches them is further off still (context 8: 0.46 relative),
 // while a context that takes the tile to the edge is within 4% (context 9) and one that covers the
 // frame is exact. The bounds below are this model's measurements; a change that moves them is a change in
 // what tiles cost.

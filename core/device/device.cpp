@@ -201,8 +201,8 @@ double Device::cap_memory(int64_t budget_bytes) {
   if (cudaGetDeviceProperties(&props, index()) != cudaSuccess)
     throw Error("cannot read the memory size of CUDA device " + std::to_string(index()));
   // The allocator's cap is kept one of its 20 MiB segments below the budget: a SeedVR2 4K decode in 12 GiB on
-  // an H200 reserved 10 MiB more than a cap of exactly 12 GiB at its peak, so its check can let the last
-  // segment pass the cap (the plans leave --vram-margin's share of the budget free; this is far less).
+  // an H200 reserved 10 MiB more than a cap of exactly 12 GiB at its peak (the allocator let it pass; why is
+  // not known), and the budget is the promise (the plans leave --vram-margin's share of it free, far more).
   constexpr int64_t kSegmentSlack = int64_t{20} << 20;
   const int64_t cap = std::max<int64_t>(budget_bytes - kSegmentSlack, budget_bytes / 2);
   const double fraction = std::min(1.0, static_cast<double>(cap) / static_cast<double>(props.totalGlobalMem));
