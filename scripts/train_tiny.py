@@ -16,7 +16,9 @@ L1 + SSIM + a small KL. The modules are scripts/tiny_vaes.py (checked against th
   scripts/train_tiny.py eval --weights DIR/weights.safetensors --model wan2.1 --data DATA
 
 DIR gets weights.safetensors (the released key layout, float16 unless --save-dtype) and meta.json (config, data and credits,
-steps, time, held-out PSNR). Everything random (initialisation, crops, frame offsets, flips, the posterior's
+steps, time, held-out PSNR). A Wan2.1 model whose stages have other widths (--dim-mult 1,2,4,8: more channels
+where the frame is small, which the CPU pays little for) states them in the file's metadata (vaecodec_config),
+which the engine reads. Everything random (initialisation, crops, frame offsets, flips, the posterior's
 noise) comes from --seed; GPU convolutions may still round differently from run to run.
 See Note [What the demonstration models learn from] below.
 """
@@ -189,9 +191,12 @@ class Crops:
 # Models, losses, metrics
 
 
-def build(model, width):
+RELEASED_DIM_MULT = [1, 2, 4, 4]  # Wan2.1's
+
+
+def build(model, width, dim_mult=None):
     if model == "wan2.1":
-        return tiny_vaes.WanVae(dim=width)
+        return tiny_vaes.WanVae(dim=width, dim_mult=dim_mult or RELEASED_DIM_MULT)
     if model == "seedvr2":
         return tiny_vaes.SeedVR2Vae(block_out_channels=(width, width, 2 * width, 2 * width), norm_num_groups=32)
     sys.exit(f"train_tiny.py: unknown model {model}")
@@ -249,12 +254,32 @@ def prepared_how(data):
     return "prepare --clips (FFmpeg decodes, scales and generates)"
 
 
+def file_config(model):
+    """What the weights file must state for the engine beyond its tensors' shapes (the config keys that differ
+    from the released architecture's and that no shape tells: Wan2.1's dim_mult), or None."""
+    mult = model.config.get("dim_mult")
+    if model.family == "wan2.1-vae" and mult is not None and list(mult) != RELEASED_DIM_MULT:
+        return {"dim_mult": list(mult)}
+    return None
+
+
+def dim_mult_of(weights):
+    """The dim_mult a weights file states (file_config), or None for the released one."""
+    from safetensors import safe_open
+
+    with safe_open(weights, "pt") as f:
+        stated = (f.metadata() or {}).get("vaecodec_config")
+    return json.loads(stated).get("dim_mult") if stated else None
+
+
 def save(model, out, meta, dtype=torch.float16):
     from safetensors.torch import save_file
 
     os.makedirs(out, exist_ok=True)
     sd = {k: v.detach().to(dtype).cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(sd, os.path.join(out, "weights.safetensors"))
+    stated = file_config(model)
+    metadata = {"vaecodec_config": json.dumps(stated)} if stated else None
+    save_file(sd, os.path.join(out, "weights.safetensors"), metadata=metadata)
     with open(os.path.join(out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")
@@ -268,7 +293,7 @@ def train(a):
         torch.backends.cudnn.benchmark = True
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    model = build(a.model, a.width)
+    model = build(a.model, a.width, a.dim_mult)
     if a.init:
         # Continue from saved weights (any saved type; trained in float32). The optimiser's state starts afresh,
         # so the warm-up and the schedule run again over this run's steps; the data's order comes from --seed.
@@ -278,7 +303,7 @@ def train(a):
         model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=True)
         log(f"initialised from {a.init}")
     model = model.to(device)
-    ema = build(a.model, a.width).to(device)
+    ema = build(a.model, a.width, a.dim_mult).to(device)
     ema.load_state_dict(model.state_dict())
     ema.requires_grad_(False)
     params = sum(p.numel() for p in model.parameters())
@@ -425,7 +450,7 @@ def load(model, weights):
         width = sd["encoder.conv1.weight"].shape[0]
     else:
         width = sd["encoder.conv_in.weight"].shape[0]
-    m = build(model, width)
+    m = build(model, width, dim_mult_of(weights))
     m.load_state_dict(sd, strict=True)
     return m.eval()
 
@@ -528,6 +553,9 @@ def main():
     c.add_argument("--model", required=True, choices=["wan2.1", "seedvr2"])
     c.add_argument("--width", type=int, help="Wan2.1: dim (default 12); SeedVR2: first block's channels "
                    "(default 32; blocks w, w, 2w, 2w, 32 norm groups)")
+    c.add_argument("--dim-mult", type=lambda v: [int(u) for u in v.split(",")],
+                   help="Wan2.1: the stages' widths in multiples of --width, e.g. 1,2,4,8 (default the released "
+                   "1,2,4,4; with --init, the file's); stated in the weights file's metadata for the engine")
     c.add_argument("--data", required=True)
     c.add_argument("--out", required=True)
     c.add_argument("--steps", type=int)
@@ -574,6 +602,10 @@ def main():
     c.add_argument("--json", help="write the comparison here")
     c.set_defaults(fn=verify)
     a = p.parse_args()
+    if a.cmd == "train" and a.dim_mult is not None and a.model != "wan2.1":
+        p.error("--dim-mult is Wan2.1's")
+    if a.cmd == "train" and a.init and a.dim_mult is None:
+        a.dim_mult = dim_mult_of(a.init)
     if a.cmd == "train" and a.width is None and a.init:
         from safetensors import safe_open
 

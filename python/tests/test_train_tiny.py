@@ -1,0 +1,82 @@
+"""scripts/train_tiny.py's weights are what the engine loads: a few CPU steps of a Wan2.1 model with stages of
+another width (--dim-mult) give a file whose metadata states them, which vaecodec.load runs as the script's own
+PyTorch model computes it, and which --init continues from without being told the widths again."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from safetensors import safe_open
+
+import vaecodec
+from conftest import ROOT, relative_error
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import train_tiny  # noqa: E402
+
+SCRIPT = ROOT / "scripts" / "train_tiny.py"
+
+
+def clip(frames: int, size: int, seed: int) -> np.ndarray:
+    """8-bit frames [T, H, W, 3]: a smooth random field moving a pixel a frame."""
+    g = np.random.default_rng(seed)
+    field = g.random((size // 4 + frames, size // 4, 3))
+    field = np.kron(field, np.ones((4, 4, 1)))
+    return (np.stack([field[t:t + size, :size] for t in range(frames)]) * 255).astype(np.uint8)
+
+
+def train(data, out, *extra):
+    command = [sys.executable, str(SCRIPT), "train", "--model", "wan2.1", "--data", str(data), "--out", str(out),
+               "--steps", "2", "--batch", "1", "--frames", "5", "--crop", "32", "--device", "cpu", "--no-bf16",
+               "--warmup", "1", *extra]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out / "weights.safetensors"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny_data")
+    np.save(folder / "train_field_48x48.npy", clip(9, 48, 0))
+    np.save(folder / "heldout_field.npy", clip(5, 32, 1))
+    return folder
+
+
+def test_other_stage_widths_reach_the_engine(data, tmp_path):
+    weights = train(data, tmp_path / "a", "--width", "4", "--dim-mult", "1,2,4,8")
+    with safe_open(str(weights), "pt") as f:
+        assert json.loads(f.metadata()["vaecodec_config"]) == {"dim_mult": [1, 2, 4, 8]}
+        assert f.get_slice("decoder.conv1.weight").get_shape()[0] == 32  # the latent stage: 4 x 8
+    meta = json.loads((tmp_path / "a" / "meta.json").read_text())
+    assert meta["config"]["dim_mult"] == [1, 2, 4, 8]
+
+    reference = train_tiny.load("wan2.1", str(weights)).float()
+    model = vaecodec.load(str(weights), device="cpu", dtype="fp32")
+    video = torch.from_numpy(clip(5, 32, 2)).permute(3, 0, 1, 2).unsqueeze(0).float() / 127.5 - 1
+    with torch.no_grad():
+        mu, _ = reference.encode(video)
+        expected = reference.decode(mu)
+    raw = model.encode(video, normalized=False)
+    assert relative_error(raw, mu) < 1e-5
+    assert relative_error(model.decode(raw, normalized=False, clamp=False), expected) < 1e-5
+
+
+def test_init_continues_with_the_files_stage_widths(data, tmp_path):
+    first = train(data, tmp_path / "a", "--width", "4", "--dim-mult", "1,2,4,8")
+    second = train(data, tmp_path / "b", "--init", str(first))  # neither --width nor --dim-mult
+    with safe_open(str(second), "pt") as f:
+        assert json.loads(f.metadata()["vaecodec_config"]) == {"dim_mult": [1, 2, 4, 8]}
+    released = train(data, tmp_path / "c", "--width", "4")
+    with safe_open(str(released), "pt") as f:
+        assert "vaecodec_config" not in (f.metadata() or {})  # the released widths need no statement
+
+
+def test_dim_mult_is_wan21s(data, tmp_path):
+    command = [sys.executable, str(SCRIPT), "train", "--model", "seedvr2", "--data", str(data), "--out",
+               str(tmp_path), "--steps", "1", "--dim-mult", "1,2,4,8"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--dim-mult is Wan2.1's" in done.stderr
