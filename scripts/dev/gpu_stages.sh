@@ -9,9 +9,9 @@
 #             as a file run's; Note [A clip in host memory] in app/bench_support.cpp)
 #     files   phase seedvr2_files of scripts/gpu_check.sh (SV2_SIZES, SV2_PRESETS)
 #     probe   scripts/dev/copy_probe.py: the host link's copy rates and the time to lock host memory
-#     train   scripts/train_tiny.py on .train/pack (scripts/dev/train_carry.sh; carry .train): prepares the data
+#     train   scripts/train_tiny.py on .train/pack (scripts/dev/train_carry.sh; carry .train/pack): prepares the data
 #             once per machine, then trains TRAIN_MODEL (wan2.1 or seedvr2) from TRAIN_INIT (default the
-#             committed weights) with TRAIN_ARGS until TRAIN_LIMIT (default the call's limit), into
+#             committed weights; none: a random start) with TRAIN_ARGS until TRAIN_LIMIT (default the call's limit), into
 #             $OUT/train-TRAIN_MODEL; with TRAIN_BACKGROUND=1 it runs beside the stages after it (a build,
 #             GPU tests; not timed rows) and the last stage waits for it
 # Every stage stops LIMIT seconds (default 585) after the script started, so a call's results come back.
@@ -80,7 +80,9 @@ for stage in "$@"; do
       # Training stops 60 s before the limit: the held-out evaluation and the save come after it.
       budget=$((${TRAIN_LIMIT:-${LIMIT:-585}} - ($(date +%s) - T0) - 60))
       ((budget > 60)) || { echo "no time left to train"; continue; }
-      train_cmd=(python3 scripts/train_tiny.py train --model "$model" --init "$init" --data /tmp/data
+      from=(--init "$init")
+      [[ $init == none ]] && from=()  # from a random initialisation (another --width or --dim-mult)
+      train_cmd=(python3 scripts/train_tiny.py train --model "$model" "${from[@]}" --data /tmp/data
         --out "$OUT/train-$model" --seconds "$budget" --max-seconds "$budget" ${TRAIN_ARGS:-})
       if [[ ${TRAIN_BACKGROUND:-0} == 1 ]]; then
         "${train_cmd[@]}" >"$OUT/train-$model.txt" 2>&1 &
