@@ -263,6 +263,17 @@ def file_config(model):
     return None
 
 
+def stage_widths(text):
+    """--dim-mult's value: positive integers, comma-separated."""
+    try:
+        widths = [int(u) for u in text.split(",")]
+    except ValueError:
+        widths = []
+    if not widths or min(widths) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, e.g. 1,2,4,8, got '{text}'")
+    return widths
+
+
 def dim_mult_of(weights):
     """The dim_mult a weights file states (file_config), or None for the released one."""
     from safetensors import safe_open
@@ -553,7 +564,7 @@ def main():
     c.add_argument("--model", required=True, choices=["wan2.1", "seedvr2"])
     c.add_argument("--width", type=int, help="Wan2.1: dim (default 12); SeedVR2: first block's channels "
                    "(default 32; blocks w, w, 2w, 2w, 32 norm groups)")
-    c.add_argument("--dim-mult", type=lambda v: [int(u) for u in v.split(",")],
+    c.add_argument("--dim-mult", type=stage_widths,
                    help="Wan2.1: the stages' widths in multiples of --width, e.g. 1,2,4,8 (default the released "
                    "1,2,4,4; with --init, the file's); stated in the weights file's metadata for the engine")
     c.add_argument("--data", required=True)

@@ -74,9 +74,14 @@ def test_init_continues_with_the_files_stage_widths(data, tmp_path):
         assert "vaecodec_config" not in (f.metadata() or {})  # the released widths need no statement
 
 
-def test_dim_mult_is_wan21s(data, tmp_path):
+def test_dim_mult_is_wan21s_and_positive_integers(data, tmp_path):
     command = [sys.executable, str(SCRIPT), "train", "--model", "seedvr2", "--data", str(data), "--out",
                str(tmp_path), "--steps", "1", "--dim-mult", "1,2,4,8"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "--dim-mult is Wan2.1's" in done.stderr
+    command[command.index("seedvr2")] = "wan2.1"
+    command[-1] = "1,x"
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--dim-mult: expected positive integers separated by commas, e.g. 1,2,4,8, got '1,x'" in done.stderr
