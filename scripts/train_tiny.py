@@ -17,8 +17,9 @@ L1 + SSIM + a small KL. The modules are scripts/tiny_vaes.py (checked against th
 
 DIR gets weights.safetensors (the released key layout, float16 unless --save-dtype) and meta.json (config, data and credits,
 steps, time, held-out PSNR). A Wan2.1 model whose stages have other widths (--dim-mult 1,2,4,8: more channels
-where the frame is small, which the CPU pays little for) states them in the file's metadata (vaecodec_config),
-which the engine reads. Everything random (initialisation, crops, frame offsets, flips, the posterior's
+where the frame is small, which the CPU pays little for) or a SeedVR2 model with other norm groups (--norm-groups
+8: four channels a group at width 32, nearer the released model's sixteen than one) states them in the file's
+metadata (vaecodec_config), which the engine reads. Everything random (initialisation, crops, frame offsets, flips, the posterior's
 noise) comes from --seed; GPU convolutions may still round differently from run to run.
 See Note [What the demonstration models learn from] below.
 """
@@ -192,13 +193,17 @@ class Crops:
 
 
 RELEASED_DIM_MULT = [1, 2, 4, 4]  # Wan2.1's
+RELEASED_NORM_GROUPS = 32  # SeedVR2's
 
 
-def build(model, width, dim_mult=None):
+def build(model, width, stated=None):
+    """The model at `width`, with the config keys a weights file states beyond its shapes (file_config)."""
+    stated = stated or {}
     if model == "wan2.1":
-        return tiny_vaes.WanVae(dim=width, dim_mult=dim_mult or RELEASED_DIM_MULT)
+        return tiny_vaes.WanVae(dim=width, dim_mult=stated.get("dim_mult", RELEASED_DIM_MULT))
     if model == "seedvr2":
-        return tiny_vaes.SeedVR2Vae(block_out_channels=(width, width, 2 * width, 2 * width), norm_num_groups=32)
+        return tiny_vaes.SeedVR2Vae(block_out_channels=(width, width, 2 * width, 2 * width),
+                                    norm_num_groups=stated.get("norm_num_groups", RELEASED_NORM_GROUPS))
     sys.exit(f"train_tiny.py: unknown model {model}")
 
 
@@ -256,10 +261,13 @@ def prepared_how(data):
 
 def file_config(model):
     """What the weights file must state for the engine beyond its tensors' shapes (the config keys that differ
-    from the released architecture's and that no shape tells: Wan2.1's dim_mult), or None."""
-    mult = model.config.get("dim_mult")
-    if model.family == "wan2.1-vae" and mult is not None and list(mult) != RELEASED_DIM_MULT:
-        return {"dim_mult": list(mult)}
+    from the released architecture's and that no shape tells: Wan2.1's dim_mult, SeedVR2's norm groups), or
+    None."""
+    c = model.config
+    if model.family == "wan2.1-vae" and list(c["dim_mult"]) != RELEASED_DIM_MULT:
+        return {"dim_mult": list(c["dim_mult"])}
+    if model.family == "seedvr2-vae" and c["norm_num_groups"] != RELEASED_NORM_GROUPS:
+        return {"norm_num_groups": c["norm_num_groups"]}
     return None
 
 
@@ -274,13 +282,13 @@ def stage_widths(text):
     return widths
 
 
-def dim_mult_of(weights):
-    """The dim_mult a weights file states (file_config), or None for the released one."""
+def stated_config(weights):
+    """The config keys a weights file states (file_config): {} for the released architecture's."""
     from safetensors import safe_open
 
     with safe_open(weights, "pt") as f:
         stated = (f.metadata() or {}).get("vaecodec_config")
-    return json.loads(stated).get("dim_mult") if stated else None
+    return json.loads(stated) if stated else {}
 
 
 def save(model, out, meta, dtype=torch.float16):
@@ -304,7 +312,7 @@ def train(a):
         torch.backends.cudnn.benchmark = True
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    model = build(a.model, a.width, a.dim_mult)
+    model = build(a.model, a.width, a.stated)
     if a.init:
         # Continue from saved weights (any saved type; trained in float32). The optimiser's state starts afresh,
         # so the warm-up and the schedule run again over this run's steps; the data's order comes from --seed.
@@ -314,7 +322,7 @@ def train(a):
         model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=True)
         log(f"initialised from {a.init}")
     model = model.to(device)
-    ema = build(a.model, a.width, a.dim_mult).to(device)
+    ema = build(a.model, a.width, a.stated).to(device)
     ema.load_state_dict(model.state_dict())
     ema.requires_grad_(False)
     params = sum(p.numel() for p in model.parameters())
@@ -461,7 +469,7 @@ def load(model, weights):
         width = sd["encoder.conv1.weight"].shape[0]
     else:
         width = sd["encoder.conv_in.weight"].shape[0]
-    m = build(model, width, dim_mult_of(weights))
+    m = build(model, width, stated_config(weights))
     m.load_state_dict(sd, strict=True)
     return m.eval()
 
@@ -563,10 +571,12 @@ def main():
     c = sub.add_parser("train")
     c.add_argument("--model", required=True, choices=["wan2.1", "seedvr2"])
     c.add_argument("--width", type=int, help="Wan2.1: dim (default 12); SeedVR2: first block's channels "
-                   "(default 32; blocks w, w, 2w, 2w, 32 norm groups)")
+                   "(default 32; blocks w, w, 2w, 2w)")
     c.add_argument("--dim-mult", type=stage_widths,
                    help="Wan2.1: the stages' widths in multiples of --width, e.g. 1,2,4,8 (default the released "
                    "1,2,4,4; with --init, the file's); stated in the weights file's metadata for the engine")
+    c.add_argument("--norm-groups", type=int, help="SeedVR2: GroupNorm groups (default the released 32, one "
+                   "channel a group at width 32; with --init, the file's); stated in the file's metadata")
     c.add_argument("--data", required=True)
     c.add_argument("--out", required=True)
     c.add_argument("--steps", type=int)
@@ -613,10 +623,17 @@ def main():
     c.add_argument("--json", help="write the comparison here")
     c.set_defaults(fn=verify)
     a = p.parse_args()
-    if a.cmd == "train" and a.dim_mult is not None and a.model != "wan2.1":
-        p.error("--dim-mult is Wan2.1's")
-    if a.cmd == "train" and a.init and a.dim_mult is None:
-        a.dim_mult = dim_mult_of(a.init)
+    if a.cmd == "train":
+        if a.dim_mult is not None and a.model != "wan2.1":
+            p.error("--dim-mult is Wan2.1's")
+        if a.norm_groups is not None and a.model != "seedvr2":
+            p.error("--norm-groups is SeedVR2's")
+        # The file's own config keys continue unless given again.
+        a.stated = stated_config(a.init) if a.init else {}
+        if a.dim_mult is not None:
+            a.stated["dim_mult"] = a.dim_mult
+        if a.norm_groups is not None:
+            a.stated["norm_num_groups"] = a.norm_groups
     if a.cmd == "train" and a.width is None and a.init:
         from safetensors import safe_open
 
@@ -625,6 +642,9 @@ def main():
             a.width = f.get_slice(key).get_shape()[0]
     if a.cmd == "train" and a.width is None:
         a.width = 12 if a.model == "wan2.1" else 32
+    groups = a.stated.get("norm_num_groups", RELEASED_NORM_GROUPS) if a.cmd == "train" else 1
+    if a.cmd == "train" and a.model == "seedvr2" and (groups < 1 or a.width % groups):
+        p.error(f"--norm-groups {groups} does not divide SeedVR2's width {a.width}")
     a.fn(a)
 
 

@@ -1,6 +1,7 @@
 """scripts/train_tiny.py's weights are what the engine loads: a few CPU steps of a Wan2.1 model with stages of
-another width (--dim-mult) give a file whose metadata states them, which vaecodec.load runs as the script's own
-PyTorch model computes it, and which --init continues from without being told the widths again."""
+another width (--dim-mult) or a SeedVR2 model with other norm groups (--norm-groups) give a file whose metadata
+states them, which vaecodec.load runs as the script's own PyTorch model computes it, and which --init continues
+from without being told them again."""
 
 import json
 import subprocess
@@ -28,8 +29,8 @@ def clip(frames: int, size: int, seed: int) -> np.ndarray:
     return (np.stack([field[t:t + size, :size] for t in range(frames)]) * 255).astype(np.uint8)
 
 
-def train(data, out, *extra):
-    command = [sys.executable, str(SCRIPT), "train", "--model", "wan2.1", "--data", str(data), "--out", str(out),
+def train(data, out, *extra, model="wan2.1"):
+    command = [sys.executable, str(SCRIPT), "train", "--model", model, "--data", str(data), "--out", str(out),
                "--steps", "2", "--batch", "1", "--frames", "5", "--crop", "32", "--device", "cpu", "--no-bf16",
                "--warmup", "1", *extra]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
@@ -45,15 +46,9 @@ def data(tmp_path_factory):
     return folder
 
 
-def test_other_stage_widths_reach_the_engine(data, tmp_path):
-    weights = train(data, tmp_path / "a", "--width", "4", "--dim-mult", "1,2,4,8")
-    with safe_open(str(weights), "pt") as f:
-        assert json.loads(f.metadata()["vaecodec_config"]) == {"dim_mult": [1, 2, 4, 8]}
-        assert f.get_slice("decoder.conv1.weight").get_shape()[0] == 32  # the latent stage: 4 x 8
-    meta = json.loads((tmp_path / "a" / "meta.json").read_text())
-    assert meta["config"]["dim_mult"] == [1, 2, 4, 8]
-
-    reference = train_tiny.load("wan2.1", str(weights)).float()
+def same_function(model_name, weights):
+    """The engine's encode (posterior mean) and decode of the file against the script's own model."""
+    reference = train_tiny.load(model_name, str(weights)).float()
     model = vaecodec.load(str(weights), device="cpu", dtype="fp32")
     video = torch.from_numpy(clip(5, 32, 2)).permute(3, 0, 1, 2).unsqueeze(0).float() / 127.5 - 1
     with torch.no_grad():
@@ -62,6 +57,26 @@ def test_other_stage_widths_reach_the_engine(data, tmp_path):
     raw = model.encode(video, normalized=False)
     assert relative_error(raw, mu) < 1e-5
     assert relative_error(model.decode(raw, normalized=False, clamp=False), expected) < 1e-5
+
+
+def test_other_stage_widths_reach_the_engine(data, tmp_path):
+    weights = train(data, tmp_path / "a", "--width", "4", "--dim-mult", "1,2,4,8")
+    with safe_open(str(weights), "pt") as f:
+        assert json.loads(f.metadata()["vaecodec_config"]) == {"dim_mult": [1, 2, 4, 8]}
+        assert f.get_slice("decoder.conv1.weight").get_shape()[0] == 32  # the latent stage: 4 x 8
+    meta = json.loads((tmp_path / "a" / "meta.json").read_text())
+    assert meta["config"]["dim_mult"] == [1, 2, 4, 8]
+    same_function("wan2.1", weights)
+
+
+def test_other_norm_groups_reach_the_engine(data, tmp_path):
+    weights = train(data, tmp_path / "a", "--width", "8", "--norm-groups", "4", model="seedvr2")
+    with safe_open(str(weights), "pt") as f:
+        assert json.loads(f.metadata()["vaecodec_config"]) == {"norm_num_groups": 4}
+    same_function("seedvr2", weights)
+    again = train(data, tmp_path / "b", "--init", str(weights), model="seedvr2")
+    with safe_open(str(again), "pt") as f:
+        assert json.loads(f.metadata()["vaecodec_config"]) == {"norm_num_groups": 4}
 
 
 def test_init_continues_with_the_files_stage_widths(data, tmp_path):
@@ -74,7 +89,7 @@ def test_init_continues_with_the_files_stage_widths(data, tmp_path):
         assert "vaecodec_config" not in (f.metadata() or {})  # the released widths need no statement
 
 
-def test_dim_mult_is_wan21s_and_positive_integers(data, tmp_path):
+def test_each_option_is_its_familys_and_checked(data, tmp_path):
     command = [sys.executable, str(SCRIPT), "train", "--model", "seedvr2", "--data", str(data), "--out",
                str(tmp_path), "--steps", "1", "--dim-mult", "1,2,4,8"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
@@ -85,3 +100,12 @@ def test_dim_mult_is_wan21s_and_positive_integers(data, tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "--dim-mult: expected positive integers separated by commas, e.g. 1,2,4,8, got '1,x'" in done.stderr
+    command[-2:] = ["--norm-groups", "4"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--norm-groups is SeedVR2's" in done.stderr
+    command[command.index("wan2.1")] = "seedvr2"
+    command[-1] = "5"
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--norm-groups 5 does not divide SeedVR2's width 32" in done.stderr
