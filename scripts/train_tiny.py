@@ -282,13 +282,16 @@ def stage_widths(text):
     return widths
 
 
-def stated_config(weights):
-    """The config keys a weights file states (file_config): {} for the released architecture's."""
+def file_layout(model, weights):
+    """A weights file's width (its first convolution's channels) and the config keys it states (file_config;
+    {} for the released architecture's): what build() takes to make its model."""
     from safetensors import safe_open
 
     with safe_open(weights, "pt") as f:
+        key = "encoder.conv1.weight" if model == "wan2.1" else "encoder.conv_in.weight"
+        width = f.get_slice(key).get_shape()[0]
         stated = (f.metadata() or {}).get("vaecodec_config")
-    return json.loads(stated) if stated else {}
+    return width, json.loads(stated) if stated else {}
 
 
 def save(model, out, meta, dtype=torch.float16):
@@ -464,13 +467,8 @@ def train(a):
 def load(model, weights):
     from safetensors.torch import load_file
 
-    sd = load_file(weights)
-    if model == "wan2.1":
-        width = sd["encoder.conv1.weight"].shape[0]
-    else:
-        width = sd["encoder.conv_in.weight"].shape[0]
-    m = build(model, width, stated_config(weights))
-    m.load_state_dict(sd, strict=True)
+    m = build(model, *file_layout(model, weights))
+    m.load_state_dict(load_file(weights), strict=True)
     return m.eval()
 
 
@@ -628,23 +626,17 @@ def main():
             p.error("--dim-mult is Wan2.1's")
         if a.norm_groups is not None and a.model != "seedvr2":
             p.error("--norm-groups is SeedVR2's")
-        # The file's own config keys continue unless given again.
-        a.stated = stated_config(a.init) if a.init else {}
+        # The file's own width and config keys continue unless given again.
+        width, a.stated = file_layout(a.model, a.init) if a.init else (None, {})
+        a.width = a.width or width
         if a.dim_mult is not None:
             a.stated["dim_mult"] = a.dim_mult
         if a.norm_groups is not None:
             a.stated["norm_num_groups"] = a.norm_groups
-    if a.cmd == "train" and a.width is None and a.init:
-        from safetensors import safe_open
-
-        with safe_open(a.init, "pt") as f:
-            key = "encoder.conv1.weight" if a.model == "wan2.1" else "encoder.conv_in.weight"
-            a.width = f.get_slice(key).get_shape()[0]
-    if a.cmd == "train" and a.width is None:
-        a.width = 12 if a.model == "wan2.1" else 32
-    groups = a.stated.get("norm_num_groups", RELEASED_NORM_GROUPS) if a.cmd == "train" else 1
-    if a.cmd == "train" and a.model == "seedvr2" and (groups < 1 or a.width % groups):
-        p.error(f"--norm-groups {groups} does not divide SeedVR2's width {a.width}")
+        a.width = a.width or (12 if a.model == "wan2.1" else 32)
+        groups = a.stated.get("norm_num_groups", RELEASED_NORM_GROUPS)
+        if a.model == "seedvr2" and (groups < 1 or a.width % groups):
+            p.error(f"--norm-groups {groups} does not divide SeedVR2's width {a.width}")
     a.fn(a)
 
 

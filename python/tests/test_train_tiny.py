@@ -90,22 +90,15 @@ def test_init_continues_with_the_files_stage_widths(data, tmp_path):
 
 
 def test_each_option_is_its_familys_and_checked(data, tmp_path):
-    command = [sys.executable, str(SCRIPT), "train", "--model", "seedvr2", "--data", str(data), "--out",
-               str(tmp_path), "--steps", "1", "--dim-mult", "1,2,4,8"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2
-    assert "--dim-mult is Wan2.1's" in done.stderr
-    command[command.index("seedvr2")] = "wan2.1"
-    command[-1] = "1,x"
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2
-    assert "--dim-mult: expected positive integers separated by commas, e.g. 1,2,4,8, got '1,x'" in done.stderr
-    command[-2:] = ["--norm-groups", "4"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2
-    assert "--norm-groups is SeedVR2's" in done.stderr
-    command[command.index("wan2.1")] = "seedvr2"
-    command[-1] = "5"
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2
-    assert "--norm-groups 5 does not divide SeedVR2's width 32" in done.stderr
+    def refused(model, option, value, line):
+        command = [sys.executable, str(SCRIPT), "train", "--model", model, "--data", str(data), "--out",
+                   str(tmp_path), "--steps", "1", option, value]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert line in done.stderr
+
+    refused("seedvr2", "--dim-mult", "1,2,4,8", "--dim-mult is Wan2.1's")
+    refused("wan2.1", "--dim-mult", "1,x",
+            "--dim-mult: expected positive integers separated by commas, e.g. 1,2,4,8, got '1,x'")
+    refused("wan2.1", "--norm-groups", "4", "--norm-groups is SeedVR2's")
+    refused("seedvr2", "--norm-groups", "5", "--norm-groups 5 does not divide SeedVR2's width 32")
