@@ -56,12 +56,11 @@ torch::Tensor run_streamed(core::VaeModel& model, const std::string& op, const t
     if (!second) return keep(y);
     if (y.defined() && y.size(2) > 0) keep(second->push(y));
   };
-  // The engine's own chunk lengths, as a file's encode pushes them (io/chunking.cpp): 1 + tf * (n - 1)
-  // frames first, then tf * n.
   const int64_t tf = model.info().temporal_factor, n = std::max<int64_t>(chunks.latent_frames, 1);
-  int64_t step = encode ? 1 + tf * (n - 1) : n;
-  for (int64_t t = 0; t < input.size(2); t += step, step = encode ? tf * n : n)
+  for (int64_t t = 0, step = 0; t < input.size(2); t += step) {
+    step = encode ? core::encode_chunk_frames(tf, n, /*first=*/t == 0) : n;  // the engine's chunks
     pass(first.push(input.narrow(2, t, std::min(step, input.size(2) - t))));
+  }
   pass(first.finish());
   if (second) keep(second->finish());
   return out.empty() ? torch::Tensor() : torch::cat(out, 2);

@@ -54,4 +54,11 @@ struct ChunkOptions {
   }
 };
 
+// Frames of an encode chunk of `latent_frames` latent frames: the clip's first chunk is one frame shorter,
+// frame 0 being a group of its own (Note [Chunks] in core/engine.cpp). Whoever pushes frames a chunk at a
+// time pushes these lengths.
+inline int64_t encode_chunk_frames(int64_t temporal_factor, int64_t latent_frames, bool first) {
+  return first ? 1 + temporal_factor * (latent_frames - 1) : temporal_factor * latent_frames;
+}
+
 }  // namespace vaecodec::core

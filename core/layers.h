@@ -257,7 +257,7 @@ class RMSNorm : public torch::nn::Module {
   torch::Tensor gamma_;
   int64_t channels_;
   // Off the GPU: the norm of xf (float32 or float64) written into `out` of the same dtype.
-  void composite_into(const torch::Tensor& xf, const torch::Tensor& out) const;
+  void composite_into(const torch::Tensor& xf, torch::Tensor out) const;
   mutable FloatCopy gamma_f32_;
   mutable FloatCopy bias_f32_;
   mutable torch::Tensor fp8_scale_;

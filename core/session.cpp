@@ -5,6 +5,7 @@
 
 #include <c10/core/DeviceGuard.h>
 
+#include "core/chunk_options.h"
 #include "core/device/memory_faults.h"
 #include "core/error.h"
 #include "core/sizes.h"
@@ -105,8 +106,7 @@ torch::Tensor Session::run_encode(const torch::Tensor& frames) {
   while (at < ready) {
     const bool opening = first && at == 0;
     int64_t take = ready - at;
-    if (options_.chunk > 0)
-      take = std::min(take, opening ? 1 + tf * (options_.chunk - 1) : tf * options_.chunk);
+    if (options_.chunk > 0) take = std::min(take, encode_chunk_frames(tf, options_.chunk, opening));
     parts.push_back(model_call(x.narrow(2, at, take)));
     at += take;
   }

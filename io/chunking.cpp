@@ -50,8 +50,8 @@ EncodeFeeder::EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geo
       dtype_(model.dtype()) {
   // The engine's own chunk lengths (Note [Chunks] in core/engine.cpp), so every push runs one chunk at once.
   const int64_t latent_frames = std::max<int64_t>(chunks.latent_frames, 1);
-  later_group_ = geometry.temporal_factor * latent_frames;
-  group_ = 1 + geometry.temporal_factor * (latent_frames - 1);
+  later_group_ = core::encode_chunk_frames(geometry.temporal_factor, latent_frames, /*first=*/false);
+  group_ = core::encode_chunk_frames(geometry.temporal_factor, latent_frames, /*first=*/true);
 }
 
 // Note [The encode's input in the model's dtype]

@@ -81,8 +81,8 @@ class Pieces {
   int64_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   // [at, at + len) along time as one tensor: a view where it lies in one piece, else a new tensor joined
-  // at every call (an encode's tiles slice each chunk once apiece, so its callers push whole chunks: the
-  // file pipeline's feeder and bench do).
+  // at every call (an encode's tiles slice each chunk once apiece, so its callers push whole chunks,
+  // encode_chunk_frames in core/chunk_options.h: the file pipeline's feeder and bench do).
   torch::Tensor slice(int64_t at, int64_t len) const;
   // Removes the first n and returns them.
   Pieces take(int64_t n);

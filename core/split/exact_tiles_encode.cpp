@@ -7,6 +7,7 @@
 
 #include <c10/cuda/CUDAStream.h>
 
+#include "core/chunk_options.h"
 #include "core/device/memory_faults.h"
 #include "core/layers.h"
 #include "core/split/exact_tiles_parts.h"
@@ -16,12 +17,11 @@
 namespace vaecodec::core {
 
 int64_t ExactTiles::first_chunk_frames() const {
-  const int64_t tf = model_.info().temporal_factor;
-  return started_ ? tf * chunk_ : 1 + tf * (chunk_ - 1);
+  return encode_chunk_frames(model_.info().temporal_factor, chunk_, /*first=*/!started_);
 }
 
 int64_t ExactTiles::later_chunk_frames() const {
-  return model_.info().temporal_factor * chunk_;
+  return encode_chunk_frames(model_.info().temporal_factor, chunk_, /*first=*/false);
 }
 
 void ExactTiles::advance(const Pieces& x, int64_t limit) {
