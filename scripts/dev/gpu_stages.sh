@@ -12,14 +12,19 @@
 #     train   scripts/train_tiny.py on .train/pack (scripts/dev/train_carry.sh; carry .train/pack): prepares the data
 #             once per machine, then trains TRAIN_MODEL (wan2.1 or seedvr2) from TRAIN_INIT (default the
 #             committed weights; none: a random start) with TRAIN_ARGS until TRAIN_LIMIT (default the call's limit), into
-#             $OUT/train-TRAIN_MODEL; with TRAIN_BACKGROUND=1 it runs beside the stages after it (a build,
-#             GPU tests; not timed rows) and the last stage waits for it
+#             $OUT/train-TRAIN_TAG (default TRAIN_MODEL), on GPU TRAIN_GPU if set; with TRAIN_BACKGROUND=1 it
+#             runs beside the stages after it (a build, GPU tests; not timed rows) and the last stage waits for
+#             it. Trainings on other GPUs run as further invocations with stage train alone, started together:
+#             the kit is unpacked and the data prepared once (a lock).
 # Every stage stops LIMIT seconds (default 585) after the script started, so a call's results come back.
 # Expects .devkit as scripts/gpu_check.sh does (the kit, CUTLASS's headers, nlohmann and toml++ headers).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 T0=$(date +%s)
-if [[ -f .devkit/kit.tar.xz ]]; then tar -xJf .devkit/kit.tar.xz -C /opt && source /opt/vaecodec-kit/env.sh; fi
+if [[ -f .devkit/kit.tar.xz ]]; then
+  (flock 9; [[ -f /opt/vaecodec-kit/env.sh ]] || tar -xJf .devkit/kit.tar.xz -C /opt) 9>/tmp/.vaecodec-kit.lock
+  source /opt/vaecodec-kit/env.sh
+fi
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 left() { echo $((${LIMIT:-585} - ($(date +%s) - T0))); }
@@ -73,25 +78,27 @@ for stage in "$@"; do
         *) echo "TRAIN_MODEL: wan2.1 or seedvr2, not $model" >&2; exit 2 ;;
       esac
       init=${TRAIN_INIT:-$init}
-      if [[ ! -f /tmp/data/heldout_carphone.npy ]]; then
-        python3 scripts/train_tiny.py prepare --pack .train/pack --out /tmp/data \
-          >"$OUT/prepare.txt" 2>&1 || { tail -5 "$OUT/prepare.txt"; exit 1; }
-      fi
+      (
+        flock 9
+        [[ -f /tmp/data/heldout_carphone.npy ]] || python3 scripts/train_tiny.py prepare --pack .train/pack \
+          --out /tmp/data >"$OUT/prepare.txt" 2>&1 || { tail -5 "$OUT/prepare.txt"; exit 1; }
+      ) 9>/tmp/.vaecodec-data.lock || exit 1
+      tag=${TRAIN_TAG:-$model}
       # Training stops 60 s before the limit: the held-out evaluation and the save come after it.
       budget=$((${TRAIN_LIMIT:-${LIMIT:-585}} - ($(date +%s) - T0) - 60))
       ((budget > 60)) || { echo "no time left to train"; continue; }
       from=(--init "$init")
       [[ $init == none ]] && from=()  # from a random initialisation (another --width or --dim-mult)
-      train_cmd=(python3 scripts/train_tiny.py train --model "$model" "${from[@]}" --data /tmp/data
-        --out "$OUT/train-$model" --seconds "$budget" --max-seconds "$budget" ${TRAIN_ARGS:-})
+      train_cmd=(env ${TRAIN_GPU:+CUDA_VISIBLE_DEVICES=$TRAIN_GPU} python3 scripts/train_tiny.py train
+        --model "$model" "${from[@]}" --data /tmp/data --out "$OUT/train-$tag" --seconds "$budget" --max-seconds "$budget" ${TRAIN_ARGS:-})
       if [[ ${TRAIN_BACKGROUND:-0} == 1 ]]; then
-        "${train_cmd[@]}" >"$OUT/train-$model.txt" 2>&1 &
+        "${train_cmd[@]}" >"$OUT/train-$tag.txt" 2>&1 &
         train_pid=$!
         at "train started in the background ($budget s)"
       else
-        "${train_cmd[@]}" >"$OUT/train-$model.txt" 2>&1
-        at "train rc $?"
-        tail -4 "$OUT/train-$model.txt"
+        "${train_cmd[@]}" >"$OUT/train-$tag.txt" 2>&1
+        at "train $tag rc $?"
+        tail -4 "$OUT/train-$tag.txt"
       fi ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
