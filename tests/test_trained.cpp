@@ -68,10 +68,10 @@ TEST_CASE("the trained Wan2.1 model round-trips a clip it never saw", "[trained]
   auto model = trained_wan21();
   CHECK(model->info().family == "wan2.1-vae");
   const double db = held_out_round_trip_db(*model, "Wan2.1");
-  // Measured 26.3 dB; the random-weight tiny model gives 11.1 dB on this clip, the first trained weights
-  // (1045 steps) 21.3 dB and those of 4267 steps 24.6 dB. The bound is this model's (18040 steps):
-  // tests/data/wan21-trained/meta.json, held_out_psnr_db.
-  CHECK(db > 25.8);
+  // Measured 26.75 dB; the random-weight tiny model gives 11.1 dB on this clip, the first trained weights
+  // (1045 steps) 21.3 dB, those of 4267 steps 24.6 dB and those of 18040 steps 26.3 dB. The bound is this
+  // model's (29368 steps): tests/data/wan21-trained/meta.json, held_out_psnr_db.
+  CHECK(db > 26.25);
 }
 
 TEST_CASE("on the trained Wan2.1 model exact tiles equal the whole frame, blended tiles keep the PSNR",
@@ -122,15 +122,16 @@ TEST_CASE("the trained SeedVR2 model round-trips a clip it never saw", "[trained
   auto model = trained("seedvr2-trained");
   CHECK(model->info().family == "seedvr2-vae");
   const double db = held_out_round_trip_db(*model, "SeedVR2");
-  // Measured 25.9 dB; tests/data/seedvr2-trained/meta.json, held_out_psnr_db.
-  CHECK(db > 25.4);
+  // Measured 27.25 dB (the weights of 7344 steps: 25.9 dB); tests/data/seedvr2-trained/meta.json,
+  // held_out_psnr_db.
+  CHECK(db > 26.75);
 }
 
 // What tiles through time cost on trained weights (Note [Norms of tiles through time] in
 // core/split/exact_tiles.h). On this clip some of the model's norms take most of their frame statistics from
 // content in the two leftmost latent columns (its groups hold one channel each; the clip flipped, the right
 // edge's: docs/benchmarks.md): a tile whose statistics do not reach those columns is far off, and one that
-// almost reaches them is further off still (context 8: 0.46 relative),
+// almost reaches them is further off still (context 8: 0.51 relative),
 // while a context that takes the tile to the edge is within 4% (context 9) and one that covers the
 // frame is exact. The bounds below are this model's measurements; a change that moves them is a change in
 // what tiles cost.
@@ -155,12 +156,13 @@ TEST_CASE("on the trained SeedVR2 model tiles through time stay within their mea
             << " dB against the clip; tiles through time "
             << "against the whole frame: context 0 " << bare_db << " dB (relative "
             << relative_error(bare, whole) << "), context 8 relative " << relative_error(near_edge, whole)
-            << ", context 9 " << edge_db << " dB; against the clip " << psnr_db(bare, video) << " / "
+            << ", context 9 " << edge_db << " dB (relative " << relative_error(to_edge, whole)
+            << "); against the clip " << psnr_db(bare, video) << " / "
             << psnr_db(to_edge, video) << " dB\n";
   CHECK(relative_error(whole_context, whole) < 1e-6);  // every tile's context covers the frame: exact
-  CHECK(relative_error(bare, whole) < 0.3);            // measured 0.246
-  CHECK(relative_error(near_edge, whole) > relative_error(bare, whole));  // measured 0.458
-  CHECK(relative_error(to_edge, whole) < 0.05);                           // measured 0.037
+  CHECK(relative_error(bare, whole) < 0.33);           // measured 0.286
+  CHECK(relative_error(near_edge, whole) > relative_error(bare, whole));  // measured 0.505
+  CHECK(relative_error(to_edge, whole) < 0.05);                           // measured 0.035
   CHECK(psnr_db(to_edge, video) > whole_psnr - 0.5);
 }
 
