@@ -18,6 +18,7 @@
 #include "core/vae_model.h"
 #include "tests/gpu_support.h"
 #include "tests/test_support.h"
+#include "tests/tiny_models.h"
 
 namespace vaecodec::test {
 namespace {
@@ -117,6 +118,32 @@ TEST_CASE("the channels-last layout computes the same function", "[model][layout
     CHECK(relative_error(decoded, core::decode_latents(*plain, latent, {chunk})) <= 1e-12);
     const auto encoded = core::encode_video(*last, video, {chunk});
     CHECK(relative_error(encoded, core::encode_video(*plain, video, {chunk})) <= 1e-12);
+  }
+}
+
+TEST_CASE("every family computes the same function channels-last, the CPU's float32 layout",
+          "[model][layout]") {
+  // Note [Channels-last on the CPU]: float32 on the CPU runs channels-last by default, float64 plain; each
+  // family's layout-aware steps (SeedVR2's composite GroupNorm reading the layout in place: Note [The
+  // GroupNorm on the CPU]) give the plain layout's function, in float64 to its rounding.
+  for (const auto& tiny : tiny_models()) {
+    INFO(tiny.family);
+    CHECK(load_tiny(tiny, torch::kCPU, torch::kFloat)->channels_last());
+    auto plain = load_tiny(tiny, torch::kCPU, torch::kDouble);
+    REQUIRE_FALSE(plain->channels_last());
+    auto last = load_tiny(tiny, torch::kCPU, torch::kDouble);
+    last->set_channels_last(true);
+    torch::manual_seed(7);
+    const int64_t side = 2 * tiny.spatial_factor;
+    const auto latents = torch::randn({1, plain->info().latent_channels, 3, 2, 2}, torch::kDouble);
+    const auto frames = torch::rand({1, 3, 9, side, side}, torch::kDouble) * 2 - 1;
+    for (int64_t chunk : {1, 2}) {
+      INFO("chunk " << chunk);
+      CHECK(relative_error(core::decode_latents(*last, latents, {chunk}),
+                           core::decode_latents(*plain, latents, {chunk})) <= 1e-12);
+      CHECK(relative_error(core::encode_video(*last, frames, {chunk}),
+                           core::encode_video(*plain, frames, {chunk})) <= 1e-12);
+    }
   }
 }
 

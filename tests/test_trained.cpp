@@ -157,8 +157,7 @@ TEST_CASE("on the trained SeedVR2 model tiles through time stay within their mea
             << "against the whole frame: context 0 " << bare_db << " dB (relative "
             << relative_error(bare, whole) << "), context 8 relative " << relative_error(near_edge, whole)
             << ", context 9 " << edge_db << " dB (relative " << relative_error(to_edge, whole)
-            << "); against the clip " << psnr_db(bare, video) << " / "
-            << psnr_db(to_edge, video) << " dB\n";
+            << "); against the clip " << psnr_db(bare, video) << " / " << psnr_db(to_edge, video) << " dB\n";
   CHECK(relative_error(whole_context, whole) < 1e-6);  // every tile's context covers the frame: exact
   CHECK(relative_error(bare, whole) < 0.33);           // measured 0.286
   CHECK(relative_error(near_edge, whole) > relative_error(bare, whole));  // measured 0.505

@@ -47,7 +47,8 @@ struct ModelOptions {
   // norm_num_groups); null: the detected config, with the file's own keys (Note [Config in the weights file]
   // in registry.cpp).
   nlohmann::json config = nullptr;
-  // Activation layout (Note [Channels-last]); unset: channels-last on CUDA, the plain layout elsewhere.
+  // Activation layout (Note [Channels-last]); unset: channels-last on CUDA and for float32 on the CPU (Note
+  // [Channels-last on the CPU] in registry.cpp), the plain layout for the CPU's other dtypes.
   std::optional<bool> channels_last;
   // How its runs compute (Note [Run choices] in core/run_choices.h).
   RunChoices choices;
