@@ -110,7 +110,9 @@ TEST_CASE("cli --verbose: the engine's set-up, the plan and the kernels that ran
   REQUIRE(r.status == 0);
   CHECK_THAT(r.err, Contains("vaecodec: engine: device: cpu ("));
   CHECK_THAT(r.err, Contains("vaecodec: engine: model: wan2.1-vae, fp32, "));
-  CHECK_THAT(r.err, Contains("layout contiguous (NCDHW)"));
+  CHECK_THAT(
+      r.err,
+      Contains("layout channels-last (NDHWC)"));  // float32 on the CPU (Note [Channels-last on the CPU])
   CHECK_THAT(r.err, Contains("vaecodec: engine: convolutions: LibTorch's CPU kernels"));
   CHECK_THAT(r.err, Contains("vaecodec: engine: attention: scaled_dot_product_attention, backends allowed:"));
   CHECK_THAT(r.err, Contains("vaecodec: plan: roundtrip"));
