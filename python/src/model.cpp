@@ -143,8 +143,10 @@ torch::Tensor Model::run(core::Op op, const torch::Tensor& input) {
     throw UsageError(e.what());
   }
   try {
-    // The model call sets cuDNN's timing from its choices: the caller's comes back after.
-    return with_switches([&] { return core::run_tensor(*model_, op, input, plan); });
+    // The model call sets cuDNN's timing from its choices: the caller's comes back after. The engine's
+    // channels-last result (Note [Channels-last]) is handed back in the plain layout, as PyTorch's own
+    // modules give theirs: callers view, flatten or save it (safetensors takes contiguous tensors only).
+    return with_switches([&] { return core::run_tensor(*model_, op, input, plan).contiguous(); });
   } catch (const c10::OutOfMemoryError&) {
     core::Device::of(model_->device()).release_cached();  // what the failed run held goes back
     throw;

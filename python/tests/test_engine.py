@@ -147,6 +147,18 @@ def test_any_float_dtype_and_non_contiguous_input(models):
     assert relative_error(m.encode(video.half()), want) <= 1e-2
 
 
+def test_outputs_come_in_the_plain_layout_and_save_as_they_are(models, tmp_path):
+    # The engine runs channels-last on the GPU and for float32 on the CPU; encode and decode hand back
+    # contiguous tensors, which safetensors (a trainer's latent cache) takes as they are.
+    for family, m in models.items():
+        video = as_model_input(smooth_clip(9, 64, 64, seed=8))
+        latents = m.encode(video)
+        decoded = m.decode(latents)
+        assert latents.is_contiguous() and decoded.is_contiguous(), family
+        save_file({"latents": latents}, str(tmp_path / f"{family}.safetensors"))
+        assert torch.equal(load_file(str(tmp_path / f"{family}.safetensors"))["latents"], latents)
+
+
 def test_the_gil_is_released_while_the_engine_runs(models):
     m = models["wan2.1-vae"]
     z = torch.randn(1, 16, 4, 8, 12)
