@@ -380,7 +380,10 @@ torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias, const torch::Tensor& 
 // on small planes); a traced CPU encode of 320x240 x49 with the trained tiny Wan2.1 model spent 2.4 s in
 // it. Plane by plane, every pixel adds its channels in the same order whatever the clip's length, so a
 // stream's blocks keep the whole clip's result bit for bit (LibTorch's sum over the channels splits them
-// among threads when there are few pixels).
+// among threads when there are few pixels). Channels-last (float32 on the CPU, Note [Channels-last on the
+// CPU] in core/models/registry.cpp) a plane is every C-th value, and C strided passes read the whole tensor C
+// times: there each pixel sums its adjacent channels itself, in the same order (the 2-core machine, the
+// round trip of 320x240 x49 with the demonstration Wan2.1: 11.1-11.5 s against 11.9-13.6 s, `bench`, pairs).
 RMSNorm::RMSNorm(int64_t channels, int gamma_rank) : channels_(channels) {
   std::vector<int64_t> shape(gamma_rank, 1);
   shape[0] = channels;
@@ -401,9 +404,41 @@ torch::Tensor RMSNorm::forward(const torch::Tensor& x) const {
 
 // Note [The RMS norm off the GPU]: x / max(||x||, 1e-12) over the channels from their sum of squares, added
 // channel by channel, divided straight into `out` (of x's compute dtype), then times sqrt(C) * gamma.
+namespace {
+
+// Each pixel's sum of its channels' squares, channel 0 first, for a channels-last [B, C, T, H, W] on the CPU:
+// [B, T, H, W]. Its channels are adjacent in memory, so the sums read the tensor once (Note [The RMS norm off
+// the GPU]).
+torch::Tensor channel_squares_last(const torch::Tensor& xf) {
+  const int64_t channels = xf.size(1);
+  const auto pixels = xf.permute({0, 2, 3, 4, 1}).reshape({-1, channels});  // a view: the memory's order
+  auto squares = torch::empty({pixels.size(0)}, pixels.options());
+  AT_DISPATCH_FLOATING_TYPES(pixels.scalar_type(), "channel_squares_last", [&] {
+    const scalar_t* in = pixels.data_ptr<scalar_t>();
+    scalar_t* sums = squares.data_ptr<scalar_t>();
+    at::parallel_for(0, pixels.size(0), 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const scalar_t* row = in + p * channels;
+        scalar_t sum = row[0] * row[0];
+        for (int64_t c = 1; c < channels; ++c) sum += row[c] * row[c];
+        sums[p] = sum;
+      }
+    });
+  });
+  return squares.reshape({xf.size(0), xf.size(2), xf.size(3), xf.size(4)});
+}
+
+}  // namespace
+
 void RMSNorm::composite_into(const torch::Tensor& xf, torch::Tensor out) const {
-  auto squares = xf.select(1, 0).square();
-  for (int64_t c = 1; c < xf.size(1); ++c) squares.addcmul_(xf.select(1, c), xf.select(1, c));
+  torch::Tensor squares;
+  if (xf.dim() == 5 && xf.is_cpu() && xf.is_contiguous(torch::MemoryFormat::ChannelsLast3d) &&
+      !xf.is_contiguous()) {
+    squares = channel_squares_last(xf);
+  } else {
+    squares = xf.select(1, 0).square();
+    for (int64_t c = 1; c < xf.size(1); ++c) squares.addcmul_(xf.select(1, c), xf.select(1, c));
+  }
   auto norm = squares.unsqueeze(1).sqrt_().clamp_min_(1e-12);
   auto g = gamma_.to(xf.scalar_type()).reshape({channels_, 1, 1, 1});
   if (xf.dim() == 4) g = g.reshape({channels_, 1, 1});
