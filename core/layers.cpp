@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+
 #include "core/band_exchange.h"
 #include "core/error.h"
 #include "core/flops.h"
