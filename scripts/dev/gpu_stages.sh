@@ -17,6 +17,9 @@
 #             it. Trainings on other GPUs run as further invocations with stage train alone, started together:
 #             the kit is unpacked and the data prepared once (a lock).
 # Every stage stops LIMIT seconds (default 585) after the script started, so a call's results come back.
+# A call brings back at most 8 files of $OUT: pack trained weights (weights.safetensors + meta.json of each
+# training, not its checkpoints) into one tar there, and keep a copy under /tmp for the next call on the warm
+# machine to start from (TRAIN_INIT=/tmp/...).
 # Expects .devkit as scripts/gpu_check.sh does (the kit, CUTLASS's headers, nlohmann and toml++ headers).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
