@@ -159,7 +159,7 @@ TEST_CASE("on the trained SeedVR2 model tiles through time stay within their mea
             << ", context 9 " << edge_db << " dB (relative " << relative_error(to_edge, whole)
             << "); against the clip " << psnr_db(bare, video) << " / " << psnr_db(to_edge, video) << " dB\n";
   CHECK(relative_error(whole_context, whole) < 1e-6);  // every tile's context covers the frame: exact
-  CHECK(relative_error(bare, whole) < 0.33);           // measured 0.286
+  CHECK(relative_error(bare, whole) < 0.3);            // measured 0.286
   CHECK(relative_error(near_edge, whole) > relative_error(bare, whole));  // measured 0.505
   CHECK(relative_error(to_edge, whole) < 0.05);                           // measured 0.035
   CHECK(psnr_db(to_edge, video) > whole_psnr - 0.5);

@@ -66,11 +66,12 @@ void FrameGroupNorm::forward_silu_into(const torch::Tensor& x, const torch::Tens
 
 // Note [The GroupNorm on the CPU]
 // Off the GPU's kernel the norm is composed of LibTorch's operations, in float32 (float64 for float64). A
-// channels-last input (the CPU's float32 layout, Note [Channels-last]) is viewed as [B, T, H*W, G, C/G],
-// which its memory already is, so the statistics and the scale and shift read it in place and the result is
-// channels-last again; viewing it as [B, G, C/G, T, H*W] instead would copy it into the plain layout first,
-// and the next convolution would copy it back (the 2-core machine: SeedVR2's round trip 16% slower
-// channels-last than plain before this, 320x240 x17). Either way the sums are over the same elements.
+// channels-last input (the GPU's layout, and float32's on the CPU: Note [Channels-last on the CPU] in
+// core/models/registry.cpp) is viewed as [B, T, H*W, G, C/G], which its memory already is, so the statistics
+// and the scale and shift read it in place and the result is channels-last again; viewing it as [B, G, C/G,
+// T, H*W] instead would copy it into the plain layout first, and the next convolution would copy it back
+// (the 2-core machine: SeedVR2's round trip 16% slower channels-last than plain before this, 320x240 x17).
+// Either way the sums are over the same elements.
 torch::Tensor FrameGroupNorm::composite(const torch::Tensor& x, bool silu) const {
   const int64_t b = x.size(0), c = x.size(1), t = x.size(2);
   const int64_t per_group = c / groups_;
