@@ -19,7 +19,8 @@ DIR gets weights.safetensors (the released key layout, float16 unless --save-dty
 steps, time, held-out PSNR). A Wan2.1 model whose stages have other widths (--dim-mult 1,2,4,8: more channels
 where the frame is small, which the CPU pays little for) or a SeedVR2 model with other norm groups (--norm-groups
 8: four channels a group at width 32, nearer the released model's sixteen than one) states them in the file's
-metadata (vaecodec_config), which the engine reads. Everything random (initialisation, crops, frame offsets, flips, the posterior's
+metadata (vaecodec_config), which the engine reads. --frames 17,49,81 --crop 128,96,64 takes the three shapes in
+turn, step by step: a causal model that only ever saw 17 frames drifts after its fifth latent frame. Everything random (initialisation, crops, frame offsets, flips, the posterior's
 noise) comes from --seed; GPU convolutions may still round differently from run to run.
 See Note [What the demonstration models learn from] below.
 """
@@ -153,8 +154,7 @@ def prepare(a):
 class Crops:
     """Random training crops of the prepared arrays, on the device: [B, 3, T, S, S] in [-1, 1]."""
 
-    def __init__(self, data, device, frames, size, seed, texture_share):
-        self.frames, self.size = frames, size
+    def __init__(self, data, device, seed, texture_share):
         self.sources, weights = [], []
         names = sorted(f for f in os.listdir(data) if f.startswith("train_") and f.endswith(".npy"))
         if not names:
@@ -168,17 +168,23 @@ class Crops:
         self.weights = np.array(weights) / sum(weights)
         self.rng = np.random.default_rng(seed)
 
-    def batch(self, n):
+    def batch(self, n, frames, size):
+        """n crops of `frames` frames and size x size pixels, from the sources that are that long."""
+        fits = np.array([len(arr) >= frames for _, arr in self.sources])
+        if not fits.any():
+            sys.exit(f"train_tiny.py: no training source has {frames} frames")
+        p = self.weights * fits
+        p = p / p.sum()
         out = []
         for _ in range(n):
-            _, arr = self.sources[self.rng.choice(len(self.sources), p=self.weights)]
+            _, arr = self.sources[self.rng.choice(len(self.sources), p=p)]
             t, h, w, _ = arr.shape
-            step = 2 if self.rng.random() < 0.25 and t >= 2 * self.frames else 1  # faster motion, sometimes
-            span = (self.frames - 1) * step + 1
+            step = 2 if self.rng.random() < 0.25 and t >= 2 * frames else 1  # faster motion, sometimes
+            span = (frames - 1) * step + 1
             t0 = int(self.rng.integers(0, t - span + 1))
-            y0 = int(self.rng.integers(0, h - self.size + 1))
-            x0 = int(self.rng.integers(0, w - self.size + 1))
-            crop = arr[t0:t0 + span:step, y0:y0 + self.size, x0:x0 + self.size]
+            y0 = int(self.rng.integers(0, h - size + 1))
+            x0 = int(self.rng.integers(0, w - size + 1))
+            crop = arr[t0:t0 + span:step, y0:y0 + size, x0:x0 + size]
             if self.rng.random() < 0.5:
                 crop = crop.flip(2)
             if self.rng.random() < 0.2:
@@ -271,15 +277,20 @@ def file_config(model):
     return None
 
 
-def stage_widths(text):
-    """--dim-mult's value: positive integers, comma-separated."""
-    try:
-        widths = [int(u) for u in text.split(",")]
-    except ValueError:
-        widths = []
-    if not widths or min(widths) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, e.g. 1,2,4,8, got '{text}'")
-    return widths
+def positive_ints(example):
+    """An option's parser for positive integers, comma-separated (`example` shows one in the error)."""
+
+    def parse(text):
+        try:
+            values = [int(u) for u in text.split(",")]
+        except ValueError:
+            values = []
+        if not values or min(values) < 1:
+            raise argparse.ArgumentTypeError(
+                f"expected positive integers separated by commas, e.g. {example}, got '{text}'")
+        return values
+
+    return parse
 
 
 def file_layout(model, weights):
@@ -330,11 +341,15 @@ def train(a):
     ema.requires_grad_(False)
     params = sum(p.numel() for p in model.parameters())
     ema_params, model_params = list(ema.parameters()), list(model.parameters())
-    crops = Crops(a.data, device, a.frames, a.crop, a.seed, a.texture_share)
+    crops = Crops(a.data, device, a.seed, a.texture_share)
+    # Steps cycle through the shapes (--frames with --crop): long clips at smaller crops teach the causal
+    # caches what follows the fifth latent frame (a model trained on 17 frames alone drifts later on).
+    shapes = list(zip(a.frames, a.crop if len(a.crop) == len(a.frames) else a.crop * len(a.frames)))
+    shape = lambda i: shapes[i % len(shapes)]  # noqa: E731
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=1e-4)
     gen = torch.Generator(device=device).manual_seed(a.seed + 1)
     log(f"{a.model} width {a.width}: {params / 1e6:.2f} M parameters on {device}; "
-        f"{len(crops.sources)} sources; batch {a.batch} x {a.frames} x {a.crop}^2")
+        f"{len(crops.sources)} sources; batch {a.batch} x " + ", ".join(f"{t} x {c}^2" for t, c in shapes))
 
     def losses(x):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.bf16):
@@ -355,7 +370,7 @@ def train(a):
     # --compile: the forward pass and the losses through torch.compile (Inductor fuses the norms, SiLUs and
     # pads around the convolutions; a sampled posterior's generator splits the graph in two); the first steps
     # pay for the compilation, and the timing probe below counts them only when it runs after them.
-    forward = torch.compile(losses) if a.compile else losses
+    forward = torch.compile(losses, dynamic=False) if a.compile else losses
 
     def step_fn(x, lr):
         for g in opt.param_groups:
@@ -373,13 +388,13 @@ def train(a):
     if steps is None:
         # Steps from a time budget: time a few steps after a few more (all count as training steps), then fix
         # the schedule's length. The length is recorded: --steps N repeats the run.
-        warm_steps, probe = 5, 10
+        warm_steps, probe = 5 * len(shapes), 10 * len(shapes)
         for i in range(warm_steps + probe):
             if i == warm_steps:
                 if device.type == "cuda":
                     torch.cuda.synchronize()
                 t1 = time.time()
-            step_fn(crops.batch(a.batch), a.lr * (i + 1) / a.warmup)
+            step_fn(crops.batch(a.batch, *shape(i)), a.lr * (i + 1) / a.warmup)
         if device.type == "cuda":
             torch.cuda.synchronize()
         per = (time.time() - t1) / probe
@@ -392,7 +407,7 @@ def train(a):
     for i in range(start, steps):
         warm = min(1.0, (i + 1) / a.warmup)
         lr = a.lr * warm * (a.final_lr + (1 - a.final_lr) * 0.5 * (1 + math.cos(math.pi * i / steps)))
-        x = crops.batch(a.batch)
+        x = crops.batch(a.batch, *shape(i))
         loss, l1, s, kl, y = step_fn(x, lr)
         with torch.no_grad():
             decay = min(a.ema, (1 + i) / (10 + i))
@@ -570,7 +585,7 @@ def main():
     c.add_argument("--model", required=True, choices=["wan2.1", "seedvr2"])
     c.add_argument("--width", type=int, help="Wan2.1: dim (default 12); SeedVR2: first block's channels "
                    "(default 32; blocks w, w, 2w, 2w)")
-    c.add_argument("--dim-mult", type=stage_widths,
+    c.add_argument("--dim-mult", type=positive_ints("1,2,4,8"),
                    help="Wan2.1: the stages' widths in multiples of --width, e.g. 1,2,4,8 (default the released "
                    "1,2,4,4; with --init, the file's); stated in the weights file's metadata for the engine")
     c.add_argument("--norm-groups", type=int, help="SeedVR2: GroupNorm groups (default the released 32, one "
@@ -586,8 +601,9 @@ def main():
                    "--width must match) rather than from a random initialisation")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--batch", type=int, default=8)
-    c.add_argument("--frames", type=int, default=17)
-    c.add_argument("--crop", type=int, default=128)
+    c.add_argument("--frames", type=positive_ints("17,49,81"), default=[17], help="frames of a crop; a list (17,49): steps take "
+                   "each in turn, with the --crop of the same place")
+    c.add_argument("--crop", type=positive_ints("128,96,64"), default=[128], help="crop size; one, or one per --frames")
     c.add_argument("--lr", type=float, default=1.5e-3)
     c.add_argument("--final-lr", type=float, default=0.02, help="the cosine's end, a fraction of --lr")
     c.add_argument("--warmup", type=int, default=100)
@@ -626,6 +642,8 @@ def main():
             p.error("--dim-mult is Wan2.1's")
         if a.norm_groups is not None and a.model != "seedvr2":
             p.error("--norm-groups is SeedVR2's")
+        if len(a.crop) not in (1, len(a.frames)):
+            p.error(f"--crop takes one size or one for each of the {len(a.frames)} --frames, not {len(a.crop)}")
         # The file's own width and config keys continue unless given again.
         width, a.stated = file_layout(a.model, a.init) if a.init else (None, {})
         a.width = a.width or width

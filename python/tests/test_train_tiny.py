@@ -89,6 +89,21 @@ def test_init_continues_with_the_files_stage_widths(data, tmp_path):
         assert "vaecodec_config" not in (f.metadata() or {})  # the released widths need no statement
 
 
+def test_steps_take_the_crop_shapes_in_turn(data, tmp_path):
+    # Long clips at small crops beside short ones at large crops (the causal caches learn what follows the
+    # fifth latent frame); the 9-frame shape is every second step's, from the one source that long.
+    weights = train(data, tmp_path / "a", "--frames", "5,9", "--crop", "32,16")
+    meta = json.loads((tmp_path / "a" / "meta.json").read_text())
+    assert (meta["training"]["frames"], meta["training"]["crop"]) == ([5, 9], [32, 16])
+    same_function("wan2.1", weights)
+    command = [sys.executable, str(SCRIPT), "train", "--model", "wan2.1", "--data", str(data), "--out",
+               str(tmp_path / "b"), "--steps", "2", "--batch", "1", "--frames", "5,13", "--crop", "16",
+               "--device", "cpu", "--no-bf16"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == "train_tiny.py: no training source has 13 frames"
+
+
 def test_each_option_is_its_familys_and_checked(data, tmp_path):
     def refused(model, option, value, line):
         command = [sys.executable, str(SCRIPT), "train", "--model", model, "--data", str(data), "--out",
@@ -101,4 +116,6 @@ def test_each_option_is_its_familys_and_checked(data, tmp_path):
     refused("wan2.1", "--dim-mult", "1,x",
             "--dim-mult: expected positive integers separated by commas, e.g. 1,2,4,8, got '1,x'")
     refused("wan2.1", "--norm-groups", "4", "--norm-groups is SeedVR2's")
+    refused("wan2.1", "--frames", "17,0", "--frames: expected positive integers separated by commas, e.g. 17,49,81")
+    refused("wan2.1", "--crop", "128,96", "--crop takes one size or one for each of the 1 --frames, not 2")
     refused("seedvr2", "--norm-groups", "5", "--norm-groups 5 does not divide SeedVR2's width 32")
