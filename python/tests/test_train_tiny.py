@@ -104,6 +104,29 @@ def test_steps_take_the_crop_shapes_in_turn(data, tmp_path):
     assert done.stderr.strip().splitlines()[-1] == "train_tiny.py: no training source has 13 frames"
 
 
+def test_a_run_stopped_early_goes_on_where_it_stopped(data, tmp_path):
+    # A GPU machine's calls are 10 minutes: one schedule over several calls. Two steps, a stop, --resume for
+    # the other two give the very weights of four steps at once (CPU, float32: the same operations).
+    straight = train(data, tmp_path / "a", "--steps", "4", "--save-dtype", "float32")
+    train(data, tmp_path / "b", "--steps", "4", "--stop-after", "2", "--save-dtype", "float32")
+    meta = json.loads((tmp_path / "b" / "meta.json").read_text())["training"]
+    assert (meta["steps"], meta["schedule_steps"], meta["stopped_early"]) == (2, 4, True)
+    command = [sys.executable, str(SCRIPT), "train", "--model", "wan2.1", "--data", str(data), "--out",
+               str(tmp_path / "c"), "--resume", str(tmp_path / "b" / "state.pt"), "--device", "cpu"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    resumed = tmp_path / "c" / "weights.safetensors"
+    with safe_open(str(straight), "pt") as f, safe_open(str(resumed), "pt") as g:
+        assert sorted(f.keys()) == sorted(g.keys())
+        for k in f.keys():
+            assert torch.equal(f.get_tensor(k), g.get_tensor(k)), k
+    meta = json.loads((tmp_path / "c" / "meta.json").read_text())["training"]
+    assert (meta["steps"], meta["resumed"]["at_step"], meta["frames"]) == (4, 2, [5])
+    refused = subprocess.run(command[:-2] + ["--lr", "0.1"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2
+    assert "--lr: a resumed run keeps its own (0.0015)" in refused.stderr
+
+
 def test_each_option_is_its_familys_and_checked(data, tmp_path):
     def refused(model, option, value, line):
         command = [sys.executable, str(SCRIPT), "train", "--model", model, "--data", str(data), "--out",
