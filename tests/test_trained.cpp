@@ -108,8 +108,8 @@ TEST_CASE("on the trained Wan2.1 model exact tiles equal the whole frame, blende
 TEST_CASE("the trained Wan2.1 model keeps its PSNR along the clip: no drift after the first latent frames",
           "[trained]") {
   // demo_bbb.mp4: the held-out frames 103-131 (29 frames, eight latent frames), 320x176 of its 320x180. A
-  // model trained on 17-frame crops alone lost 0.1-0.3 dB a frame after its fifth latent frame (the weights of
-  // 29368 steps: frames 0-8 26.5 dB, frames 21-28 23.2 dB); these trained on 49- and 81-frame crops too
+  // model trained on 17-frame crops alone lost 0.1-0.3 dB a frame after its fifth latent frame (the weights
+  // of 29368 steps: frames 0-8 26.5 dB, frames 21-28 23.2 dB); these trained on 49- and 81-frame crops too
   // (meta.json, training.runs): 26.7 and 26.7 dB.
   auto model = trained_wan21();
   const auto rgb = read_rgb(trained_dir() / "demo_bbb.mp4");  // [29, 3, 180, 320]
