@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""SeedVR2 decode tiles on a trained model: what a tile's norms should see.
+
+Two ways to decode a frame tile by tile, each compared with the untiled decode (relative L2), on the same grid
+(vaecodec's: tiles of one size spread evenly, the first at 0 and the last at the far edge, blended with linear
+ramps over their overlaps):
+  - vaecodec's tiles through time (vaecodec.load(tile=, tile_overlap=, norm_context=)): the latent-resolution
+    blocks on the whole frame, the up path per tile with exact margins, its norms over the tile and `context`
+    latent pixels around it (Note [Norms of tiles through time] in core/split/exact_tiles.h);
+  - crop tiles: the whole decoder on the tile's latents plus `margin` latent pixels on every side (clipped to the
+    frame), every norm over that crop, the margin discarded. Margin 0 is ComfyUI-SeedVR2's way of tiling.
+The second is emulated here in PyTorch (scripts/tiny_vaes.py's module); the engine has no such tiles yet.
+
+  scripts/dev/seedvr2_crop_tiles.py [--weights W] [--tile 16] [--overlap 4] [--margins 0,4,8] [--contexts 0,4,8]
+
+The clip: tests/data/wan21-trained/demo_bbb.mp4 (Big Buck Bunny frames 103-131, held out from training), its
+first 5 frames, 320x176 of its 320x180, decoded by FFmpeg; decode's latents are vaecodec's untiled encode.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import train_tiny  # noqa: E402
+
+
+def clip(frames):
+    path = os.path.join(ROOT, "tests", "data", "wan21-trained", "demo_bbb.mp4")
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-frames:v", str(frames), "-vf", "crop=320:176",
+                          "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], check=True, stdout=subprocess.PIPE).stdout
+    arr = np.frombuffer(raw, np.uint8).reshape(frames, 176, 320, 3)
+    return torch.from_numpy(arr.copy()).permute(3, 0, 1, 2).unsqueeze(0).float() / 127.5 - 1
+
+
+def origins(extent, tile, overlap):
+    """Where vaecodec's tiles start along one side (core/tile_grid.cpp: cover, spread evenly)."""
+    if extent <= tile:
+        return [0]
+    count = -(-(extent - overlap) // (tile - overlap))
+    return [(i * (extent - tile) + (count - 1) // 2) // (count - 1) for i in range(count)]
+
+
+def ramps(extent, starts, tile):
+    """Per tile, weights along one side: 1 inside, linear ramps where it overlaps its neighbours."""
+    out = []
+    for i, s in enumerate(starts):
+        w = torch.zeros(extent)
+        w[s:s + tile] = 1
+        if i > 0 and starts[i - 1] + tile > s:
+            n = starts[i - 1] + tile - s
+            w[s:s + n] = (torch.arange(n) + 0.5) / n
+        if i + 1 < len(starts) and starts[i + 1] < s + tile:
+            n = s + tile - starts[i + 1]
+            w[starts[i + 1]:s + tile] = torch.minimum(w[starts[i + 1]:s + tile], 1 - (torch.arange(n) + 0.5) / n)
+        out.append(w)
+    return out
+
+
+def crop_tiles(model, z, whole, tile, overlap, margin):
+    h, w = z.shape[-2:]
+    scale = whole.shape[-1] // w
+    rows, cols = origins(h, tile, overlap), origins(w, tile, overlap)
+    th, tw = min(tile, h), min(tile, w)
+    out, total = torch.zeros_like(whole), torch.zeros(whole.shape[-2:])
+    for r, wr in zip(rows, ramps(h, rows, th)):
+        for c, wc in zip(cols, ramps(w, cols, tw)):
+            r0, r1 = max(r - margin, 0), min(r + th + margin, h)
+            c0, c1 = max(c - margin, 0), min(c + tw + margin, w)
+            with torch.no_grad():
+                y = model.decode(z[..., r0:r1, c0:c1])
+            placed = torch.zeros_like(whole)
+            placed[..., r0 * scale:r1 * scale, c0 * scale:c1 * scale] = y
+            weight = torch.outer(wr.repeat_interleave(scale), wc.repeat_interleave(scale))
+            out += placed * weight
+            total += weight
+    return out / total
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--weights", default=os.path.join(ROOT, "tests", "data", "seedvr2-trained", "weights.safetensors"))
+    p.add_argument("--tile", type=int, default=16, help="latent pixels")
+    p.add_argument("--overlap", type=int, default=4, help="latent pixels")
+    p.add_argument("--margins", default="0,4,8")
+    p.add_argument("--contexts", default="0,4,8")
+    a = p.parse_args()
+    import vaecodec
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    x = clip(5)
+    engine = vaecodec.load(a.weights, device="cpu", dtype="fp32")
+    latents = engine.encode(x)
+    whole = engine._native.decode(latents)
+    module = train_tiny.load("seedvr2", a.weights).float().eval()
+    with torch.no_grad():
+        mu = module.encode(x)[0]
+        own = module.decode(mu)
+    rel = lambda y, ref: ((y - ref).norm() / ref.norm()).item()  # noqa: E731
+    print(f"untiled: vaecodec against the PyTorch module {rel(whole, own):.1e}; latents {tuple(mu.shape)}")
+    for context in [int(v) for v in a.contexts.split(",")]:
+        tiled = vaecodec.load(a.weights, device="cpu", dtype="fp32", tile=(a.tile, a.tile), tile_overlap=a.overlap,
+                              norm_context=context)
+        g = tiled.plan(list(latents.shape), "decode")["tiles"]
+        print(f"vaecodec tiles through time, context {context}: {g['rows']}x{g['cols']} tiles, "
+              f"relative L2 {rel(tiled._native.decode(latents), whole):.4f}")
+    for margin in [int(v) for v in a.margins.split(",")]:
+        y = crop_tiles(module, mu, own, a.tile, a.overlap, margin)
+        print(f"crop tiles, margin {margin}: relative L2 {rel(y, own):.4f}")
+
+
+if __name__ == "__main__":
+    main()
