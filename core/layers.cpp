@@ -405,8 +405,6 @@ torch::Tensor RMSNorm::forward(const torch::Tensor& x) const {
   return out.to(x.scalar_type());
 }
 
-// Note [The RMS norm off the GPU]: x / max(||x||, 1e-12) over the channels from their sum of squares, added
-// channel by channel, divided straight into `out` (of x's compute dtype), then times sqrt(C) * gamma.
 namespace {
 
 // Each pixel's sum of its channels' squares, channel 0 first, for a channels-last [B, C, T, H, W] on the CPU:
@@ -433,6 +431,8 @@ torch::Tensor channel_squares_last(const torch::Tensor& xf) {
 
 }  // namespace
 
+// Note [The RMS norm off the GPU]: x / max(||x||, 1e-12) over the channels from their sum of squares, added
+// channel by channel, divided straight into `out` (of x's compute dtype), then times sqrt(C) * gamma.
 void RMSNorm::composite_into(const torch::Tensor& xf, torch::Tensor out) const {
   torch::Tensor squares;
   if (xf.dim() == 5 && xf.is_cpu() && xf.is_contiguous(torch::MemoryFormat::ChannelsLast3d) &&

@@ -196,7 +196,7 @@ def train(a):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     model = build(a.model, a.width, a.stated)
-    if a.init:
+    if a.init and not a.resume_state:  # a resumed run's weights are its state's (a.init: where it began)
         # Continue from saved weights (any saved type; trained in float32). The optimiser's state starts afresh,
         # so the warm-up and the schedule run again over this run's steps; the data's order comes from --seed.
         from safetensors.torch import load_file
@@ -254,6 +254,7 @@ def train(a):
     steps = a.steps
     t0 = time.time()
     start, seconds_before, history = 0, 0.0, []
+    elapsed = lambda: seconds_before + time.time() - t0  # noqa: E731  (the run's, over its calls)
     if a.resume_state:
         st = a.resume_state
         model.load_state_dict(st["model"])
@@ -280,8 +281,8 @@ def train(a):
         steps = max(start + 1, start + int((a.seconds - (time.time() - t0)) / per))
         log(f"{per * 1000:.0f} ms a step: {steps} steps in {a.seconds} s")
     last_save = time.time()
-    stopped_early = False
-    first = start
+    call_start = start
+    done = steps  # the steps taken when the loop ends; fewer than the schedule's when stopped early
     for i in range(start, steps):
         warm = min(1.0, (i + 1) / a.warmup)
         lr = a.lr * warm * (a.final_lr + (1 - a.final_lr) * 0.5 * (1 + math.cos(math.pi * i / steps)))
@@ -292,24 +293,24 @@ def train(a):
             torch._foreach_lerp_(ema_params, model_params, 1 - decay)
         if i % a.log_every == 0 or i == steps - 1:
             p = psnr_per_frame(x[:1], y[:1])
-            el = time.time() - t0
+            el = elapsed()
             log(f"step {i}/{steps} {el:.0f}s lr {lr:.2e} loss {loss.item():.4f} l1 {l1.item():.4f} "
                 f"ssim {s.item():.4f} kl {kl.item():.1f} psnr(batch[0]) {p:.2f}")
             history.append({"step": i, "seconds": round(el, 1), "l1": round(l1.item(), 5),
                             "ssim": round(s.item(), 4), "psnr_batch0": round(p, 2)})
         if a.checkpoint_every and time.time() - last_save > a.checkpoint_every:
             save(ema, a.out, {"model": ema.family, "config": ema.config, "checkpoint": True, "step": i + 1,
-                              "seconds": round(time.time() - t0, 1), "history": history})
+                              "seconds": round(elapsed(), 1), "history": history})
             last_save = time.time()
         out_of_time = a.max_seconds and time.time() - t0 > a.max_seconds
-        if i < steps - 1 and (out_of_time or (a.stop_after and i + 1 - first >= a.stop_after)):
+        if i < steps - 1 and (out_of_time or (a.stop_after and i + 1 - call_start >= a.stop_after)):
             log(f"stopping at step {i + 1} of {steps}: --max-seconds or --stop-after reached; "
                 f"--resume {a.out}/state.pt goes on")
-            save_state(a, i + 1, steps, seconds_before + time.time() - t0, model, ema, opt, crops, gen, history)
-            stopped_early = True
-            schedule, steps = steps, i + 1
+            save_state(a, i + 1, steps, elapsed(), model, ema, opt, crops, gen, history)
+            done = i + 1
             break
-    seconds = seconds_before + time.time() - t0
+    stopped_early = done < steps
+    seconds = elapsed()
     model.eval()
     ema.eval()
     scores = {"raw": evaluate(model, a.data, device), "ema": evaluate(ema, a.data, device)}
@@ -325,7 +326,7 @@ def train(a):
                 "small width), trained in minutes by scripts/train_tiny.py; not the released weights",
         "parameters": params,
         "training": {
-            "seed": a.seed, "steps": steps, "stopped_early": stopped_early, "seconds": round(seconds, 1),
+            "seed": a.seed, "steps": done, "stopped_early": stopped_early, "seconds": round(seconds, 1),
             "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
             "torch": torch.__version__, "batch": a.batch, "frames": a.frames, "crop": a.crop, "lr": a.lr,
             "final_lr": a.final_lr, "warmup": a.warmup, "bf16_autocast": a.bf16, "ema": a.ema, "kept": pick,
@@ -339,8 +340,8 @@ def train(a):
             "command": "scripts/train_tiny.py " + " ".join(sys.argv[1:]),
         }
         | ({"init": a.init} if a.init else {})
-        | ({"schedule_steps": schedule, "state": os.path.join(a.out, "state.pt")} if stopped_early else {})
-        | ({"resumed": {"from": a.resume, "at_step": first}} if a.resume else {}),
+        | ({"schedule_steps": steps, "state": os.path.join(a.out, "state.pt")} if stopped_early else {})
+        | ({"resumed": {"from": a.resume, "at_step": call_start}} if a.resume else {}),
         "data": {
             "train": {name: {"file": f, "frames": [first, end - 1], "sizes": [f"{w}x{h}" for w, h in s]}
                       for name, (f, first, end, s) in REAL_TRAIN.items()}

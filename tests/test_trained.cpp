@@ -30,9 +30,11 @@ std::shared_ptr<core::VaeModel> trained_wan21(torch::ScalarType dtype = torch::k
   return trained("wan21-trained", dtype);
 }
 
-// The held-out clip as [1, 3, T, H, W] in [-1, 1]: its first `frames` frames, the centre `height` x `width`.
-torch::Tensor held_out_clip(int64_t frames, int64_t height = 128, int64_t width = 192) {
-  const auto rgb = read_rgb(trained_dir() / "heldout_bbb.mp4");  // [T, 3, 128, 192]
+// A held-out clip of tests/data/wan21-trained as [1, 3, T, H, W] in [-1, 1]: its first `frames` frames, the
+// centre `height` x `width` (heldout_bbb.mp4 is 192x128, demo_bbb.mp4 320x180).
+torch::Tensor held_out_clip(int64_t frames, int64_t height = 128, int64_t width = 192,
+                            const std::string& file = "heldout_bbb.mp4") {
+  const auto rgb = read_rgb(trained_dir() / file);  // [T, 3, H, W]
   return rgb.narrow(0, 0, frames)
       .narrow(2, (rgb.size(2) - height) / 2, height)
       .narrow(3, (rgb.size(3) - width) / 2, width)
@@ -112,8 +114,7 @@ TEST_CASE("the trained Wan2.1 model keeps its PSNR along the clip: no drift afte
   // of 29368 steps: frames 0-8 26.5 dB, frames 21-28 23.2 dB); these trained on 49- and 81-frame crops too
   // (meta.json, training.runs): 26.7 and 26.7 dB.
   auto model = trained_wan21();
-  const auto rgb = read_rgb(trained_dir() / "demo_bbb.mp4");  // [29, 3, 180, 320]
-  const auto video = rgb.narrow(2, 2, 176).permute({1, 0, 2, 3}).unsqueeze(0).contiguous();
+  const auto video = held_out_clip(29, 176, 320, "demo_bbb.mp4");
   REQUIRE(video.sizes() == torch::IntArrayRef({1, 3, 29, 176, 320}));
   const auto out = roundtrip(*model, video);
   const double first = psnr_db(out.narrow(2, 0, 9), video.narrow(2, 0, 9));

@@ -29,11 +29,17 @@ def clip(frames: int, size: int, seed: int) -> np.ndarray:
     return (np.stack([field[t:t + size, :size] for t in range(frames)]) * 255).astype(np.uint8)
 
 
-def train(data, out, *extra, model="wan2.1"):
+def run_train(data, out, *extra, model="wan2.1", timeout=600):
+    """`train_tiny.py train` with only the model, data, out and `extra` given."""
     command = [sys.executable, str(SCRIPT), "train", "--model", model, "--data", str(data), "--out", str(out),
-               "--steps", "2", "--batch", "1", "--frames", "5", "--crop", "32", "--device", "cpu", "--no-bf16",
-               "--warmup", "1", *extra]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+               *extra]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def train(data, out, *extra, model="wan2.1"):
+    """A few CPU steps on small crops (the last of `extra`'s options win)."""
+    done = run_train(data, out, "--steps", "2", "--batch", "1", "--frames", "5", "--crop", "32", "--device", "cpu",
+                     "--no-bf16", "--warmup", "1", *extra, model=model)
     assert done.returncode == 0, done.stderr[-2000:]
     return out / "weights.safetensors"
 
@@ -96,24 +102,25 @@ def test_steps_take_the_crop_shapes_in_turn(data, tmp_path):
     meta = json.loads((tmp_path / "a" / "meta.json").read_text())
     assert (meta["training"]["frames"], meta["training"]["crop"]) == ([5, 9], [32, 16])
     same_function("wan2.1", weights)
-    command = [sys.executable, str(SCRIPT), "train", "--model", "wan2.1", "--data", str(data), "--out",
-               str(tmp_path / "b"), "--steps", "2", "--batch", "1", "--frames", "5,13", "--crop", "16",
-               "--device", "cpu", "--no-bf16"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    done = run_train(data, tmp_path / "b", "--steps", "2", "--batch", "1", "--frames", "5,13", "--crop", "16",
+                     "--device", "cpu", "--no-bf16")
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == "train_tiny.py: no training source has 13 frames"
 
 
 def test_a_run_stopped_early_goes_on_where_it_stopped(data, tmp_path):
     # A GPU machine's calls are 10 minutes: one schedule over several calls. Two steps, a stop, --resume for
-    # the other two give the very weights of four steps at once (CPU, float32: the same operations).
-    straight = train(data, tmp_path / "a", "--steps", "4", "--save-dtype", "float32")
-    train(data, tmp_path / "b", "--steps", "4", "--stop-after", "2", "--save-dtype", "float32")
+    # the other two give the very weights of four steps at once (CPU, float32: the same operations). Both
+    # start from earlier weights (--init), which are gone when the run resumes: its weights are its state's.
+    init = tmp_path / "init.safetensors"
+    train(data, tmp_path / "base").rename(init)
+    straight = train(data, tmp_path / "a", "--init", str(init), "--steps", "4", "--save-dtype", "float32")
+    train(data, tmp_path / "b", "--init", str(init), "--steps", "4", "--stop-after", "2", "--save-dtype", "float32")
     meta = json.loads((tmp_path / "b" / "meta.json").read_text())["training"]
     assert (meta["steps"], meta["schedule_steps"], meta["stopped_early"]) == (2, 4, True)
-    command = [sys.executable, str(SCRIPT), "train", "--model", "wan2.1", "--data", str(data), "--out",
-               str(tmp_path / "c"), "--resume", str(tmp_path / "b" / "state.pt"), "--device", "cpu"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    init.unlink()
+    resume = ("--resume", str(tmp_path / "b" / "state.pt"), "--device", "cpu")
+    done = run_train(data, tmp_path / "c", *resume)
     assert done.returncode == 0, done.stderr[-2000:]
     resumed = tmp_path / "c" / "weights.safetensors"
     with safe_open(str(straight), "pt") as f, safe_open(str(resumed), "pt") as g:
@@ -121,17 +128,15 @@ def test_a_run_stopped_early_goes_on_where_it_stopped(data, tmp_path):
         for k in f.keys():
             assert torch.equal(f.get_tensor(k), g.get_tensor(k)), k
     meta = json.loads((tmp_path / "c" / "meta.json").read_text())["training"]
-    assert (meta["steps"], meta["resumed"]["at_step"], meta["frames"]) == (4, 2, [5])
-    refused = subprocess.run(command[:-2] + ["--lr", "0.1"], capture_output=True, text=True, timeout=120)
+    assert (meta["steps"], meta["resumed"]["at_step"], meta["frames"], meta["stopped_early"]) == (4, 2, [5], False)
+    refused = run_train(data, tmp_path / "d", *resume, "--lr", "0.1", timeout=120)
     assert refused.returncode == 2
     assert "--lr: a resumed run keeps its own (0.0015)" in refused.stderr
 
 
 def test_each_option_is_its_familys_and_checked(data, tmp_path):
     def refused(model, option, value, line):
-        command = [sys.executable, str(SCRIPT), "train", "--model", model, "--data", str(data), "--out",
-                   str(tmp_path), "--steps", "1", option, value]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        done = run_train(data, tmp_path, "--steps", "1", option, value, model=model, timeout=120)
         assert done.returncode == 2, done.stderr
         assert line in done.stderr
 

@@ -19,31 +19,21 @@ first 5 frames, 320x176 of its 320x180, decoded by FFmpeg; decode's latents are 
 
 import argparse
 import os
-import subprocess
 import sys
 
-import numpy as np
 import torch
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import train_tiny  # noqa: E402
+from seedvr2_peer import vaecodec_spans  # noqa: E402
+from tiny_data import ffmpeg_frames  # noqa: E402
 
 
 def clip(frames):
     path = os.path.join(ROOT, "tests", "data", "wan21-trained", "demo_bbb.mp4")
-    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-frames:v", str(frames), "-vf", "crop=320:176",
-                          "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], check=True, stdout=subprocess.PIPE).stdout
-    arr = np.frombuffer(raw, np.uint8).reshape(frames, 176, 320, 3)
+    arr = ffmpeg_frames("ffmpeg", ["-i", path, "-frames:v", str(frames), "-vf", "crop=320:176"], 320, 176)
     return torch.from_numpy(arr.copy()).permute(3, 0, 1, 2).unsqueeze(0).float() / 127.5 - 1
-
-
-def origins(extent, tile, overlap):
-    """Where vaecodec's tiles start along one side (core/tile_grid.cpp: cover, spread evenly)."""
-    if extent <= tile:
-        return [0]
-    count = -(-(extent - overlap) // (tile - overlap))
-    return [(i * (extent - tile) + (count - 1) // 2) // (count - 1) for i in range(count)]
 
 
 def ramps(extent, starts, tile):
@@ -62,11 +52,13 @@ def ramps(extent, starts, tile):
     return out
 
 
-def crop_tiles(model, z, whole, tile, overlap, margin):
+def crop_tiles(model, z, whole, grid, margin):
+    """The crop tiles' decode on `grid` (the engine's plan: rows and columns of tile_height x tile_width)."""
     h, w = z.shape[-2:]
     scale = whole.shape[-1] // w
-    rows, cols = origins(h, tile, overlap), origins(w, tile, overlap)
-    th, tw = min(tile, h), min(tile, w)
+    th, tw = grid["tile_height"], grid["tile_width"]
+    rows = [r0 for r0, _ in vaecodec_spans(h, th, grid["rows"])]
+    cols = [c0 for c0, _ in vaecodec_spans(w, tw, grid["cols"])]
     out, total = torch.zeros_like(whole), torch.zeros(whole.shape[-2:])
     for r, wr in zip(rows, ramps(h, rows, th)):
         for c, wc in zip(cols, ramps(w, cols, tw)):
@@ -92,7 +84,6 @@ def main():
     a = p.parse_args()
     import vaecodec
 
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
     x = clip(5)
     engine = vaecodec.load(a.weights, device="cpu", dtype="fp32")
     latents = engine.encode(x)
@@ -103,14 +94,15 @@ def main():
         own = module.decode(mu)
     rel = lambda y, ref: ((y - ref).norm() / ref.norm()).item()  # noqa: E731
     print(f"untiled: vaecodec against the PyTorch module {rel(whole, own):.1e}; latents {tuple(mu.shape)}")
-    for context in [int(v) for v in a.contexts.split(",")]:
-        tiled = vaecodec.load(a.weights, device="cpu", dtype="fp32", tile=(a.tile, a.tile), tile_overlap=a.overlap,
-                              norm_context=context)
-        g = tiled.plan(list(latents.shape), "decode")["tiles"]
-        print(f"vaecodec tiles through time, context {context}: {g['rows']}x{g['cols']} tiles, "
+    tiles = lambda context: vaecodec.load(a.weights, device="cpu", dtype="fp32", tile=(a.tile, a.tile),  # noqa: E731
+                                          tile_overlap=a.overlap, norm_context=context)
+    grid = tiles(0).plan(list(latents.shape), "decode")["tiles"]  # the same grid at every context
+    for context in [int(v) for v in a.contexts.split(",") if v]:
+        tiled = tiles(context)
+        print(f"vaecodec tiles through time, context {context}: {grid['rows']}x{grid['cols']} tiles, "
               f"relative L2 {rel(tiled._native.decode(latents), whole):.4f}")
     for margin in [int(v) for v in a.margins.split(",")]:
-        y = crop_tiles(module, mu, own, a.tile, a.overlap, margin)
+        y = crop_tiles(module, mu, own, grid, margin)
         print(f"crop tiles, margin {margin}: relative L2 {rel(y, own):.4f}")
 
 
