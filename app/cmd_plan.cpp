@@ -131,6 +131,7 @@ void plan(const PlanOptions& o) {
         {"preset", o.memory.chosen ? nlohmann::json(o.memory.chosen->name) : nlohmann::json()},
         {"tile_overlap", planner.tile_overlap},
         {"norm_context", planner.norm_context},
+        {"tile_norms", core::tile_norms_name(planner.tile_norms)},
         {"plan", p.to_json()}};
     if (!devices.empty()) {
       j["devices"] = nlohmann::json::array();

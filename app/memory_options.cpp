@@ -43,6 +43,12 @@ void add_memory_options(CLI::App& sub, MemoryOptions& memory, std::string& devic
                  "SeedVR2's tiles: latent pixels around each tile that its norms' statistics also see (more "
                  "is closer to the untiled run, and slower; default: none or 8, the planner's choice)")
       ->check(CLI::Range(int64_t{0}, core::kMaxTileMargin));
+  sub.add_option(
+         "--tile-norms", memory.tile_norms,
+         "SeedVR2's tiles: crop (each tile runs the whole model on its crop and context, every norm over "
+         "that), frame (the latent-resolution blocks on the whole frame, the tiles above), or auto "
+         "(default: crop tiles decode, frame tiles encode)")
+      ->check(CLI::IsMember({"auto", "crop", "frame"}));
   CLI::Option* device_option = sub.get_option_no_throw("--device");
   CLI::Option* dtype_option = sub.get_option_no_throw("--dtype");
   CLI::Option* chunk_option = sub.get_option_no_throw("--chunk");
@@ -74,6 +80,7 @@ void resolve_memory_options(MemoryOptions& memory, std::string& device, std::str
   given.tile = memory.tile;
   if (memory.tile_overlap >= 0) given.tile_overlap = memory.tile_overlap;
   if (memory.norm_context >= 0) given.norm_context = memory.norm_context;
+  given.tile_norms = memory.tile_norms;
   core::ResolvedOptions resolved = core::resolve_options(given, core::OptionSpelling::cli());
   memory.chosen = std::move(resolved.preset);
   memory.device_from_preset = resolved.device_from_preset;

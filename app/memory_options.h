@@ -22,6 +22,7 @@ struct MemoryOptions {
   std::string host_memory;    // --host-memory 16G: what a GPU run may keep in host memory
   int64_t tile_overlap = -1;  // --tile-overlap 16: latent pixels neighbouring tiles share; -1: not given
   int64_t norm_context = -1;  // --norm-context 16: latent pixels tiles' norms see around them; -1: not given
+  std::string tile_norms;     // --tile-norms crop|frame: what SeedVR2's tiles' norms see
   double margin = -1;  // --vram-margin 0.1: the share of the budget kept for fragmentation; -1: not given
   bool force = false;  // --vram-force: plan for the budget even where the device has less free
   // Resolved after parsing.
@@ -34,8 +35,8 @@ struct MemoryOptions {
 // not a --device the user never typed.
 void check_preset_device(const MemoryOptions& memory, const std::string& device);
 
-// Adds --preset, --preset-file, --vram, --vram-margin, --host-memory, --tile, --tile-overlap and
-// --norm-context to `sub`. `device`, `dtype` and `chunk` are
+// Adds --preset, --preset-file, --vram, --vram-margin, --host-memory, --tile, --tile-overlap,
+// --norm-context and --tile-norms to `sub`. `device`, `dtype` and `chunk` are
 // the command's own options (already added): a preset sets device and dtype unless --device/--dtype were
 // given, and --chunk, when given, fixes the chunk length instead of letting the planner choose up to the
 // preset's max_chunk.

@@ -30,6 +30,10 @@ namespace {
 //           per tile) and parked caches at kCopyRate (on the compute stream: they add up)
 //   measured: decode tiles through time (not exact: SeedVR2's) peak above the terms above by a part none of
 //           them names yet (Note [Decode tiles through time, measured])
+// Crop tiles (Note [Crop tiles] in core/split/exact_tiles.h) have no whole-frame part: no whole-frame working
+// set or cache, the window's latents where the features would be, the model's work over each crop (no
+// trunk margins beyond it) and the attention of each crop, one model call per tile and chunk; the measured
+// part above is kept for their decode too until rows of their own replace it.
 constexpr double kWholeFactor = 8;
 
 // Note [Decode tiles through time, measured]
@@ -60,25 +64,32 @@ constexpr int64_t kMinPart = 8;    // latent pixels: a smaller part is nearly al
 constexpr int64_t kMaxParts = 12;  // per side
 
 struct GridWork {
-  double work = 1;     // the grid's trunk work against the whole frame's
-  double largest = 0;  // the largest tile's latent pixels with its margins' share (also its crop's input)
+  double work = 1;       // the grid's trunk work against the whole frame's
+  double largest = 0;    // the largest tile's latent pixels with its margins' share (also its crop's input)
+  double attention = 0;  // the op's attention per latent frame, seconds: the whole frame's, or every crop's
 };
 
 GridWork grid_work(const PlanRequest& request, const TileGrid& g, bool encode) {
   GridWork w;
+  PlanRequest op = request;  // attention_seconds of this op alone
+  op.op = encode ? Op::kEncode : Op::kDecode;
+  const bool crop = g.crop(encode);
   double total = 0;
   for (int64_t r = 0; r < g.rows; ++r)
     for (int64_t c = 0; c < g.cols; ++c) {
-      // What the tile's trunk computes: its part, or its tile and norm context (through time).
+      // What the tile's trunk computes: its part, or its tile and norm context (through time); a crop tile's
+      // model computes its crop and no more.
       const auto [r0, r1] = g.computed_rows(r);
       const auto [c0, c1] = g.computed_cols(c);
       const Area interior{{r0, r1}, {c0, c1}};
       const double area = static_cast<double>((r1 - r0) * (c1 - c0));
-      const double factor = request.tile_work ? request.tile_work(encode, interior) : 1.0;
+      const double factor = request.tile_work && !crop ? request.tile_work(encode, interior) : 1.0;
       total += factor * area;
       w.largest = std::max(w.largest, factor * area);
+      if (crop) w.attention += attention_seconds(op, area);
     }
   w.work = total / static_cast<double>(g.latent_height * g.latent_width);
+  if (!crop) w.attention = attention_seconds(op, static_cast<double>(g.latent_height * g.latent_width));
   return w;
 }
 
@@ -100,8 +111,11 @@ std::vector<TileGrid> part_grids(const PlannerOptions& options, int64_t lh, int6
 // Tiles through time whose norms see less than the frame (Note [Norms of tiles through time]): cover()'s
 // rows x cols tiles sharing the overlap, each larger than it and at least kMinPart, each with no context and
 // with the options' norm context (plan_run chooses: Note [What a plan's norms see] in core/planner.cpp), or
-// only the latter where it was given.
+// only the latter where it was given; crop tiles (Note [Crop tiles]) or the whole frame's at latent
+// resolution, as the options' tile_norms say for the op.
 std::vector<TileGrid> blended_grids(const PlannerOptions& options, int64_t lh, int64_t lw) {
+  const bool crop_decode = options.tile_norms != TileNorms::kFrame;
+  const bool crop_encode = options.tile_norms == TileNorms::kCrop;
   const int64_t o = options.tile_overlap;
   std::vector<TileSize> sizes;
   if (options.tile) {
@@ -122,7 +136,8 @@ std::vector<TileGrid> blended_grids(const PlannerOptions& options, int64_t lh, i
   if (!options.norm_context_fixed && options.norm_context > 0) contexts.push_back(options.norm_context);
   std::vector<TileGrid> grids;
   for (const TileSize& size : sizes)
-    for (int64_t context : contexts) grids.push_back(TileGrid::cover_through_time(lh, lw, size, o, context));
+    for (int64_t context : contexts)
+      grids.push_back(TileGrid::cover_crop(lh, lw, size, o, context, crop_decode, crop_encode));
   return grids;
 }
 
@@ -150,14 +165,18 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
   std::vector<Plan> plans;
   for (const TileGrid& g : grids) {
     std::vector<GridWork> work;
-    for (Op op : ops) work.push_back(grid_work(request, g, op == Op::kEncode));
+    bool all_crop = true;  // every op's tiles are crop tiles: no features anywhere
+    for (Op op : ops) {
+      work.push_back(grid_work(request, g, op == Op::kEncode));
+      all_crop = all_crop && g.crop(op == Op::kEncode);
+    }
     for (int64_t n = min_chunk; n <= max_chunk; ++n)
       for (int64_t window : windows)
         for (const WindowStore store :
              {WindowStore::kDevice, WindowStore::kHostFrames, WindowStore::kHostFeatures}) {
           // Features in host memory are for tiles whose norms see less than the frame alone.
           const bool features_off = store == WindowStore::kHostFeatures;
-          if (features_off && g.exact) continue;
+          if (features_off && (g.exact || all_crop)) continue;
           const bool host_window = store != WindowStore::kDevice;
           const double w_frames = window > 0 ? static_cast<double>(window) : frames_of_clip;
           const bool parks = window > 0 && (clip == 0 || window < clip);
@@ -170,13 +189,17 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
           for (size_t i = 0; i < ops.size(); ++i) {
             const Coefficients k = coefficients(request, ops[i]);
             const bool encode = ops[i] == Op::kEncode;
-            const double channels =
-                static_cast<double>(encode ? request.encode_features : request.decode_features);
+            const bool crop = g.crop(encode);
+            // Crop tiles read (decode) or write (encode) latents where the others have features.
+            const double channels = static_cast<double>(crop     ? request.latent_channels
+                                                        : encode ? request.encode_features
+                                                                 : request.decode_features);
             const double tile_pixels = work[i].largest * f2;
             cache += k.cache_elements * size * tile_pixels;
-            activations =
-                std::max({activations, k.activation_bytes * tile_pixels * static_cast<double>(tf * n),
-                          kWholeFactor * channels * latent_pixels * static_cast<double>(n) * size});
+            const double whole_set =
+                crop ? 0.0 : kWholeFactor * channels * latent_pixels * static_cast<double>(n) * size;
+            activations = std::max(
+                {activations, k.activation_bytes * tile_pixels * static_cast<double>(tf * n), whole_set});
             const double frames = 3.0 * static_cast<double>(tf) * w_frames * pixels * size;
             // A host window (Note [Windows in host memory] in core/split/exact_tiles.cpp): decode keeps one
             // tile's frames of the window on the device; encode uploads a chunk of whole frames for every
@@ -202,7 +225,7 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
                   2.0 * 3.0 * static_cast<double>(tf * n) * tile_pixels * size +
                   channels * work[i].largest * static_cast<double>(n) * size;
             if (!encode && !g.exact) {  // Note [Decode tiles through time, measured]
-              const double whole_cache = kWholeCachePerPixel * size * latent_pixels;
+              const double whole_cache = crop ? 0.0 : kWholeCachePerPixel * size * latent_pixels;
               activations += kThroughTimeDecodeBase;
               whole_phase = whole_cache +
                             kWholeFactor * channels * latent_pixels * static_cast<double>(n) * size +
@@ -231,9 +254,10 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             uploads += host_window && encode ? frames * static_cast<double>(g.count() - 1) : 0.0;
             if (parks) parked += k.cache_elements * size * pixels * work[i].work;
             compute += k.flops / k.rate * pixels * static_cast<double>(tf) * frames_of_clip * work[i].work;
-            calls += static_cast<double>(g.count() + 1) * std::ceil(frames_of_clip / static_cast<double>(n));
+            compute += work[i].attention * frames_of_clip;  // the whole frame's, or every crop's
+            calls += static_cast<double>(g.count() + (crop ? 0 : 1)) *
+                     std::ceil(frames_of_clip / static_cast<double>(n));
           }
-          compute += attention_seconds(request, latent_pixels) * frames_of_clip;  // on the whole frame
           // The whole-frame part's own peak, where it is above the tiles' (Note [Decode tiles through time,
           // measured]).
           activations += std::max(0.0, whole_phase - (cache + activations + io));

@@ -23,6 +23,7 @@ const OptionSpelling& OptionSpelling::python() {
     s.tile = "tile";
     s.tile_overlap = "tile_overlap";
     s.norm_context = "norm_context";
+    s.tile_norms = "tile_norms";
     return s;
   }();
   return spelling;

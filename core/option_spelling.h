@@ -24,6 +24,7 @@ struct OptionSpelling {
   std::string tile = "--tile";
   std::string tile_overlap = "--tile-overlap";
   std::string norm_context = "--norm-context";
+  std::string tile_norms = "--tile-norms";
 
   static const OptionSpelling& cli();
   static const OptionSpelling& python();  // vaecodec.load()'s keywords

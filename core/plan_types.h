@@ -19,6 +19,12 @@ namespace vaecodec::core {
 
 // The planner's requests, options and plans (core/planner.h plans them).
 
+// How tiles through time that are not exact take their norms' statistics (PlannerOptions::tile_norms): crop
+// tiles for the decode and frame tiles for the encode (auto), crop tiles for both, frame tiles for both.
+enum class TileNorms { kAuto, kCrop, kFrame };
+std::string tile_norms_name(TileNorms norms);                        // "auto", "crop", "frame"
+std::optional<TileNorms> parse_tile_norms(const std::string& text);  // nullopt: none of those
+
 // What the planner may choose from. Presets and the command line fill it; the defaults plan for no budget.
 struct PlannerOptions {
   int64_t budget_bytes = 0;  // peak device memory the run must stay under; 0: no budget
@@ -33,6 +39,12 @@ struct PlannerOptions {
   // The context was given (--norm-context, vaecodec.load()'s norm_context): tiles through time take it, not
   // the planner's choice between none and it.
   bool norm_context_fixed = false;
+  // What the norms of tiles through time that are not exact (SeedVR2's) take their statistics over: each
+  // tile's crop, the whole model running on it (Note [Crop tiles] in core/split/exact_tiles.h), or the whole
+  // frame at latent resolution and the tile with its context above it (Note [Norms of tiles through
+  // time]). By default (auto) crop tiles decode and frame tiles encode, each the closer to the untiled run
+  // on a trained SeedVR2 (docs/benchmarks.md, "crop tiles"). --tile-norms, vaecodec.load()'s tile_norms.
+  TileNorms tile_norms = TileNorms::kAuto;
   int64_t min_tile = 32;         // the smallest tile side the planner tries, latent pixels
   bool offload = true;           // tile caches may wait in host memory between visits when they do not fit
   std::optional<TileSize> tile;  // a fixed tile size (--tile), overriding the planner's
@@ -137,8 +149,11 @@ struct Plan {
   std::string calibration;      // where the coefficients come from
   std::string summary() const;  // one line for stderr
   nlohmann::json to_json() const;
-  // Which tiles run ("untiled", "exact", "through time", "blended") and what their norms' statistics see.
+  // Which tiles run ("untiled", "exact", "crop", "through time", "blended") and what their norms'
+  // statistics see.
   std::string tile_kind() const;
+  // Whether the tiles of `encode`'s op are crop tiles where the plan runs that op (true where it does not).
+  bool crop_for(bool encode) const;
   std::string norm_statistics() const;
 };
 

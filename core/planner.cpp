@@ -367,6 +367,30 @@ std::string split_kind_name(SplitKind kind) {
   return "tiles through time";
 }
 
+std::string tile_norms_name(TileNorms norms) {
+  switch (norms) {
+    case TileNorms::kAuto:
+      return "auto";
+    case TileNorms::kCrop:
+      return "crop";
+    case TileNorms::kFrame:
+      break;
+  }
+  return "frame";
+}
+
+bool Plan::crop_for(bool encode) const {
+  const bool ran = op == Op::kRoundtrip || (op == Op::kEncode) == encode;
+  return !ran || tiles.crop(encode);  // an op the plan does not run takes nothing away
+}
+
+std::optional<TileNorms> parse_tile_norms(const std::string& text) {
+  if (text == "auto") return TileNorms::kAuto;
+  if (text == "crop") return TileNorms::kCrop;
+  if (text == "frame") return TileNorms::kFrame;
+  return std::nullopt;
+}
+
 std::string Plan::summary() const {
   std::ostringstream s;
   s << "plan: " << op_name(op) << " chunk " << chunk << " latent frame" << (chunk == 1 ? "" : "s") << ", ";
@@ -403,8 +427,10 @@ std::string Plan::summary() const {
 // Note [What a plan's norms see]
 // A plan says what the statistics of its norms are taken over, the one thing besides the blend that makes a
 // tiled run differ from the untiled one: untiled, bands and exact tiles (whose norms are per pixel, or whose
-// families have none over the frame) the whole frame; SeedVR2's tiles through time each tile with its
-// context (Note [Norms of tiles through time]); blended tiles (BlendedTiles) each tile alone.
+// families have none over the frame) the whole frame; SeedVR2's crop tiles each tile with its context at
+// every resolution (Note [Crop tiles]; its decode's by default), its frame tiles the whole frame at latent
+// resolution and each tile with its context above (Note [Norms of tiles through time]; its encode's by
+// default; --tile-norms chooses); blended tiles (BlendedTiles) each tile alone.
 // The closer a tile's statistics come to the frame's, the closer the run to the untiled one, and they come
 // closer the more of the frame a tile computes: larger tiles, or a context around each. Both cost memory, the
 // context also time (its pixels are computed at every resolution, then dropped). So where tiles through time
@@ -415,11 +441,19 @@ std::string Plan::summary() const {
 std::string Plan::tile_kind() const {
   if (!tiles.tiled()) return "untiled";
   if (tiles.exact) return "exact";
+  if (crop_for(true) && crop_for(false)) return "crop";
+  if (op == Op::kRoundtrip && tiles.crop_decode) return "crop (decode), through time (encode)";
   return tiles.through_time ? "through time" : "blended";
 }
 
 std::string Plan::norm_statistics() const {
   if (!tiles.tiled() || tiles.exact) return "the whole frame";
+  const std::string crop =
+      "each tile and " + std::to_string(tiles.context) + " latent px around it, at every resolution";
+  if (crop_for(true) && crop_for(false)) return crop;
+  if (op == Op::kRoundtrip && tiles.crop_decode)
+    return "decode: " + crop + "; encode: each tile and " + std::to_string(tiles.context) +
+           " latent px around it, the latent-resolution blocks the whole frame";
   if (tiles.through_time)
     return "each tile and " + std::to_string(tiles.context) +
            " latent px around it; the latent-resolution blocks the whole frame";
@@ -433,6 +467,8 @@ nlohmann::json Plan::to_json() const {
                               {"tile_height", tiles.tile_height},
                               {"overlap", tiles.overlap},
                               {"context", tiles.context},
+                              {"crop_decode", tiles.crop_decode},
+                              {"crop_encode", tiles.crop_encode},
                               {"latent_width", tiles.latent_width},
                               {"latent_height", tiles.latent_height}};
   return {{"op", op_name(op)},

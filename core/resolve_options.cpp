@@ -83,6 +83,14 @@ ResolvedOptions resolve_options(const GivenOptions& given, const OptionSpelling&
       throw UsageError(*name + " " + std::to_string(*value) + ": from 0 to " +
                        std::to_string(kMaxTileMargin) + " latent pixels");
   if (given.tile_overlap) planner.tile_overlap = *given.tile_overlap;
+  if (!given.tile_norms.empty()) {
+    const std::optional<TileNorms> norms = parse_tile_norms(given.tile_norms);
+    if (!norms)
+      throw UsageError(s.given(s.tile_norms, given.tile_norms) +
+                       ": auto, crop (each tile's crop at every resolution) or frame (the whole frame at "
+                       "latent resolution)");
+    planner.tile_norms = *norms;
+  }
   if (given.norm_context) {
     planner.norm_context = *given.norm_context;
     planner.norm_context_fixed = true;

@@ -33,6 +33,7 @@ struct GivenOptions {
   std::optional<int64_t> chunk;  // latent frames per model call; 0: the planner's
   std::string tile;              // fixed tiles, "64" or "80x48"
   std::optional<int64_t> tile_overlap, norm_context;
+  std::string tile_norms;  // "crop" or "frame" (PlannerOptions::tile_norms)
 };
 
 struct ResolvedOptions {

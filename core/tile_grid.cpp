@@ -80,6 +80,14 @@ TileGrid TileGrid::cover_through_time(int64_t latent_height, int64_t latent_widt
   return g;
 }
 
+TileGrid TileGrid::cover_crop(int64_t latent_height, int64_t latent_width, TileSize tile, int64_t overlap,
+                              int64_t margin, bool decode, bool encode) {
+  TileGrid g = cover_through_time(latent_height, latent_width, tile, overlap, margin);
+  g.crop_decode = decode;
+  g.crop_encode = encode;
+  return g;
+}
+
 std::pair<int64_t, int64_t> TileGrid::tile_rows(int64_t r) const {
   if (exact) return part_rows(r);
   return {row_origin(r), row_origin(r) + tile_height};

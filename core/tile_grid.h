@@ -27,6 +27,11 @@ struct TileGrid {
   // around itself that it does not write, for its norms' statistics (Note [Norms of tiles through time]).
   bool through_time = false;
   int64_t context = 0;
+  // Crop tiles (Note [Crop tiles] in core/split/exact_tiles.h), for the decode and for the encode: tiles
+  // through time that run the whole model on their crop - the tile and `context` latent pixels around it -
+  // every norm over that crop.
+  bool crop_decode = false, crop_encode = false;
+  bool crop(bool encode) const { return encode ? crop_encode : crop_decode; }
   bool tiled() const { return rows * cols > 1; }
   int64_t count() const { return rows * cols; }
   // Origin of row r / column c.
@@ -43,6 +48,9 @@ struct TileGrid {
   // The same tiles run through time with `context` latent pixels of statistics around each.
   static TileGrid cover_through_time(int64_t latent_height, int64_t latent_width, TileSize tile,
                                      int64_t overlap, int64_t context);
+  // The same tiles as crop tiles for the ops named, each with `margin` latent pixels around it in its crop.
+  static TileGrid cover_crop(int64_t latent_height, int64_t latent_width, TileSize tile, int64_t overlap,
+                             int64_t margin, bool decode = true, bool encode = true);
   // Tile r, c's rectangle, latent pixels: exact parts, or cover()'s tiles with their overlaps.
   std::pair<int64_t, int64_t> tile_rows(int64_t r) const;
   std::pair<int64_t, int64_t> tile_cols(int64_t c) const;

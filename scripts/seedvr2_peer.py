@@ -9,8 +9,9 @@ slicing of 4 frames, memory limits of 0.5) from an extracted copy of its reposit
 
     git -C <bare repo> archive HEAD | tar -x -C /tmp/peer
 
-vaecodec runs the same tiles through time (vaecodec.load(tile=, tile_overlap=, norm_context=)) once per
---contexts value. Sizes are chosen so that both grids are the same tiles: the peer steps its tiles by
+vaecodec runs the same tiles through time (vaecodec.load(tile=, tile_overlap=, norm_context=, tile_norms=))
+once per --contexts value and --tile-norms kind: crop tiles (the whole model on each tile's crop and context)
+and frame tiles (the latent-resolution blocks on the whole frame, the tile and its context above them). Sizes are chosen so that both grids are the same tiles: the peer steps its tiles by
 tile - overlap from the top left and drops a last tile that lies inside the overlap, vaecodec spreads tiles of
 one size evenly; where the frame is not a whole number of steps the grids differ, and the table says so.
 
@@ -181,24 +182,27 @@ def vaecodec_op(model, op: str, x: torch.Tensor) -> torch.Tensor:
 
 
 def vaecodec_runs(weights, op: str, x: torch.Tensor, tile_latent: tuple[int, int], overlap_latent: int,
-                  contexts: list[int], device: str, dtype: str, runner: Runner) -> dict:
-    """vaecodec untiled, then tiled on `tile_latent` (width, height) sharing `overlap_latent` with each norm
-    context: outputs, run statistics, and the tiled runs' grids."""
+                  contexts: list[int], device: str, dtype: str, runner: Runner,
+                  tile_norms: tuple[str, ...] = ("crop", "frame")) -> dict:
+    """vaecodec untiled, then tiled on `tile_latent` (width, height) sharing `overlap_latent` with each kind
+    of tile norms and norm context ("crop 4": crop tiles, context 4): outputs, run statistics, and the tiled
+    runs' grids."""
     out = {}
     model = vaecodec_model(weights, device, dtype)
     out["untiled"] = runner(lambda: vaecodec_op(model, op, x)) + ({"tiles": "untiled"},)
     del model
-    for context in contexts:
-        model = vaecodec_model(weights, device, dtype, tile=tile_latent, tile_overlap=overlap_latent,
-                               norm_context=context)
-        plan = model.plan(list(x.shape), op)
-        result, stats = runner(lambda: vaecodec_op(model, op, x))
-        g = plan["tiles"]
-        grid = {"rows": vaecodec_spans(g["latent_height"], g["tile_height"], g["rows"]),
-                "cols": vaecodec_spans(g["latent_width"], g["tile_width"], g["cols"]),
-                "kind": plan["tile_kind"], "context": g["context"]}
-        out[f"context {context}"] = (result, stats, grid)
-        del model
+    for norms in tile_norms:
+        for context in contexts:
+            model = vaecodec_model(weights, device, dtype, tile=tile_latent, tile_overlap=overlap_latent,
+                                   norm_context=context, tile_norms=norms)
+            plan = model.plan(list(x.shape), op)
+            result, stats = runner(lambda: vaecodec_op(model, op, x))
+            g = plan["tiles"]
+            grid = {"rows": vaecodec_spans(g["latent_height"], g["tile_height"], g["rows"]),
+                    "cols": vaecodec_spans(g["latent_width"], g["tile_width"], g["cols"]),
+                    "kind": plan["tile_kind"], "context": g["context"]}
+            out[f"{norms} {context}"] = (result, stats, grid)
+            del model
     return out
 
 
@@ -295,7 +299,8 @@ def vaecodec_weights(state: dict, overrides: dict, folder: str):
 def report(op: str, peer: dict, ours: dict, untiled_agree: float, frames: bool, grids_match: bool) -> list[dict]:
     rows = []
     for name, (result, stats, grid) in [("ComfyUI-SeedVR2 tiled", peer["tiled"])] + [
-            (f"vaecodec tiled, norm context {k.split()[1]}", v) for k, v in ours.items() if k != "untiled"]:
+            (f"vaecodec {k.split()[0]} tiles, norm context {k.split()[1]}", v)
+            for k, v in ours.items() if k != "untiled"]:
         reference = (peer if name.startswith("ComfyUI") else ours)["untiled"][0]
         band = band_mask(grid["rows"], grid["cols"], result.size(-2), result.size(-1), SPATIAL if frames else 1)
         row = {"run": name, "op": op, **compare(result, reference, band, frames), **stats,
@@ -344,6 +349,7 @@ def main(argv=None) -> int:
     p.add_argument("--overlap", type=int, default=32, help="tile overlap in pixels (the peer's unit), multiple of 8")
     p.add_argument("--op", default="decode,encode", help="decode, encode or both (comma-separated)")
     p.add_argument("--contexts", default="0,8,16", help="vaecodec's norm contexts to run, latent pixels")
+    p.add_argument("--tile-norms", default="crop,frame", help="vaecodec's kinds of tiles to run: crop, frame")
     p.add_argument("--input", default="clip", choices=["clip", "noise"],
                    help="decode's latents: the clip's untiled encode (vaecodec's), or seeded normal noise")
     p.add_argument("--clip", default=str(DEFAULT_CLIP), help="the video encoded (and whose latents decoded)")
@@ -393,7 +399,7 @@ def main(argv=None) -> int:
             peer = None  # off the device while vaecodec runs
             runner.free()
             ours = vaecodec_runs(weights, op, x, (tile_latent, tile_latent), overlap_latent, contexts,
-                                 args.device, dtype_name, runner)
+                                 args.device, dtype_name, runner, tuple(args.tile_norms.split(",")))
             same = all(v[2]["rows"] == grid["rows"] and v[2]["cols"] == grid["cols"]
                        for k, v in ours.items() if k != "untiled")
             agree = compare(ours["untiled"][0], peer_out["untiled"][0], None, False)["relative_l2"]

@@ -89,11 +89,11 @@ TEST_CASE("SeedVR2's whole frame streams its cache where both budgets hold it an
   CHECK(j.at("resident_cache_bytes") == p.resident_cache);
   CHECK(j.at("tile_kind") == "untiled");
   // 81 frames do not pay for the pinning (0.4 s per GiB, Note [Pinned buffers kept for the next run]):
-  // tiles through time.
+  // tiles through time (the decode's crop tiles).
   const core::Plan short_clip =
       core::plan_run(request(*seedvr2, core::Op::kDecode, 1920, 1080), budgets(36, 32));
   INFO(short_clip.summary());
-  CHECK(short_clip.tile_kind() == "through time");
+  CHECK(short_clip.tile_kind() == "crop");
   // Where the whole cache fits, nothing streams.
   const core::Plan all = core::plan_run(decode_1080p, budgets(48, 32));
   CHECK_FALSE(all.tiles.tiled());
@@ -103,7 +103,7 @@ TEST_CASE("SeedVR2's whole frame streams its cache where both budgets hold it an
   // are not allowed, where the streamed plan runs rather than none.
   const core::Plan tight = core::plan_run(decode_1080p, budgets(24, 32));
   INFO(tight.summary());
-  CHECK(tight.tile_kind() == "through time");
+  CHECK(tight.tile_kind() == "crop");
   core::PlannerOptions untiled = budgets(24, 32);
   untiled.tiling = false;
   const core::Plan streamed = core::plan_run(decode_1080p, untiled);

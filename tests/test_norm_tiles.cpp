@@ -183,11 +183,12 @@ TEST_CASE("SeedVR2 at 1080p and 4K plans tiles through time on 8-24 GB cards and
           CHECK(p.norm_statistics() == "the whole frame");
           continue;
         }
-        CHECK(p.tile_kind() == "through time");
+        const std::string kind = op == core::Op::kDecode ? "crop" : "through time";  // --tile-norms auto
+        CHECK(p.tile_kind() == kind);
         CHECK(p.estimate.total() <= static_cast<int64_t>(static_cast<double>(options.budget_bytes) * 0.85));
         CHECK(p.estimate.host <= 12 * kGiB);
         const nlohmann::json j = p.to_json();
-        CHECK(j.at("tile_kind") == "through time");
+        CHECK(j.at("tile_kind") == kind);
         CHECK(j.at("tiles").at("context").get<int64_t>() == p.tiles.context);
         CHECK_THAT(j.at("norm_statistics").get<std::string>(), Catch::Contains("around it"));
       }
@@ -240,8 +241,10 @@ TEST_CASE(
     "is the whole-frame part's or the tiles'",
     "[norm-tiles][planner]") {
   // Note [A window's features in host memory] and Note [The whole-frame cache ends with the clip] in
-  // core/split/exact_tiles.cpp; Note [Decode tiles through time, measured] in core/exact_plan.cpp.
+  // core/split/exact_tiles.cpp; Note [Decode tiles through time, measured] in core/exact_plan.cpp. The
+  // frame tiles' (--tile-norms frame): crop tiles have no features (tests/test_crop_tiles.cpp).
   core::PlannerOptions options = core::find_preset("rtx4060-8g").planner;
+  options.tile_norms = core::TileNorms::kFrame;
   options.host_budget_bytes = 16 * kGiB;
   const core::Plan p = core::plan_run(released_request(core::Op::kDecode, 3840, 2160), options);
   INFO(p.summary());
@@ -335,6 +338,7 @@ TEST_CASE("SeedVR2 plans that fit neither budget are refused naming the budgets 
           "[norm-tiles][planner]") {
   const core::PlanRequest r = released_request(core::Op::kDecode, 3840, 2160);
   core::PlannerOptions options = core::find_preset("rtx4060-8g").planner;
+  options.tile_norms = core::TileNorms::kFrame;  // the figures below are frame tiles' (crop tiles: below)
   SECTION("a host budget given too small for one tile's window: a usage error naming the smallest") {
     options.budget_bytes = 10 * kGiB;  // 4K decode fits 10 GB's device budget with its window in host memory
     options.host_budget_bytes = 2 * kGiB;
@@ -376,16 +380,17 @@ TEST_CASE("cli plan says which tiles run for SeedVR2 and what their norms see", 
       "plan --model seedvr2-vae --size 1920x1080 --op decode --preset rtx4060-8g --host-memory 4G --json");
   REQUIRE(r.status == 0);
   const auto plan = nlohmann::json::parse(r.out).at("plan");
-  CHECK(plan.at("tile_kind") == "through time");
+  CHECK(plan.at("tile_kind") == "crop");
   CHECK(plan.at("exact_tiles") == false);
   CHECK_THAT(plan.at("norm_statistics").get<std::string>(), Catch::Contains("latent px around it"));
   const CliResult line = run_cli(
       "plan --model seedvr2-vae --size 1920x1080 --op decode --preset rtx4060-8g "
       "--host-memory 4G");
   REQUIRE(line.status == 0);
-  CHECK_THAT(line.out, Catch::Contains("through time tiles") && Catch::Contains("norms: each tile and"));
-  const CliResult small =
-      run_cli("plan --model seedvr2-vae --size 3840x2160 --op decode --vram 10G --host-memory 1500M");
+  CHECK_THAT(line.out, Catch::Contains("crop tiles") && Catch::Contains("norms: each tile and"));
+  const CliResult small = run_cli(
+      "plan --model seedvr2-vae --size 3840x2160 --op decode --vram 10G --host-memory 1500M "
+      "--tile-norms frame");
   CHECK(small.status == 2);
   // The plan's 5.13 GiB and what a file run's writer holds (Note [A file run's host memory] in
   // io/run_plan.cpp: x264's threads follow the host's cores, at least 0.8 GiB at 4K).
@@ -437,7 +442,7 @@ TEST_CASE("bench's SeedVR2 tiles come closer to the untiled run with the --norm-
   auto bench = [&](const std::string& options) {
     const CliResult r = run_cli("bench --weights " + quote(weights) +
                                 " --device cpu --dtype fp32 --size 128x128 --frames 5 --op decode --runs 1"
-                                " --warmup 0 --compare-untiled --json --tile 10 " +
+                                " --warmup 0 --compare-untiled --json --tile 10 --tile-norms frame " +
                                 options);
     INFO(r.err);
     REQUIRE(r.status == 0);

@@ -95,15 +95,17 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op
       device_(device),
       grid_(grid),
       op_(op),
+      crop_(grid.crop(op == Op::kEncode)),
       chunk_(chunk),
       window_(window),
       host_window_(store != WindowStore::kDevice),
-      host_features_(store == WindowStore::kHostFeatures && !grid.exact),
+      host_features_(store == WindowStore::kHostFeatures && !grid.exact && !crop_),
       places_(std::move(places)),
       hooks_(std::move(hooks)) {
   if (grid_.exact ? !model.exact_tiles() : !model.tiles_through_time())
     throw Error(model.info().family + " cannot run " + (grid_.exact ? "exact tiles" : "tiles through time"));
   if (!grid_.through_time) throw Error("blended tiles that do not run through time are BlendedTiles'");
+  if (crop_ && grid_.exact) throw Error("exact tiles are not crop tiles");
   if (chunk_ < 1) throw Error("chunk length must be at least 1 latent frame");
   if (places_.size() < 2) places_ = {{&model_, &device_}};
   // Blended tiles add into the frames they share: one place, one tile at a time.
@@ -116,7 +118,8 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op
   }
   whole_ = std::make_unique<WholeFrameBands>(places_, workers_.get(), grid_.latent_height);
   const bool encode = op == Op::kEncode;
-  const int64_t scale = encode ? 1 : model_.info().spatial_factor;  // the output's pixels per latent pixel
+  const int64_t f = model_.info().spatial_factor;
+  const int64_t scale = encode ? 1 : f;  // the output's pixels per latent pixel
   const std::vector<torch::Tensor> weights =
       grid_.exact ? std::vector<torch::Tensor>{} : blend_weights(grid_, scale);
   const torch::ScalarType sum_dtype = model_.dtype() == torch::kDouble ? torch::kDouble : torch::kFloat;
@@ -129,7 +132,10 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op
       const auto [l0, l1] = grid_.computed_cols(c);
       t.interior = {{r0, r1}, {c0, c1}};
       t.computed = {{k0, k1}, {l0, l1}};
-      t.input = model_.tile_input(encode, t.computed, grid_.latent_height, grid_.latent_width);
+      // Note [Crop tiles]: the model reads the crop itself.
+      t.input = !crop_   ? model_.tile_input(encode, t.computed, grid_.latent_height, grid_.latent_width)
+                : encode ? Area{{k0 * f, k1 * f}, {l0 * f, l1 * f}}
+                         : t.computed;
       t.place = places_.front();  // shared out below, by work
       if (!weights.empty()) {
         const torch::Tensor& w = weights[tiles_.size()];
@@ -342,8 +348,9 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   for (int64_t at = 0; at < n; at += chunk_) latents.push_back(z.slice(at, std::min(chunk_, n - at)));
   using After = WholeFrameBands::After;  // Note [The whole-frame cache ends with the clip]
   const After after = !more ? After::kDrop : grid_.exact ? After::kKeep : After::kPark;
-  // Note [A window's features in host memory]
-  torch::Tensor features = whole_->decode(latents, ends, n, device_, after, host_features_);
+  // Note [A window's features in host memory]; crop tiles read the latents (Note [Crop tiles]).
+  torch::Tensor features =
+      crop_ ? z.slice(0, n) : whole_->decode(latents, ends, n, device_, after, host_features_);
   const int64_t settled = features.defined() ? features.size(2) : 0;
   if (settled == 0 && !ends) {  // nothing settled yet: the tiles start in a later window
     if (window_frames_ > 0)
@@ -440,13 +447,16 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
       // Features in host memory are gathered there and go up as the tile's input alone, without stopping the
       // host (Note [A window's features in host memory]).
       const torch::Tensor input = to_place(crop(features, at, chunks[c], tile->input), tile->place, false);
-      take(tile->place.model->decode_tile(input, tile->cache, tile->computed, grid_.latent_height,
-                                          grid_.latent_width));
+      VaeModel& model = *tile->place.model;
+      take(crop_ ? model.decode(input, tile->cache)
+                 : model.decode_tile(input, tile->cache, tile->computed, grid_.latent_height,
+                                     grid_.latent_width));
     }
     if (ends) {  // what the tile's trunk held back (Note [Held-back frames of exact tiles])
       before_model_call();
-      torch::Tensor held = tile->place.model->decode_tile_end(tile->cache, tile->computed,
-                                                              grid_.latent_height, grid_.latent_width);
+      torch::Tensor held = crop_ ? tile->place.model->decode_end(tile->cache)
+                                 : tile->place.model->decode_tile_end(
+                                       tile->cache, tile->computed, grid_.latent_height, grid_.latent_width);
       if (held.defined())
         take(held);
       else

@@ -60,6 +60,20 @@ namespace vaecodec::core {
 // the whole frame (tests/test_norm_tiles.cpp measures it). The result does not depend on the chunk or the
 // window (a frame's statistics are its own), and each tile carries its own cache through time.
 
+// Note [Crop tiles]
+// A second way to tile a family whose norms see the frame (TileGrid::crop): each tile runs the whole model -
+// latent-resolution blocks, attention and all - on its crop alone, the tile and `context` latent pixels
+// around it (clipped to the frame), with its own causal cache through time, as a model of that frame size
+// would; what it computes outside its tile is dropped, and the tiles blend in their overlaps as Note [Norms
+// of tiles through time]'s do. Every norm (and the middle's attention) sees the crop, at every resolution;
+// nothing runs on the whole frame, so there is no whole-frame part, no whole-frame cache and no features
+// between the two: a decode tile reads the window's latents, an encode tile writes latents. At the crop's
+// cut the convolutions see the zero padding of a smaller frame, and the context moves that cut away from
+// what the tile writes. Against Note [Norms of tiles through time]'s split (the whole frame's statistics at
+// latent resolution, the tile's above it) the statistics are one crop's throughout: on a trained SeedVR2 the
+// decode's tiles come 3-4x closer to the untiled decode (docs/benchmarks.md, "crop tiles"), and what a
+// tile's norms see no longer depends on the resolution of the block.
+
 // Note [A window's edges stream]
 // Tile by tile through a window serialises a file's pipeline: the encoder would wait until the window's last
 // frame was read, and the writer would get nothing until the decoder's last tile is done. Two edges of the
@@ -155,9 +169,9 @@ class ExactTiles : public Split {
   torch::Tensor keep(const torch::Tensor& x) const;
 
   struct Tile {
-    Area interior;         // what it writes, latent pixels
-    Area computed;         // what its trunk computes: the interior and its norms' context (latent pixels)
-    Area input;            // what its trunk reads: latent pixels (decode) or pixels (encode)
+    Area interior;  // what it writes, latent pixels
+    Area computed;  // what its trunk computes: the interior and its norms' context (latent pixels)
+    Area input;     // what its trunk (crop tiles: the model) reads: latent pixels (decode) or pixels (encode)
     torch::Tensor weight;  // blended tiles: the blend weights of the interior as the output has it
     CausalCache cache;
     CacheParking parking{/*pinned=*/false};  // its cache's copies to host memory (Note [Offloaded caches])
@@ -199,6 +213,7 @@ class ExactTiles : public Split {
   Device& device_;
   TileGrid grid_;
   Op op_;
+  bool crop_;  // crop tiles for this op (Note [Crop tiles])
   int64_t chunk_;
   int64_t window_;  // latent frames per window; 0: the whole clip
   bool host_window_;

@@ -49,10 +49,12 @@ torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, 
     frames = time_major.to(where, /*non_blocking=*/time_major.is_pinned()).permute({0, 2, 1, 3, 4});
   }
   const torch::Tensor input = to_place(crop(frames, 0, len, tile.input), tile.place, true);
-  return written(tile,
-                 tile.place.model->encode_tile(input, tile.cache, tile.computed, grid_.latent_height,
-                                               grid_.latent_width),
-                 1);
+  VaeModel& model = *tile.place.model;
+  return written(
+      tile,
+      crop_ ? model.encode(input, tile.cache)  // Note [Crop tiles]
+            : model.encode_tile(input, tile.cache, tile.computed, grid_.latent_height, grid_.latent_width),
+      1);
 }
 
 // Note [An encode window's features in host memory]
@@ -116,6 +118,7 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
     on_places([&](const std::vector<Tile*>& mine) { encode_tiles(mine, x, chunks, more, place); });
   }
   if (putting) putting->get();
+  if (crop_) return features;  // crop tiles wrote latents (Note [Crop tiles])
   // The whole-frame part over the window's features, in bands across the places.
   torch::Tensor latents = whole_->encode(features, chunk_, device_);
   // Its uploads read the features' pinned buffer, which goes back to the process's pool for any later use

@@ -30,6 +30,7 @@ core::ResolvedOptions resolve_load_options(const LoadOptions& options) {
   given.tile = options.tile;
   given.tile_overlap = options.tile_overlap;
   given.norm_context = options.norm_context;
+  given.tile_norms = options.tile_norms;
   return core::resolve_options(given, core::OptionSpelling::python());
 }
 

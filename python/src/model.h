@@ -18,7 +18,8 @@
 namespace vaecodec::python {
 
 // How a model is loaded and run, as vaecodec.load() takes it (the CLI's --device, --dtype, --vram, --preset,
-// --conv, --autotune, --chunk, --tile, --tile-overlap and --norm-context). Strings as the CLI spells them.
+// --conv, --autotune, --chunk, --tile, --tile-overlap, --norm-context and --tile-norms). Strings as the CLI
+// spells them.
 struct LoadOptions {
   std::string device = "auto";  // "auto" (cuda when available), "cpu", "cuda", "cuda:N"
   std::string dtype = "auto";   // "auto" (bf16 on CUDA, fp32 on the CPU), "fp32", "bf16", "fp16", "fp8"
@@ -31,7 +32,8 @@ struct LoadOptions {
   std::string tile;             // fixed tiles in latent pixels, "64" or "80x48"; empty: the planner's
   std::optional<int64_t> tile_overlap;  // latent pixels tiles share; none: the preset's, else 8
   std::optional<int64_t>
-      norm_context;  // SeedVR2: latent pixels tiles' norms see around them; none: planner's
+      norm_context;        // SeedVR2: latent pixels tiles' norms see around them; none: planner's
+  std::string tile_norms;  // SeedVR2: "auto", "crop" or "frame"; empty: auto
 };
 
 // Note [Process-wide switches]

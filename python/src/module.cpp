@@ -80,8 +80,10 @@ void check_tensor(const Model& model, const torch::Tensor& t, const char* what, 
 LoadOptions load_options(const std::string& device, const std::string& dtype, const std::string& vram,
                          const std::string& preset, const std::string& conv, bool autotune, int64_t chunk,
                          const std::string& family, const std::string& tile,
-                         std::optional<int64_t> tile_overlap, std::optional<int64_t> norm_context) {
-  return {device, dtype, vram, preset, conv, autotune, chunk, family, tile, tile_overlap, norm_context};
+                         std::optional<int64_t> tile_overlap, std::optional<int64_t> norm_context,
+                         const std::string& tile_norms) {
+  return {device, dtype,  vram, preset,       conv,         autotune,
+          chunk,  family, tile, tile_overlap, norm_context, tile_norms};
 }
 
 }  // namespace
@@ -157,28 +159,29 @@ PYBIND11_MODULE(_vaecodec, m) {
       [](const std::string& path, const std::string& device, const std::string& dtype,
          const std::string& vram, const std::string& preset, const std::string& conv, bool autotune,
          int64_t chunk, const std::string& family, const std::string& tile,
-         std::optional<int64_t> tile_overlap, std::optional<int64_t> norm_context) {
+         std::optional<int64_t> tile_overlap, std::optional<int64_t> norm_context,
+         const std::string& tile_norms) {
         const LoadOptions options = load_options(device, dtype, vram, preset, conv, autotune, chunk, family,
-                                                 tile, tile_overlap, norm_context);
+                                                 tile, tile_overlap, norm_context, tile_norms);
         return without_gil([&] { return Model::from_path(path, options); });
       },
       py::arg("path"), py::arg("device"), py::arg("dtype"), py::arg("vram"), py::arg("preset"),
       py::arg("conv"), py::arg("autotune"), py::arg("chunk"), py::arg("family"), py::arg("tile"),
-      py::arg("tile_overlap"), py::arg("norm_context"));
+      py::arg("tile_overlap"), py::arg("norm_context"), py::arg("tile_norms"));
   m.def(
       "load_tensors",
       [](std::map<std::string, torch::Tensor> tensors, const std::string& config_json,
          const std::string& device, const std::string& dtype, const std::string& vram,
          const std::string& preset, const std::string& conv, bool autotune, int64_t chunk,
          const std::string& family, const std::string& tile, std::optional<int64_t> tile_overlap,
-         std::optional<int64_t> norm_context) {
+         std::optional<int64_t> norm_context, const std::string& tile_norms) {
         const LoadOptions options = load_options(device, dtype, vram, preset, conv, autotune, chunk, family,
-                                                 tile, tile_overlap, norm_context);
+                                                 tile, tile_overlap, norm_context, tile_norms);
         return without_gil([&] { return Model::from_tensors(std::move(tensors), config_json, options); });
       },
       py::arg("tensors"), py::arg("config_json"), py::arg("device"), py::arg("dtype"), py::arg("vram"),
       py::arg("preset"), py::arg("conv"), py::arg("autotune"), py::arg("chunk"), py::arg("family"),
-      py::arg("tile"), py::arg("tile_overlap"), py::arg("norm_context"));
+      py::arg("tile"), py::arg("tile_overlap"), py::arg("norm_context"), py::arg("tile_norms"));
   m.def("families", [] { return vaecodec::core::model_family_names(); });
   m.def("version", [] { return std::string(VAECODEC_VERSION); });
 }

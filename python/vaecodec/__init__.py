@@ -167,7 +167,8 @@ def load(weights: Union[str, os.PathLike, Mapping[str, torch.Tensor]], device=No
          vram: Optional[Union[str, int]] = None, preset: Optional[str] = None, *, config: Optional[dict] = None,
          conv: str = "auto", autotune: bool = False, chunk: int = 0, model: Optional[str] = None,
          tile: Optional[Union[int, str, Sequence[int]]] = None, tile_overlap: Optional[int] = None,
-         norm_context: Optional[int] = None, model_config: Optional[dict] = None) -> Model:
+         norm_context: Optional[int] = None, tile_norms: Optional[str] = None,
+         model_config: Optional[dict] = None) -> Model:
     """Loads a VAE for vaecodec's engine.
 
     weights: anything the CLI's --weights takes (a .safetensors or .pth file, a diffusers model or pipeline
@@ -184,6 +185,9 @@ def load(weights: Union[str, os.PathLike, Mapping[str, torch.Tensor]], device=No
         fixed tiles (64, (width, height) or "80x48"; None: the planner's, only where the frame does not fit),
         the pixels neighbouring tiles share and blend (None: the preset's, else 8) and, for SeedVR2's tiles,
         the pixels around each tile its norms' statistics also see (None: none or 8, the planner's choice).
+    tile_norms: the CLI's --tile-norms, SeedVR2's tiles: "crop" (each tile runs the whole model on its crop
+        and context, every norm over that), "frame" (the latent-resolution blocks on the whole frame, the
+        tiles above them) or "auto" (None: crop tiles decode, frame tiles encode).
     model_config: for a state dict, vaecodec's config keys for what its tensors cannot tell, as a weights file
         carries them in its metadata (`vaecodec_config`), e.g. {"norm_num_groups": 8} for a SeedVR2 VAE of
         another group count.
@@ -191,7 +195,7 @@ def load(weights: Union[str, os.PathLike, Mapping[str, torch.Tensor]], device=No
     options = dict(device=_device_name(device), dtype=_dtype_name(dtype), vram=_vram_text(vram),
                    preset=preset or "", conv=conv, autotune=bool(autotune), chunk=int(chunk), family=model or "",
                    tile=_tile_text(tile), tile_overlap=_latent_pixels(tile_overlap, "tile_overlap"),
-                   norm_context=_latent_pixels(norm_context, "norm_context"))
+                   norm_context=_latent_pixels(norm_context, "norm_context"), tile_norms=tile_norms or "")
     if isinstance(weights, Mapping):
         tensors = {}
         for name, tensor in weights.items():

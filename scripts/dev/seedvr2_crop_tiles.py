@@ -2,14 +2,16 @@
 """SeedVR2 decode tiles on a trained model: what a tile's norms should see.
 
 Two ways to decode a frame tile by tile, each compared with the untiled decode (relative L2), on the same grid
-(vaecodec's: tiles of one size spread evenly, the first at 0 and the last at the far edge, blended with linear
-ramps over their overlaps):
-  - vaecodec's tiles through time (vaecodec.load(tile=, tile_overlap=, norm_context=)): the latent-resolution
-    blocks on the whole frame, the up path per tile with exact margins, its norms over the tile and `context`
-    latent pixels around it (Note [Norms of tiles through time] in core/split/exact_tiles.h);
+(vaecodec's: tiles of one size spread evenly, the first at 0 and the last at the far edge, blended with
+raised-cosine ramps over their overlaps, Note [Tile blending]):
+  - vaecodec's frame tiles (vaecodec.load(tile=, tile_overlap=, norm_context=, tile_norms="frame")): the
+    latent-resolution blocks on the whole frame, the up path per tile with exact margins, its norms over the
+    tile and `context` latent pixels around it (Note [Norms of tiles through time] in core/split/exact_tiles.h);
   - crop tiles: the whole decoder on the tile's latents plus `margin` latent pixels on every side (clipped to the
     frame), every norm over that crop, the margin discarded. Margin 0 is ComfyUI-SeedVR2's way of tiling.
-The second is emulated here in PyTorch (scripts/tiny_vaes.py's module); the engine has no such tiles yet.
+The second is emulated here in PyTorch (scripts/tiny_vaes.py's module), apart from the engine: the engine's
+crop tiles (tile_norms="crop", Note [Crop tiles] in core/split/exact_tiles.h) are tested against it
+(python/tests/test_seedvr2_tiles.py).
 
   scripts/dev/seedvr2_crop_tiles.py [--weights W] [--tile 16] [--overlap 4] [--margins 0,4,8] [--contexts 0,4,8]
 
@@ -37,17 +39,21 @@ def clip(frames):
 
 
 def ramps(extent, starts, tile):
-    """Per tile, weights along one side: 1 inside, linear ramps where it overlaps its neighbours."""
+    """Per tile, weights along one side as the engine's (Note [Tile blending]): 1 inside, a raised cosine
+    0.5 - 0.5 cos(pi (x + 0.5) / L) over the L pixels it shares with each neighbour (crop_tiles divides by
+    their sum)."""
+    def rise(n):
+        return 0.5 - 0.5 * torch.cos(torch.pi * (torch.arange(n, dtype=torch.float64) + 0.5) / n)
     out = []
     for i, s in enumerate(starts):
-        w = torch.zeros(extent)
+        w = torch.zeros(extent, dtype=torch.float64)
         w[s:s + tile] = 1
         if i > 0 and starts[i - 1] + tile > s:
             n = starts[i - 1] + tile - s
-            w[s:s + n] = (torch.arange(n) + 0.5) / n
+            w[s:s + n] = rise(n)
         if i + 1 < len(starts) and starts[i + 1] < s + tile:
             n = s + tile - starts[i + 1]
-            w[starts[i + 1]:s + tile] = torch.minimum(w[starts[i + 1]:s + tile], 1 - (torch.arange(n) + 0.5) / n)
+            w[starts[i + 1]:s + tile] = torch.minimum(w[starts[i + 1]:s + tile], 1 - rise(n))
         out.append(w)
     return out
 
@@ -60,15 +66,18 @@ def crop_tiles(model, z, whole, grid, margin):
     rows = [r0 for r0, _ in vaecodec_spans(h, th, grid["rows"])]
     cols = [c0 for c0, _ in vaecodec_spans(w, tw, grid["cols"])]
     out, total = torch.zeros_like(whole), torch.zeros(whole.shape[-2:])
-    for r, wr in zip(rows, ramps(h, rows, th)):
-        for c, wc in zip(cols, ramps(w, cols, tw)):
+    # The ramps run over output pixels, as the engine's do.
+    row_ramps = ramps(h * scale, [r * scale for r in rows], th * scale)
+    col_ramps = ramps(w * scale, [c * scale for c in cols], tw * scale)
+    for r, wr in zip(rows, row_ramps):
+        for c, wc in zip(cols, col_ramps):
             r0, r1 = max(r - margin, 0), min(r + th + margin, h)
             c0, c1 = max(c - margin, 0), min(c + tw + margin, w)
             with torch.no_grad():
                 y = model.decode(z[..., r0:r1, c0:c1])
             placed = torch.zeros_like(whole)
             placed[..., r0 * scale:r1 * scale, c0 * scale:c1 * scale] = y
-            weight = torch.outer(wr.repeat_interleave(scale), wc.repeat_interleave(scale))
+            weight = torch.outer(wr, wc)
             out += placed * weight
             total += weight
     return out / total
@@ -95,7 +104,7 @@ def main():
     rel = lambda y, ref: ((y - ref).norm() / ref.norm()).item()  # noqa: E731
     print(f"untiled: vaecodec against the PyTorch module {rel(whole, own):.1e}; latents {tuple(mu.shape)}")
     tiles = lambda context: vaecodec.load(a.weights, device="cpu", dtype="fp32", tile=(a.tile, a.tile),  # noqa: E731
-                                          tile_overlap=a.overlap, norm_context=context)
+                                          tile_overlap=a.overlap, norm_context=context, tile_norms="frame")
     grid = tiles(0).plan(list(latents.shape), "decode")["tiles"]  # the same grid at every context
     for context in [int(v) for v in a.contexts.split(",") if v]:
         tiled = tiles(context)
