@@ -54,8 +54,8 @@ say "wrote $OUT/roundtrip.mp4 and $OUT/side_by_side.mp4 (input | reconstruction 
 
 if [[ "$weights" == "$trained" ]]; then
   say "NOTE: this is a small demonstration model (the Wan2.1 architecture at dim 16, 3.6 M parameters, trained"
-  say "      for 79 minutes by scripts/train_tiny.py; tests/data/wan21-trained/meta.json says on what). It gives"
-  say "      a blurred but recognisable reconstruction (24.4-26.7 dB on clips it never saw), far from the released"
+  say "      for 103 minutes by scripts/train_tiny.py; tests/data/wan21-trained/meta.json says on what). It gives"
+  say "      a blurred but recognisable reconstruction (24.5-27.0 dB on clips it never saw), far from the released"
   say "      VAE."
   say "For real results, download the Wan2.1 VAE (Wan2.1_VAE.pth in Hugging Face's Wan-AI/Wan2.1-T2V-1.3B or"
   say "Wan-AI/Wan2.1-T2V-14B, or wan_2.1_vae.safetensors in Comfy-Org/Wan_2.1_ComfyUI_repackaged) and run:"
