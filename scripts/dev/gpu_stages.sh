@@ -17,8 +17,9 @@
 #             it. Trainings on other GPUs run as further invocations with stage train alone, started together:
 #             the kit is unpacked and the data prepared once (a lock).
 #             A schedule longer than a call: TRAIN_ARGS="--steps N" in the first call (it stops at the limit and
-#             leaves train-TAG/state.pt), then TRAIN_INIT=none TRAIN_ARGS="--resume /tmp/keep/TAG/state.pt" in the
-#             next ones (copy the state there before the call ends).
+#             leaves train-TAG/state.pt), then TRAIN_INIT=none TRAIN_ARGS="--resume /tmp/keep/TAG/state.pt
+#             --compile" in the next ones (copy the state there before the call ends; the state holds the run's
+#             math, not how it runs: give --compile and --checkpoint-every again).
 # Every stage stops LIMIT seconds (default 585) after the script started, so a call's results come back.
 # A call brings back at most 8 files of $OUT: pack trained weights (weights.safetensors + meta.json of each
 # training, not its checkpoints) into one tar there, and keep a copy under /tmp for the next call on the warm
