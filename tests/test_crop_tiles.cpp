@@ -26,21 +26,6 @@ namespace {
 // sharing 4.
 constexpr int64_t kRows = 16, kCols = 24, kFrames = 5;
 
-// Two halves that differ (smooth and bright, textured and dark), moving: a tile's statistics are not the
-// frame's.
-torch::Tensor halves_video() {
-  auto opts = torch::TensorOptions().dtype(torch::kDouble);
-  const int64_t h = kRows * 8, w = kCols * 8;
-  auto t = torch::arange(kFrames, opts).view({1, 1, kFrames, 1, 1});
-  auto y = torch::linspace(0, 1, h, opts).view({1, 1, 1, h, 1});
-  auto x = torch::linspace(0, 1, w, opts).view({1, 1, 1, 1, w});
-  auto phase = torch::tensor({0.0, 2.0, 4.0}, opts).view({1, 3, 1, 1, 1});
-  auto smooth = torch::sin(3.0 * x + 0.2 * t + phase) * torch::cos(2.0 * y) * 0.3 + 0.4;
-  auto texture = torch::sin(40.0 * x + 0.5 * t + phase) * torch::cos(30.0 * y - 0.3 * t) * 0.6 - 0.3;
-  auto right = torch::sigmoid((x - 0.55) * 30.0);
-  return (smooth * (1 - right) + texture * right).clamp(-1, 1).to(torch::kFloat).contiguous();
-}
-
 core::ChunkOptions crop_tiles(int64_t context, int64_t chunk = 1, int64_t window = 0, bool host = false) {
   core::ChunkOptions o;
   o.latent_frames = chunk;
@@ -72,7 +57,7 @@ std::shared_ptr<core::VaeModel> tiny_seedvr2() {
 
 TEST_CASE("SeedVR2's crop tiles without a context are the blended tiles run through time", "[crop-tiles]") {
   auto model = tiny_seedvr2();
-  const auto video = halves_video();
+  const auto video = halves_video(kRows, kCols, kFrames);
   const auto latents = core::encode_video(*model, video, {1});
   const auto blended = core::decode_latents(*model, latents, blended_tiles());
   const auto crop = core::decode_latents(*model, latents, crop_tiles(0));
@@ -85,7 +70,7 @@ TEST_CASE("SeedVR2's crop tiles without a context are the blended tiles run thro
 
 TEST_CASE("SeedVR2's crop tiles give the same frames and latents for any chunk and window", "[crop-tiles]") {
   auto model = tiny_seedvr2();
-  const auto video = halves_video();
+  const auto video = halves_video(kRows, kCols, kFrames);
   const auto latents = core::encode_video(*model, video, {1});
   const auto decoded = core::decode_latents(*model, latents, crop_tiles(4));
   const auto encoded = core::encode_video(*model, video, crop_tiles(4));
@@ -156,7 +141,7 @@ TEST_CASE("on CUDA SeedVR2's crop tiles compute what they compute on the CPU, in
   if (!cuda_here()) return;
   auto cpu = tiny_seedvr2();
   auto gpu = load_tiny(tiny_model("seedvr2-vae"), torch::kCUDA, torch::kFloat);
-  const auto video = halves_video();
+  const auto video = halves_video(kRows, kCols, kFrames);
   const auto latents = core::encode_video(*cpu, video, {1});
   const auto decoded = core::decode_latents(*gpu, latents, crop_tiles(4)).cpu();
   const auto encoded = core::encode_video(*gpu, video, crop_tiles(4)).cpu();

@@ -30,19 +30,9 @@ constexpr int64_t kRows = 16, kCols = 24, kFrames = 5;
 // a random-weight model on a picture whose halves differ, which is hard on per-tile statistics).
 constexpr double kDecodeBound = 0.3, kEncodeBound = 0.3;
 
-// A picture whose halves differ (a bright smooth left, a dark textured right), moving: a tile sees other
-// statistics than the frame, as in natural video, which a stationary pattern would hide.
+// The test frames, as halves_video makes them.
 torch::Tensor uneven_video() {
-  auto opts = torch::TensorOptions().dtype(torch::kDouble);
-  const int64_t h = kRows * 8, w = kCols * 8;
-  auto t = torch::arange(kFrames, opts).view({1, 1, kFrames, 1, 1});
-  auto y = torch::linspace(0, 1, h, opts).view({1, 1, 1, h, 1});
-  auto x = torch::linspace(0, 1, w, opts).view({1, 1, 1, 1, w});
-  auto phase = torch::tensor({0.0, 2.0, 4.0}, opts).view({1, 3, 1, 1, 1});
-  auto smooth = torch::sin(3.0 * x + 0.2 * t + phase) * torch::cos(2.0 * y) * 0.3 + 0.4;
-  auto texture = torch::sin(40.0 * x + 0.5 * t + phase) * torch::cos(30.0 * y - 0.3 * t) * 0.6 - 0.3;
-  auto right = torch::sigmoid((x - 0.55) * 30.0);
-  return (smooth * (1 - right) + texture * right).clamp(-1, 1).to(torch::kFloat).contiguous();
+  return halves_video(kRows, kCols, kFrames);
 }
 
 std::shared_ptr<core::VaeModel> tiny_seedvr2() {

@@ -37,6 +37,22 @@ inline double relative_error(const torch::Tensor& out, const torch::Tensor& ref)
   return (o - r).norm().item<double>() / r.norm().item<double>();
 }
 
+// A clip whose halves differ (a bright smooth left, a dark textured right), moving: a tile sees other
+// statistics than the frame, as in natural video, which a stationary pattern would hide. rows x cols latent
+// pixels of 8 x 8, float32 in [-1, 1], [1, 3, frames, rows * 8, cols * 8].
+inline torch::Tensor halves_video(int64_t rows, int64_t cols, int64_t frames) {
+  auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  const int64_t h = rows * 8, w = cols * 8;
+  auto t = torch::arange(frames, opts).view({1, 1, frames, 1, 1});
+  auto y = torch::linspace(0, 1, h, opts).view({1, 1, 1, h, 1});
+  auto x = torch::linspace(0, 1, w, opts).view({1, 1, 1, 1, w});
+  auto phase = torch::tensor({0.0, 2.0, 4.0}, opts).view({1, 3, 1, 1, 1});
+  auto smooth = torch::sin(3.0 * x + 0.2 * t + phase) * torch::cos(2.0 * y) * 0.3 + 0.4;
+  auto texture = torch::sin(40.0 * x + 0.5 * t + phase) * torch::cos(30.0 * y - 0.3 * t) * 0.6 - 0.3;
+  auto right = torch::sigmoid((x - 0.55) * 30.0);
+  return (smooth * (1 - right) + texture * right).clamp(-1, 1).to(torch::kFloat).contiguous();
+}
+
 inline nlohmann::json read_json(const std::filesystem::path& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in);
