@@ -71,8 +71,7 @@ struct GridWork {
 
 GridWork grid_work(const PlanRequest& request, const TileGrid& g, bool encode) {
   GridWork w;
-  PlanRequest op = request;  // attention_seconds of this op alone
-  op.op = encode ? Op::kEncode : Op::kDecode;
+  const Op op = encode ? Op::kEncode : Op::kDecode;
   const bool crop = g.crop(encode);
   double total = 0;
   for (int64_t r = 0; r < g.rows; ++r)
@@ -86,10 +85,11 @@ GridWork grid_work(const PlanRequest& request, const TileGrid& g, bool encode) {
       const double factor = request.tile_work && !crop ? request.tile_work(encode, interior) : 1.0;
       total += factor * area;
       w.largest = std::max(w.largest, factor * area);
-      if (crop) w.attention += attention_seconds(op, area);
+      if (crop) w.attention += attention_seconds(request, op, area);
     }
   w.work = total / static_cast<double>(g.latent_height * g.latent_width);
-  if (!crop) w.attention = attention_seconds(op, static_cast<double>(g.latent_height * g.latent_width));
+  if (!crop)
+    w.attention = attention_seconds(request, op, static_cast<double>(g.latent_height * g.latent_width));
   return w;
 }
 
@@ -136,8 +136,12 @@ std::vector<TileGrid> blended_grids(const PlannerOptions& options, int64_t lh, i
   if (!options.norm_context_fixed && options.norm_context > 0) contexts.push_back(options.norm_context);
   std::vector<TileGrid> grids;
   for (const TileSize& size : sizes)
-    for (int64_t context : contexts)
-      grids.push_back(TileGrid::cover_crop(lh, lw, size, o, context, crop_decode, crop_encode));
+    for (int64_t context : contexts) {
+      TileGrid g = TileGrid::cover_through_time(lh, lw, size, o, context);
+      g.crop_decode = crop_decode;
+      g.crop_encode = crop_encode;
+      grids.push_back(g);
+    }
   return grids;
 }
 

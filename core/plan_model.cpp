@@ -76,9 +76,12 @@ Coefficients coefficients(const PlanRequest& request, Op op) {
 
 double attention_seconds(const PlanRequest& request, double latent_pixels) {
   double seconds = 0;
-  for (Op op : ops_of(request.op))
-    seconds += attention_flops_per_frame(request, op, latent_pixels) / kAttentionRate;
+  for (Op op : ops_of(request.op)) seconds += attention_seconds(request, op, latent_pixels);
   return seconds;
+}
+
+double attention_seconds(const PlanRequest& request, Op op, double latent_pixels) {
+  return attention_flops_per_frame(request, op, latent_pixels) / kAttentionRate;
 }
 
 int64_t ceil_div(int64_t a, int64_t b) {

@@ -96,6 +96,8 @@ double seconds_per_pixel(const PlanRequest& request);
 // The time of the attention over whole latent frames for one latent frame of `latent_pixels`, all ops of the
 // request (Note [Plan cost]).
 double attention_seconds(const PlanRequest& request, double latent_pixels);
+// The same for `op` alone.
+double attention_seconds(const PlanRequest& request, Op op, double latent_pixels);
 // A plan's time per latent frame (Note [Plan cost]); `per_pixel` from seconds_per_pixel.
 double plan_cost(const PlanRequest& request, double per_pixel, int64_t chunk, const TileGrid& tiles,
                  const MemoryEstimate& estimate);

@@ -448,15 +448,12 @@ std::string Plan::tile_kind() const {
 
 std::string Plan::norm_statistics() const {
   if (!tiles.tiled() || tiles.exact) return "the whole frame";
-  const std::string crop =
-      "each tile and " + std::to_string(tiles.context) + " latent px around it, at every resolution";
+  const std::string around = "each tile and " + std::to_string(tiles.context) + " latent px around it";
+  const std::string crop = around + ", at every resolution";
+  const std::string frame = around + "; the latent-resolution blocks the whole frame";
   if (crop_for(true) && crop_for(false)) return crop;
-  if (op == Op::kRoundtrip && tiles.crop_decode)
-    return "decode: " + crop + "; encode: each tile and " + std::to_string(tiles.context) +
-           " latent px around it, the latent-resolution blocks the whole frame";
-  if (tiles.through_time)
-    return "each tile and " + std::to_string(tiles.context) +
-           " latent px around it; the latent-resolution blocks the whole frame";
+  if (op == Op::kRoundtrip && tiles.crop_decode) return "decode: " + crop + "; encode: " + frame;
+  if (tiles.through_time) return frame;
   return "each tile alone";
 }
 

@@ -16,20 +16,21 @@
 #include "core/plan_for.h"
 #include "core/planner.h"
 #include "tests/gpu_support.h"
+#include "tests/norm_tile_case.h"
 #include "tests/tiny_models.h"
 #include "tests/video_test_support.h"
 
 namespace vaecodec::test {
 namespace {
 
-// As tests/test_norm_tiles.cpp's frames: 24 x 16 latent pixels, 5 frames, float32, 1x2 tiles of 14x16
-// sharing 4.
-constexpr int64_t kRows = 16, kCols = 24, kFrames = 5;
+// The frames and grid of tests/test_norm_tiles.cpp (tests/norm_tile_case.h).
+using tile_case::blended_tiles, tile_case::kCols, tile_case::kFrames, tile_case::kOverlap, tile_case::kRows,
+    tile_case::kTile, tile_case::tiny_seedvr2;
 
 core::ChunkOptions crop_tiles(int64_t context, int64_t chunk = 1, int64_t window = 0, bool host = false) {
   core::ChunkOptions o;
   o.latent_frames = chunk;
-  o.tiles = core::TileGrid::cover_crop(kRows, kCols, {kRows, 14}, 4, context);
+  o.tiles = core::TileGrid::cover_crop(kRows, kCols, kTile, kOverlap, context);
   o.window = window;
   o.window_store = host ? core::WindowStore::kHostFrames : core::WindowStore::kDevice;
   o.kind = core::SplitKind::kExactTiles;
@@ -38,19 +39,8 @@ core::ChunkOptions crop_tiles(int64_t context, int64_t chunk = 1, int64_t window
 
 core::ChunkOptions frame_tiles(int64_t context) {
   core::ChunkOptions o = crop_tiles(context);
-  o.tiles = core::TileGrid::cover_through_time(kRows, kCols, {kRows, 14}, 4, context);
+  o.tiles = core::TileGrid::cover_through_time(kRows, kCols, kTile, kOverlap, context);
   return o;
-}
-
-core::ChunkOptions blended_tiles() {
-  core::ChunkOptions o;
-  o.tiles = core::TileGrid::cover(kRows, kCols, {kRows, 14}, 4);
-  o.kind = core::SplitKind::kBlendedTiles;
-  return o;
-}
-
-std::shared_ptr<core::VaeModel> tiny_seedvr2() {
-  return load_tiny(tiny_model("seedvr2-vae"), torch::kCPU, torch::kFloat);
 }
 
 }  // namespace

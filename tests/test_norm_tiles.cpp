@@ -16,6 +16,7 @@
 #include "core/safetensors.h"
 #include "io/run_plan.h"
 #include "tests/gpu_support.h"
+#include "tests/norm_tile_case.h"
 #include "tests/tiny_models.h"
 #include "tests/video_test_support.h"
 
@@ -23,9 +24,9 @@ namespace vaecodec::test {
 namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
-// The test frames: 24 x 16 latent pixels (192 x 128 pixels), 5 frames (2 latent frames), in float32: the
-// model's full-resolution layers make larger or float64 runs take tens of seconds on two cores.
-constexpr int64_t kRows = 16, kCols = 24, kFrames = 5;
+// The test frames and grid (tests/norm_tile_case.h).
+using tile_case::blended_tiles, tile_case::kCols, tile_case::kFrames, tile_case::kRows,
+    tile_case::tiny_seedvr2;
 // What the tiled runs must stay within, relative L2 against the untiled run (measured: see the tests' lines;
 // a random-weight model on a picture whose halves differ, which is hard on per-tile statistics).
 constexpr double kDecodeBound = 0.3, kEncodeBound = 0.3;
@@ -35,17 +36,13 @@ torch::Tensor uneven_video() {
   return halves_video(kRows, kCols, kFrames);
 }
 
-std::shared_ptr<core::VaeModel> tiny_seedvr2() {
-  return load_tiny(tiny_model("seedvr2-vae"), torch::kCPU, torch::kFloat);
-}
-
 // 1x2 tiles through time of 14x16 latent pixels sharing 4, with `context` around each; `host`: the window's
 // frames wait in host memory, and a decode's features there too unless `features_on_device`.
 core::ChunkOptions through_time(int64_t context, int64_t chunk = 1, int64_t window = 0, bool host = false,
                                 bool features_on_device = false) {
   core::ChunkOptions o;
   o.latent_frames = chunk;
-  o.tiles = core::TileGrid::cover_through_time(kRows, kCols, {kRows, 14}, 4, context);
+  o.tiles = core::TileGrid::cover_through_time(kRows, kCols, tile_case::kTile, tile_case::kOverlap, context);
   o.window = window;
   o.window_store = !host                ? core::WindowStore::kDevice
                    : features_on_device ? core::WindowStore::kHostFrames
@@ -62,15 +59,6 @@ core::ChunkOptions one_tile() {
   o.tiles.through_time = true;
   o.window = 1;
   o.kind = core::SplitKind::kExactTiles;
-  return o;
-}
-
-// The blended tiles of before (BlendedTiles) on through_time()'s grid: every tile runs the whole model on its
-// own pixels.
-core::ChunkOptions blended_tiles() {
-  core::ChunkOptions o;
-  o.tiles = core::TileGrid::cover(kRows, kCols, {kRows, 14}, 4);
-  o.kind = core::SplitKind::kBlendedTiles;
   return o;
 }
 

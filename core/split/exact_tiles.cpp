@@ -344,13 +344,17 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   // The whole-frame part over the window, into one tensor of features (Note [Held-back frames of exact
   // tiles]: fewer than n until the clip ends, then more), in bands across the places (Note [Whole-frame part
   // in bands]).
-  std::vector<torch::Tensor> latents;
-  for (int64_t at = 0; at < n; at += chunk_) latents.push_back(z.slice(at, std::min(chunk_, n - at)));
-  using After = WholeFrameBands::After;  // Note [The whole-frame cache ends with the clip]
-  const After after = !more ? After::kDrop : grid_.exact ? After::kKeep : After::kPark;
-  // Note [A window's features in host memory]; crop tiles read the latents (Note [Crop tiles]).
-  torch::Tensor features =
-      crop_ ? z.slice(0, n) : whole_->decode(latents, ends, n, device_, after, host_features_);
+  torch::Tensor features;
+  if (crop_) {
+    features = z.slice(0, n);  // crop tiles read the window's latents (Note [Crop tiles])
+  } else {
+    std::vector<torch::Tensor> latents;
+    for (int64_t at = 0; at < n; at += chunk_) latents.push_back(z.slice(at, std::min(chunk_, n - at)));
+    using After = WholeFrameBands::After;  // Note [The whole-frame cache ends with the clip]
+    const After after = !more ? After::kDrop : grid_.exact ? After::kKeep : After::kPark;
+    // Note [A window's features in host memory]
+    features = whole_->decode(latents, ends, n, device_, after, host_features_);
+  }
   const int64_t settled = features.defined() ? features.size(2) : 0;
   if (settled == 0 && !ends) {  // nothing settled yet: the tiles start in a later window
     if (window_frames_ > 0)
@@ -363,7 +367,7 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   // run it).
   const bool cuda = device_.torch_device().is_cuda();
   const auto options = torch::TensorOptions().dtype(model_.dtype());
-  const std::vector<int64_t> sizes{latents.front().size(0), 3, window_frames_, grid_.latent_height * f,
+  const std::vector<int64_t> sizes{z.slice(0, 1).size(0), 3, window_frames_, grid_.latent_height * f,
                                    grid_.latent_width * f};
   const auto where =
       host_window_ ? options.device(torch::kCPU).pinned_memory(cuda) : options.device(device_.torch_device());
