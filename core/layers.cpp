@@ -11,6 +11,7 @@
 #include "core/flops.h"
 #include "core/kernel_log.h"
 #include "core/kernels/conv3d.h"
+#include "core/kernels/cpu_norm.h"
 #include "core/kernels/norm_silu.h"
 
 namespace vaecodec::core {
@@ -456,8 +457,14 @@ bool RMSNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out
       kernels::rms_norm_silu_into(x, gamma_f32_.of(gamma_), out, bias.defined() ? bias_f32_.of(bias) : bias,
                                   tail, &tail_written))
     return tail_written;
-  const auto biased = bias.defined() ? x + bias.reshape({channels_, 1, 1, 1}) : x;
   const auto compute = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  // Note [The CPU's norm in one pass] in core/kernels/cpu_norm.h; the same sqrt(C) * gamma as composite_into.
+  if (x.is_cpu() && out.scalar_type() == compute &&
+      kernels::rms_norm_silu_cpu(
+          x, (std::sqrt(static_cast<double>(channels_)) * gamma_.to(compute)).reshape({-1}).contiguous(), out,
+          bias))
+    return false;
+  const auto biased = bias.defined() ? x + bias.reshape({channels_, 1, 1, 1}) : x;
   if (out.scalar_type() == compute && !x.is_cuda()) {
     // Off the GPU the norm divides into the causal buffer itself and the SiLU runs there in place: on two
     // cores the traced CPU round trip of 320x240 x49 with the trained tiny Wan2.1 model had spent 3.8 s on
@@ -500,6 +507,7 @@ bool RMSNorm::forward_silu_fp8_into(const torch::Tensor& x, const torch::Tensor&
 void add_residual(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias,
                   FloatCopy& bias_f32) {
   if (y.is_cuda() && kernels::add_residual_(y, s, bias_f32.of(bias))) return;
+  if (y.is_cpu() && kernels::add_residual_cpu(y, s, bias)) return;  // Note [The CPU's norm in one pass]
   y.add_(s);
   y.add_(bias.reshape({-1, 1, 1, 1}));
 }

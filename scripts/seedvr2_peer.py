@@ -331,6 +331,28 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def peer_timings(args, ops: list[str], peer, runner: Runner, width: int, height: int) -> int:
+    """--peer-only: the peer's tiled run of each op, one JSON line each (seconds, peak allocated bytes)."""
+    for op in ops:
+        if op == "encode":
+            x = clip_video(args.clip, width, height, args.frames)
+        else:
+            x = torch.randn(1, 16, 1 + (args.frames - 1) // 4, height // SPATIAL, width // SPATIAL,
+                            generator=torch.Generator().manual_seed(args.seed))
+        _, stats = runner(lambda: peer_op(peer, op, x, args.tile, args.overlap))
+        grid = (len(peer_spans(height // SPATIAL, args.tile // SPATIAL, args.overlap // SPATIAL)),
+                len(peer_spans(width // SPATIAL, args.tile // SPATIAL, args.overlap // SPATIAL)))
+        row = {"run": "ComfyUI-SeedVR2 tiled", "op": op, "size": [width, height], "frames": args.frames,
+               "tile_px": args.tile, "overlap_px": args.overlap, "grid": "%dx%d" % grid,
+               "device": torch.cuda.get_device_name(runner.device) if runner.cuda else "cpu",
+               "peer_commit": peer_commit(args.peer, args.peer_commit), **stats}
+        print(json.dumps(row), flush=True)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(row) + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -354,7 +376,13 @@ def main(argv=None) -> int:
                    help="decode's latents: the clip's untiled encode (vaecodec's), or seeded normal noise")
     p.add_argument("--clip", default=str(DEFAULT_CLIP), help="the video encoded (and whose latents decoded)")
     p.add_argument("--json", help="write the results here")
+    p.add_argument("--peer-only", action="store_true",
+                   help="time the peer's tiled run alone (no vaecodec, no untiled run, no comparison): where its "
+                        "untiled run does not fit the device, or beside `vaecodec bench` rows; decode takes "
+                        "--input noise")
     args = p.parse_args(argv)
+    if args.peer_only and "decode" in args.op and args.input != "noise":
+        p.error("--peer-only decodes noise (the clip's latents would come from vaecodec): give --input noise")
 
     width, height = (int(v) for v in args.size.lower().split("x"))
     for name, value in (("--size", width), ("--size", height), ("--tile", args.tile), ("--overlap", args.overlap)):
@@ -376,6 +404,8 @@ def main(argv=None) -> int:
     if state is None:  # the peer's own seeded init, the same tensors for vaecodec
         state = {k: v.detach().to("cpu", DTYPES[dtype_name]) for k, v in peer.state_dict().items()}
 
+    if args.peer_only:
+        return peer_timings(args, ops, peer, runner, width, height)
     video = clip_video(args.clip, width, height, args.frames)
     rows, inputs = [], {}
     with tempfile.TemporaryDirectory() as folder:
