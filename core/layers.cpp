@@ -377,17 +377,19 @@ torch::Tensor CausalConv3d::run(Buffer& b, bool with_bias, const torch::Tensor& 
 }
 
 // Note [The RMS norm off the GPU]
-// Off the GPU (the CPU, and float64 everywhere) the RMS norm is LibTorch's composite. Its 2-norm over the
-// channels (linalg_vector_norm along dim 1 of a [B, C, T, H, W] tensor) walks the channels with a stride of
-// a whole plane and took as long as the convolution beside it: 36 ms for 16 x 4 x 240 x 320 on two cores,
-// where adding the channels' squares plane by plane takes 1 ms (and about the norm's time for many channels
-// on small planes); a traced CPU encode of 320x240 x49 with the trained tiny Wan2.1 model spent 2.4 s in
-// it. Plane by plane, every pixel adds its channels in the same order whatever the clip's length, so a
-// stream's blocks keep the whole clip's result bit for bit (LibTorch's sum over the channels splits them
-// among threads when there are few pixels). Channels-last (float32 on the CPU, Note [Channels-last on the
-// CPU] in core/models/registry.cpp) a plane is every C-th value, and C strided passes read the whole tensor C
-// times: there each pixel sums its adjacent channels itself, in the same order (the 2-core machine, the
-// round trip of 320x240 x49 with the demonstration Wan2.1: 11.1-11.5 s against 11.9-13.6 s, `bench`, pairs).
+// Off the GPU (the CPU, and float64 everywhere) the RMS norm is LibTorch's composite; where a SiLU follows it
+// into a causal buffer in float32 with adjacent channels, the engine's one-pass kernel runs instead (Note
+// [The CPU's norm in one pass] in core/kernels/cpu_norm.h). Its 2-norm over the channels
+// (linalg_vector_norm along dim 1 of a [B, C, T, H, W] tensor) walks the channels with a stride of a whole
+// plane and took as long as the convolution beside it: 36 ms for 16 x 4 x 240 x 320 on two cores, where
+// adding the channels' squares plane by plane takes 1 ms (and about the norm's time for many channels on
+// small planes); a traced CPU encode of 320x240 x49 with the trained tiny Wan2.1 model spent 2.4 s in it.
+// Plane by plane, every pixel adds its channels in the same order whatever the clip's length, so a stream's
+// blocks keep the whole clip's result bit for bit (LibTorch's sum over the channels splits them among threads
+// when there are few pixels). Channels-last (float32 on the CPU, Note [Channels-last on the CPU] in
+// core/models/registry.cpp) a plane is every C-th value, and C strided passes read the whole tensor C times:
+// there each pixel sums its adjacent channels itself, in the same order (the 2-core machine, the round trip
+// of 320x240 x49 with the demonstration Wan2.1: 11.1-11.5 s against 11.9-13.6 s, `bench`, pairs).
 RMSNorm::RMSNorm(int64_t channels, int gamma_rank) : channels_(channels) {
   std::vector<int64_t> shape(gamma_rank, 1);
   shape[0] = channels;
