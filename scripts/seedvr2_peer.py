@@ -25,6 +25,9 @@ dependencies of vaecodec: `pip install einops psutil`), safetensors and the ffmp
     # the released architecture with random weights on a GPU, ComfyUI-SeedVR2's default tiles:
     scripts/seedvr2_peer.py --peer /tmp/peer --config released --seed 0 --device cuda --dtype bf16 \\
         --size 1920x1080 --frames 81 --tile 1024 --overlap 128 --op decode,encode --json out.json
+    # the peer's tiled runs alone, timed (where its untiled run does not fit; beside `vaecodec bench` rows):
+    scripts/seedvr2_peer.py --peer /tmp/peer --config released --device cuda --size 3840x2160 --frames 21 \\
+        --tile 1024 --overlap 128 --input noise --peer-only --json peer.jsonl
 """
 
 from __future__ import annotations
@@ -331,14 +334,19 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def noise_latents(args, width: int, height: int) -> torch.Tensor:
+    """--input noise: seeded normal latents of the clip's shape."""
+    return torch.randn(1, 16, 1 + (args.frames - 1) // 4, height // SPATIAL, width // SPATIAL,
+                       generator=torch.Generator().manual_seed(args.seed))
+
+
 def peer_timings(args, ops: list[str], peer, runner: Runner, width: int, height: int) -> int:
     """--peer-only: the peer's tiled run of each op, one JSON line each (seconds, peak allocated bytes)."""
     for op in ops:
         if op == "encode":
             x = clip_video(args.clip, width, height, args.frames)
         else:
-            x = torch.randn(1, 16, 1 + (args.frames - 1) // 4, height // SPATIAL, width // SPATIAL,
-                            generator=torch.Generator().manual_seed(args.seed))
+            x = noise_latents(args, width, height)
         _, stats = runner(lambda: peer_op(peer, op, x, args.tile, args.overlap))
         grid = (len(peer_spans(height // SPATIAL, args.tile // SPATIAL, args.overlap // SPATIAL)),
                 len(peer_spans(width // SPATIAL, args.tile // SPATIAL, args.overlap // SPATIAL)))
@@ -414,8 +422,7 @@ def main(argv=None) -> int:
             if op == "encode":
                 x = video
             elif args.input == "noise":
-                x = torch.randn(1, 16, 1 + (args.frames - 1) // 4, height // SPATIAL, width // SPATIAL,
-                                generator=torch.Generator().manual_seed(args.seed))
+                x = noise_latents(args, width, height)
             else:
                 x = runner(lambda: vaecodec_op(vaecodec_model(weights, args.device, dtype_name), "encode", video))[0]
             inputs[op] = {"shape": list(x.shape), "from": "clip" if op == "encode" or args.input == "clip" else "noise"}
