@@ -116,7 +116,8 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op
     for (const BandPlace& place : places_) devices.push_back(place.device->torch_device());
     workers_ = std::make_unique<Places>(std::move(devices));
   }
-  whole_ = std::make_unique<WholeFrameBands>(places_, workers_.get(), grid_.latent_height);
+  if (!crop_)  // crop tiles have no whole-frame part (Note [Crop tiles])
+    whole_ = std::make_unique<WholeFrameBands>(places_, workers_.get(), grid_.latent_height);
   const bool encode = op == Op::kEncode;
   const int64_t f = model_.info().spatial_factor;
   const int64_t scale = encode ? 1 : f;  // the output's pixels per latent pixel
@@ -186,7 +187,7 @@ void ExactTiles::put(const torch::Tensor& region, const torch::Tensor& values) c
 ExactTiles::~ExactTiles() = default;
 
 int64_t ExactTiles::cache_bytes() const {
-  int64_t n = whole_->cache_bytes();
+  int64_t n = whole_ ? whole_->cache_bytes() : 0;
   for (const Tile& t : tiles_) n += t.cache.bytes();
   return n;
 }

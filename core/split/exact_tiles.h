@@ -221,7 +221,7 @@ class ExactTiles : public Split {
   std::vector<BandPlace> places_;    // one, or those sharing the tiles out
   std::unique_ptr<Places> workers_;  // with several places: one worker each
   std::vector<Tile> tiles_;
-  std::unique_ptr<WholeFrameBands> whole_;  // the whole-frame part, with its caches
+  std::unique_ptr<WholeFrameBands> whole_;  // the whole-frame part, with its caches; null for crop tiles
   Pieces pending_;                          // the frames of the window being filled
   int64_t windows_ = 0;                     // encode: windows run
   int64_t latents_ = 0;                     // decode: the latent frames of the windows run
