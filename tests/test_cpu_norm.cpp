@@ -38,27 +38,31 @@ TEST_CASE("on the CPU SiLU(RMSNorm(x + bias)) in one pass matches float64", "[mo
       const auto gamma = torch::randn({c}) * 10;
       const auto bias = with_bias ? 0.3 * torch::randn({c}) : torch::Tensor();
       const auto x = (torch::randn({2, c, 3, 7, 11}) + 0.5).contiguous(kLast);
-      const auto scaled = (std::sqrt(static_cast<double>(c)) * gamma).contiguous();
+      const auto scale = static_cast<float>(std::sqrt(static_cast<double>(c)));
       // Into frames 2-4 of a causal buffer, and into a band of rows and columns of one: views.
       auto buffer = torch::full({2, c, 5, 7, 11}, 7.0).contiguous(kLast);
-      REQUIRE(core::kernels::rms_norm_silu_cpu(x, scaled, buffer.narrow(2, 2, 3), bias));
+      REQUIRE(core::kernels::rms_norm_silu_cpu(x, gamma, scale, buffer.narrow(2, 2, 3), bias));
       const auto want = norm_silu_f64(x, gamma, bias);
       CHECK(max_relative(buffer.narrow(2, 2, 3), want) <= 2e-6);
       CHECK(torch::equal(buffer.narrow(2, 0, 2), torch::full({2, c, 2, 7, 11}, 7.0)));
       auto wide = torch::zeros({2, c, 3, 9, 15}).contiguous(kLast);
       const auto from_view = x.narrow(4, 1, 9);
-      REQUIRE(
-          core::kernels::rms_norm_silu_cpu(from_view, scaled, wide.narrow(3, 1, 7).narrow(4, 2, 9), bias));
+      REQUIRE(core::kernels::rms_norm_silu_cpu(from_view, gamma, scale, wide.narrow(3, 1, 7).narrow(4, 2, 9),
+                                               bias));
       CHECK(torch::equal(wide.narrow(3, 1, 7).narrow(4, 2, 9), buffer.narrow(2, 2, 3).narrow(4, 1, 9)));
       CHECK(wide.narrow(3, 0, 1).abs().max().item<double>() == 0);  // rows outside the view are left alone
       CHECK(wide.narrow(4, 0, 2).abs().max().item<double>() == 0);
 
-      // One thread or several (at::parallel_for over rows of pixels): the same bits.
+      // One thread or two (at::parallel_for over rows of pixels): the same bits.
       const int threads = at::get_num_threads();
+      at::set_num_threads(2);
+      auto two = torch::zeros_like(x);
+      REQUIRE(core::kernels::rms_norm_silu_cpu(x, gamma, scale, two, bias));
       at::set_num_threads(1);
       auto serial = torch::zeros_like(x);
-      REQUIRE(core::kernels::rms_norm_silu_cpu(x, scaled, serial, bias));
+      REQUIRE(core::kernels::rms_norm_silu_cpu(x, gamma, scale, serial, bias));
       at::set_num_threads(threads);
+      CHECK(torch::equal(serial, two));
       CHECK(torch::equal(serial, buffer.narrow(2, 2, 3)));
 
       // Through the layer: RMSNorm::forward_silu_into takes the kernel for float32 channels-last.
@@ -84,11 +88,11 @@ TEST_CASE("on the CPU the one-pass SiLU's exponential holds over float32's range
   x.select(1, 0).copy_(t.cos().reshape({1, 1, 1, pixels}));
   x.select(1, 1).copy_(t.sin().reshape({1, 1, 1, pixels}));
   const auto xf = x.to(torch::kFloat).contiguous(kLast);
-  auto scaled = torch::zeros({c});
-  scaled[0] = 120.0;
-  scaled[1] = 1.0;
+  auto gamma = torch::zeros({c});
+  gamma[0] = 120.0;
+  gamma[1] = 1.0;
   auto out = torch::empty_like(xf);
-  REQUIRE(core::kernels::rms_norm_silu_cpu(xf, scaled, out, {}));
+  REQUIRE(core::kernels::rms_norm_silu_cpu(xf, gamma, 1.0f, out, {}));
   const auto v = xf.to(torch::kDouble);
   const auto z = 120.0 * v.select(1, 0) / v.square().sum(1).sqrt();
   const auto want = torch::silu(z);
@@ -102,36 +106,46 @@ TEST_CASE("on the CPU the one-pass kernels decline what they do not take", "[mod
   const auto gamma = torch::ones({12});
   auto x = torch::randn({1, 12, 2, 4, 4}).contiguous(kLast);  // 12 channels: not a multiple of 8
   auto out = torch::full_like(x, 3.0);
-  CHECK_FALSE(core::kernels::rms_norm_silu_cpu(x, gamma, out, {}));
+  CHECK_FALSE(core::kernels::rms_norm_silu_cpu(x, gamma, 1.0f, out, {}));
   CHECK(out.eq(3.0).all().item<bool>());
   const auto g16 = torch::ones({16});
   auto plain = torch::randn({1, 16, 2, 4, 4});  // channels a plane apart
-  CHECK_FALSE(core::kernels::rms_norm_silu_cpu(plain, g16, torch::empty_like(plain), {}));
+  CHECK_FALSE(core::kernels::rms_norm_silu_cpu(plain, g16, 1.0f, torch::empty_like(plain), {}));
   auto f64 = torch::randn({1, 16, 2, 4, 4}, torch::kDouble).contiguous(kLast);
-  CHECK_FALSE(core::kernels::rms_norm_silu_cpu(f64, g16, torch::empty_like(f64), {}));
+  CHECK_FALSE(core::kernels::rms_norm_silu_cpu(f64, g16, 1.0f, torch::empty_like(f64), {}));
   auto f32 = torch::randn({1, 16, 2, 4, 4}).contiguous(kLast);
-  CHECK_FALSE(core::kernels::rms_norm_silu_cpu(f32, torch::ones({8}), torch::empty_like(f32), {}));
+  CHECK_FALSE(core::kernels::rms_norm_silu_cpu(f32, torch::ones({8}), 1.0f, torch::empty_like(f32), {}));
   CHECK_FALSE(core::kernels::add_residual_cpu(f32, plain, {}));
+}
+
+TEST_CASE("the engine's own CPU loops run on LibTorch's threads", "[layers][cpu-norm]") {
+  // Note [The CPU's norm in one pass]: at::parallel_for is OpenMP inlined from LibTorch's headers, so a loop
+  // of the engine's runs on one thread unless the engine was compiled with -fopenmp (core/CMakeLists.txt).
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  CHECK(core::kernels::cpu_loop_threads() == 2);
+  at::set_num_threads(threads);
 }
 
 TEST_CASE("on the CPU the one-pass residual add equals the composite's two", "[model][layers][cpu-norm]") {
   torch::manual_seed(1);
-  for (const bool with_bias : {false, true}) {
-    const auto y0 = torch::randn({2, 32, 3, 5, 9}).contiguous(kLast);
-    const auto s = torch::randn({2, 32, 3, 5, 9}).contiguous(kLast);
-    const auto bias = with_bias ? torch::randn({32}) : torch::Tensor();
-    auto want = y0.clone();
-    want.add_(s);
-    if (with_bias) want.add_(bias.reshape({32, 1, 1, 1}));
-    auto y = y0.clone();
-    REQUIRE(core::kernels::add_residual_cpu(y, s, bias));
-    CHECK(torch::equal(y, want));
-    // A view of rows.
-    auto yv = y0.clone();
-    REQUIRE(core::kernels::add_residual_cpu(yv.narrow(3, 1, 3), s.narrow(3, 1, 3), bias));
-    CHECK(torch::equal(yv.narrow(3, 1, 3), want.narrow(3, 1, 3)));
-    CHECK(torch::equal(yv.narrow(3, 0, 1), y0.narrow(3, 0, 1)));
-  }
+  for (const int64_t c : {32, 12})  // any number of channels: no vectors of 8 here
+    for (const bool with_bias : {false, true}) {
+      const auto y0 = torch::randn({2, c, 3, 5, 9}).contiguous(kLast);
+      const auto s = torch::randn({2, c, 3, 5, 9}).contiguous(kLast);
+      const auto bias = with_bias ? torch::randn({c}) : torch::Tensor();
+      auto want = y0.clone();
+      want.add_(s);
+      if (with_bias) want.add_(bias.reshape({c, 1, 1, 1}));
+      auto y = y0.clone();
+      REQUIRE(core::kernels::add_residual_cpu(y, s, bias));
+      CHECK(torch::equal(y, want));
+      // A view of rows.
+      auto yv = y0.clone();
+      REQUIRE(core::kernels::add_residual_cpu(yv.narrow(3, 1, 3), s.narrow(3, 1, 3), bias));
+      CHECK(torch::equal(yv.narrow(3, 1, 3), want.narrow(3, 1, 3)));
+      CHECK(torch::equal(yv.narrow(3, 0, 1), y0.narrow(3, 0, 1)));
+    }
 }
 
 }  // namespace vaecodec::test

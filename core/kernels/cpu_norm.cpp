@@ -3,8 +3,11 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -30,10 +33,14 @@ struct PixelRows {
   int64_t offset(int64_t row) const { return at(row / height / frames, row / height % frames, row % height); }
 };
 
-// float32 CPU 5-D tensors with adjacent channels, a multiple of the vector's 8.
+// float32 CPU 5-D tensors with adjacent channels.
+bool adjacent(const torch::Tensor& t) {
+  return t.defined() && t.is_cpu() && t.dim() == 5 && t.scalar_type() == torch::kFloat && t.stride(1) == 1;
+}
+
+// The same, their channels a multiple of the vector's 8.
 bool takes(const torch::Tensor& t) {
-  return t.defined() && t.is_cpu() && t.dim() == 5 && t.scalar_type() == torch::kFloat && t.stride(1) == 1 &&
-         t.size(1) % 8 == 0;
+  return adjacent(t) && t.size(1) % 8 == 0;
 }
 
 bool same_shape(const torch::Tensor& a, const torch::Tensor& b) {
@@ -129,28 +136,38 @@ __attribute__((target("avx2,fma"))) void norm_silu_rows(const float* x, const Pi
 
 }  // namespace
 
-bool rms_norm_silu_cpu(const torch::Tensor& x, const torch::Tensor& gamma_scaled, const torch::Tensor& out,
-                       const torch::Tensor& bias) {
+bool rms_norm_silu_cpu(const torch::Tensor& x, const torch::Tensor& gamma, float scale,
+                       const torch::Tensor& out, const torch::Tensor& bias) {
 #if VAECODEC_CPU_NORM_AVX2
   if (!has_avx2() || !takes(x) || !takes(out) || !same_shape(x, out)) return false;
   const float *g = nullptr, *b = nullptr;
-  if (!gamma_scaled.defined() || !channel_vector(gamma_scaled, x.size(1), &g) ||
-      !channel_vector(bias, x.size(1), &b))
+  if (!gamma.defined() || !channel_vector(gamma, x.size(1), &g) || !channel_vector(bias, x.size(1), &b))
     return false;
+  // scale * gamma in float32, as the composite's product of the two rounds it.
+  std::vector<float> scaled(g, g + x.size(1));
+  for (float& v : scaled) v *= scale;
   const auto xr = PixelRows::of(x), outr = PixelRows::of(out);
   const float* in = x.data_ptr<float>();
   float* o = out.data_ptr<float>();
-  at::parallel_for(0, xr.rows(x.size(0)), grain(xr),
-                   [&](int64_t begin, int64_t end) { norm_silu_rows(in, xr, o, outr, g, b, begin, end); });
+  at::parallel_for(0, xr.rows(x.size(0)), grain(xr), [&](int64_t begin, int64_t end) {
+    norm_silu_rows(in, xr, o, outr, scaled.data(), b, begin, end);
+  });
   return true;
 #else
-  (void)x, (void)gamma_scaled, (void)out, (void)bias;
+  (void)x, (void)gamma, (void)scale, (void)out, (void)bias;
   return false;
 #endif
 }
 
+int cpu_loop_threads() {
+  std::atomic<uint64_t> seen{0};
+  const int64_t n = 4 * static_cast<int64_t>(at::get_num_threads());
+  at::parallel_for(0, n, 1, [&](int64_t, int64_t) { seen |= uint64_t{1} << (at::get_thread_num() % 64); });
+  return std::popcount(seen.load());
+}
+
 bool add_residual_cpu(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias) {
-  if (!takes(y) || !takes(s) || !same_shape(y, s)) return false;
+  if (!adjacent(y) || !adjacent(s) || !same_shape(y, s)) return false;
   const float* b = nullptr;
   if (!channel_vector(bias, y.size(1), &b)) return false;
   const auto yr = PixelRows::of(y), sr = PixelRows::of(s);

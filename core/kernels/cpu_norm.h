@@ -21,13 +21,18 @@ namespace vaecodec::core::kernels {
 
 // SiLU(RMSNorm(x + bias)) into `out` for float32 CPU tensors [B, C, T, H, W] whose channels are adjacent
 // (stride 1 over C, as channels-last-3d tensors and their views are), out shaped like x (a view into a
-// larger buffer is fine). gamma_scaled: [C] float32 contiguous, sqrt(C) * gamma; bias: [C] or undefined.
-// False, with nothing written, when it does not apply.
-bool rms_norm_silu_cpu(const torch::Tensor& x, const torch::Tensor& gamma_scaled, const torch::Tensor& out,
-                       const torch::Tensor& bias);
+// larger buffer is fine). gamma: [C] float32 contiguous (any shape of C values), scale: what it is multiplied
+// by (sqrt(C)), in float32 as the composite does; bias: [C] or undefined. False, with nothing written, when
+// it does not apply.
+bool rms_norm_silu_cpu(const torch::Tensor& x, const torch::Tensor& gamma, float scale,
+                       const torch::Tensor& out, const torch::Tensor& bias);
 
 // y += s + bias in one pass for float32 CPU tensors of the same shape whose channels are adjacent (bias [C]
 // or undefined). False, with nothing written, when it does not apply.
 bool add_residual_cpu(const torch::Tensor& y, const torch::Tensor& s, const torch::Tensor& bias);
+
+// How many of LibTorch's threads a loop of the engine's own (at::parallel_for in this library) runs on: all
+// of them where the library was compiled with OpenMP, one otherwise (Note [The CPU's norm in one pass]).
+int cpu_loop_threads();
 
 }  // namespace vaecodec::core::kernels
