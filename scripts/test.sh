@@ -29,10 +29,14 @@ fi
 # marks them "***Skipped" and lists them under "The following tests did not run" (Note [Tests that cannot run
 # here] in tests/gpu_support.h). Without CUDA the GPU tests run apart, and one that passes there fails the
 # suite: it never asked for the device its label says it needs.
+# The CPU tests run as many at once as the machine has cores unless told otherwise (-j N here, or
+# CTEST_PARALLEL_LEVEL); the GPU tests one at a time, each having the device to itself.
+export CTEST_PARALLEL_LEVEL=${CTEST_PARALLEL_LEVEL:-$(nproc)}
 read -r gpus _ < <(python3 scripts/test_needs.py "$BUILD_DIR/vaecodec")
 if ((gpus > 0)); then
   echo "[test] $gpus CUDA device(s): running the GPU tests too"
-  ctest --test-dir "$BUILD_DIR" --output-on-failure "$@"
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -LE gpu "$@"
+  CTEST_PARALLEL_LEVEL=1 ctest --test-dir "$BUILD_DIR" --output-on-failure -L gpu "$@"
 else
   ctest --test-dir "$BUILD_DIR" --output-on-failure -LE gpu "$@"
   echo "[test] no CUDA device: the GPU tests (label gpu) must each report themselves not run"
