@@ -461,9 +461,8 @@ bool RMSNorm::forward_silu_into(const torch::Tensor& x, const torch::Tensor& out
     return tail_written;
   const auto compute = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   // Note [The CPU's norm in one pass] in core/kernels/cpu_norm.h; the same sqrt(C) * gamma as composite_into.
-  if (x.is_cpu() && out.scalar_type() == torch::kFloat &&
-      kernels::rms_norm_silu_cpu(x, gamma_f32_.of(gamma_), static_cast<float>(std::sqrt(channels_)), out,
-                                 bias))
+  if (x.is_cpu() && kernels::rms_norm_silu_cpu(x, gamma_f32_.of(gamma_),
+                                               static_cast<float>(std::sqrt(channels_)), out, bias))
     return false;
   const auto biased = bias.defined() ? x + bias.reshape({channels_, 1, 1, 1}) : x;
   if (out.scalar_type() == compute && !x.is_cuda()) {

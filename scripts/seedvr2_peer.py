@@ -334,6 +334,12 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def peer_grid(width: int, height: int, tile_latent: int, overlap_latent: int) -> dict:
+    """The peer's tile spans at a frame size: {"rows": [...], "cols": [...]} in latent pixels."""
+    return {"rows": peer_spans(height // SPATIAL, tile_latent, overlap_latent),
+            "cols": peer_spans(width // SPATIAL, tile_latent, overlap_latent)}
+
+
 def noise_latents(args, width: int, height: int) -> torch.Tensor:
     """--input noise: seeded normal latents of the clip's shape."""
     return torch.randn(1, 16, 1 + (args.frames - 1) // 4, height // SPATIAL, width // SPATIAL,
@@ -348,10 +354,9 @@ def peer_timings(args, ops: list[str], peer, runner: Runner, width: int, height:
         else:
             x = noise_latents(args, width, height)
         _, stats = runner(lambda: peer_op(peer, op, x, args.tile, args.overlap))
-        grid = (len(peer_spans(height // SPATIAL, args.tile // SPATIAL, args.overlap // SPATIAL)),
-                len(peer_spans(width // SPATIAL, args.tile // SPATIAL, args.overlap // SPATIAL)))
+        grid = peer_grid(width, height, args.tile // SPATIAL, args.overlap // SPATIAL)
         row = {"run": "ComfyUI-SeedVR2 tiled", "op": op, "size": [width, height], "frames": args.frames,
-               "tile_px": args.tile, "overlap_px": args.overlap, "grid": "%dx%d" % grid,
+               "tile_px": args.tile, "overlap_px": args.overlap, "grid": "%dx%d" % (len(grid["rows"]), len(grid["cols"])),
                "device": torch.cuda.get_device_name(runner.device) if runner.cuda else "cpu",
                "peer_commit": peer_commit(args.peer, args.peer_commit), **stats}
         print(json.dumps(row), flush=True)
@@ -430,8 +435,7 @@ def main(argv=None) -> int:
                 peer = build_peer(peer_cls, config, state, device, DTYPES[dtype_name])
             peer_out = {"untiled": runner(lambda: peer_op(peer, op, x, None, 0)) + ({},)}
             tiled, stats = runner(lambda: peer_op(peer, op, x, args.tile, args.overlap))
-            grid = {"rows": peer_spans(height // SPATIAL, tile_latent, overlap_latent),
-                    "cols": peer_spans(width // SPATIAL, tile_latent, overlap_latent)}
+            grid = peer_grid(width, height, tile_latent, overlap_latent)
             peer_out["tiled"] = (tiled, stats, grid)
             peer = None  # off the device while vaecodec runs
             runner.free()

@@ -23,6 +23,13 @@ torch::Tensor norm_silu_f64(const torch::Tensor& x, const torch::Tensor& gamma, 
                      (std::sqrt(static_cast<double>(c)) * gamma.to(torch::kDouble).reshape({c, 1, 1, 1})));
 }
 
+// LibTorch's thread count for a scope, the caller's back when it ends (also when a check throws).
+struct Threads {
+  const int before = at::get_num_threads();
+  explicit Threads(int n) { at::set_num_threads(n); }
+  ~Threads() { at::set_num_threads(before); }
+};
+
 double max_relative(const torch::Tensor& got, const torch::Tensor& want) {
   return ((got.to(torch::kDouble) - want).abs().max() / want.abs().max()).item<double>();
 }
@@ -54,14 +61,15 @@ TEST_CASE("on the CPU SiLU(RMSNorm(x + bias)) in one pass matches float64", "[mo
       CHECK(wide.narrow(4, 0, 2).abs().max().item<double>() == 0);
 
       // One thread or two (at::parallel_for over rows of pixels): the same bits.
-      const int threads = at::get_num_threads();
-      at::set_num_threads(2);
-      auto two = torch::zeros_like(x);
-      REQUIRE(core::kernels::rms_norm_silu_cpu(x, gamma, scale, two, bias));
-      at::set_num_threads(1);
-      auto serial = torch::zeros_like(x);
-      REQUIRE(core::kernels::rms_norm_silu_cpu(x, gamma, scale, serial, bias));
-      at::set_num_threads(threads);
+      auto two = torch::zeros_like(x), serial = torch::zeros_like(x);
+      {
+        const Threads on(2);
+        REQUIRE(core::kernels::rms_norm_silu_cpu(x, gamma, scale, two, bias));
+      }
+      {
+        const Threads on(1);
+        REQUIRE(core::kernels::rms_norm_silu_cpu(x, gamma, scale, serial, bias));
+      }
       CHECK(torch::equal(serial, two));
       CHECK(torch::equal(serial, buffer.narrow(2, 2, 3)));
 
@@ -121,10 +129,8 @@ TEST_CASE("on the CPU the one-pass kernels decline what they do not take", "[mod
 TEST_CASE("the engine's own CPU loops run on LibTorch's threads", "[layers][cpu-norm]") {
   // Note [The CPU's norm in one pass]: at::parallel_for is OpenMP inlined from LibTorch's headers, so a loop
   // of the engine's runs on one thread unless the engine was compiled with -fopenmp (core/CMakeLists.txt).
-  const int threads = at::get_num_threads();
-  at::set_num_threads(2);
+  const Threads on(2);
   CHECK(core::kernels::cpu_loop_threads() == 2);
-  at::set_num_threads(threads);
 }
 
 TEST_CASE("on the CPU the one-pass residual add equals the composite's two", "[model][layers][cpu-norm]") {
