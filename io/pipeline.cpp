@@ -106,10 +106,16 @@ void report_damage(const VideoReader& reader, int64_t frames) {
 // Converting a decoded frame to the output's Y'CbCr (with the exact chroma subsampling of io/chroma.cpp)
 // costs the CPU more per frame than the model costs the GPU, so on a GPU the conversion runs there, batched
 // over the chunk right after the decoder, and the writer thread only copies planes into the encoder's frame.
-// On the CPU it stays on the writer thread, beside the model. Quality metrics compare RGB and keep the RGB
-// path.
-const TensorToFrame* device_converter(const core::VaeModel& model, const VideoWriter& writer) {
-  return model.device().is_cuda() ? writer.converter() : nullptr;
+// A CPU run converts the same way, in the model's thread and on its team of threads: on a writer thread of
+// its own the conversion would take a core from the model's team, frame by frame (Note [Operator threads of
+// a helper thread] in core/operator_threads.h). Quality metrics and the side-by-side video compare RGB and
+// keep the RGB path.
+
+// The threads of the reading and writing threads' LibTorch operators (Note [Operator threads of a helper
+// thread]): one beside a model on the CPU, whose team has the cores; else a batch's share of the cores
+// (host_threads), or LibTorch's choice (0).
+int operator_threads(const core::VaeModel& model, const PipelineOptions& options) {
+  return model.device().is_cuda() ? options.host_threads : 1;
 }
 
 // latent_frames: the clip's length where known (0 where not).
@@ -188,8 +194,7 @@ struct FinishingRun::State {
   void open(const fs::path& output, const VideoFormat& format, const std::vector<AudioStream>& audio_streams,
             const char* label, int64_t frames, size_t capacity, bool with_references) {
     temp.emplace(output);
-    WriterOptions writer_options = options.writer;
-    writer_options.host_threads = options.host_threads;
+    const WriterOptions& writer_options = options.writer;
     writer.emplace(temp->path(), output, format, writer_options, audio_streams);
     references = with_references && wants_references(options);
     if (references && !options.metrics.empty()) meter.emplace();
@@ -201,11 +206,11 @@ struct FinishingRun::State {
     }
     progress.emplace(label, frames, progress_options(options));
     writing.emplace(*writer, capacity, audio_streams.empty() ? nullptr : &audio, meter ? &*meter : nullptr,
-                    &*progress, side_writer ? &*side_writer : nullptr);
+                    &*progress, operator_threads(model, options), side_writer ? &*side_writer : nullptr);
   }
   // Frames converted on the model's device for the writer (Note [Colour conversion on the GPU]); none when
   // the quality meter or the side-by-side video needs RGB.
-  const TensorToFrame* converter() const { return references ? nullptr : device_converter(model, *writer); }
+  const TensorToFrame* converter() const { return references ? nullptr : writer->converter(); }
 };
 
 FinishingRun::FinishingRun(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -287,7 +292,8 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
     latent_frames += latents.size(2);
     sink.push(decoder.push(latents));
   };
-  ReaderStage reading(reader, capacity, &w.audio);  // declared last: its thread stops first when unwinding
+  // Declared last: its thread stops first when unwinding.
+  ReaderStage reading(reader, capacity, &w.audio, operator_threads(model, options));
 
   while (std::optional<VideoFrame> frame = reading.next()) {
     throw_if_interrupted();
@@ -342,7 +348,8 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   auto keep = [&](const torch::Tensor& latents) {
     if (has_frames(latents)) chunks.push_back(device.download(latents));
   };
-  ReaderStage reading(reader, frame_queue_capacity(info, chunking), nullptr);
+  ReaderStage reading(reader, frame_queue_capacity(info, chunking), nullptr,
+                      operator_threads(model, options));
   while (std::optional<VideoFrame> frame = reading.next()) {
     throw_if_interrupted();
     pts.push_back(frame->pts);

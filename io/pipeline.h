@@ -55,8 +55,9 @@ struct PipelineOptions {
   // Told the frames done so far in the run, from the thread that does them (the writer's for roundtrip and
   // decode, the model's for encode), quiet or not: a batch over devices draws one progress line for all.
   std::function<void(int64_t done)> frames_done;
-  // The decoder's threads and those of the reading and writing threads' LibTorch work (the encoder's are
-  // writer.threads); 0: FFmpeg's and LibTorch's own choice (Note [Host threads of a batch over devices]).
+  // The decoder's threads and those of the reading and writing threads' LibTorch operators (the encoder's are
+  // writer.threads); 0: FFmpeg's and LibTorch's choice (Note [Host threads of a batch over devices]). Beside
+  // a model on the CPU those operators run on one thread whatever this says (core/operator_threads.h).
   int host_threads = 0;
 };
 

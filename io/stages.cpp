@@ -1,10 +1,9 @@
 #include "io/stages.h"
 
 #include "core/error.h"
+#include "core/operator_threads.h"
 
 #include <chrono>
-
-#include <ATen/Parallel.h>
 
 namespace vaecodec::io {
 namespace {
@@ -17,8 +16,8 @@ double since(Clock::time_point start) {
 
 }  // namespace
 
-ReaderStage::ReaderStage(VideoReader& reader, size_t capacity, PacketQueue* audio)
-    : reader_(reader), frames_(capacity), audio_(audio) {
+ReaderStage::ReaderStage(VideoReader& reader, size_t capacity, PacketQueue* audio, int operator_threads)
+    : reader_(reader), operator_threads_(operator_threads), frames_(capacity), audio_(audio) {
   if (audio_) reader_.set_audio_sink([this](PacketPtr packet) { audio_->push(std::move(packet)); });
   thread_ = std::thread([this] { run(); });
 }
@@ -29,7 +28,7 @@ ReaderStage::~ReaderStage() {
 }
 
 void ReaderStage::run() {
-  if (reader_.threads() > 0) at::set_num_threads(reader_.threads());  // this thread's own parallel work
+  core::set_operator_threads(operator_threads_);
   try {
     VideoFrame frame;
     for (;;) {
@@ -65,8 +64,9 @@ torch::Tensor side_by_side_frame(const torch::Tensor& input, const torch::Tensor
 }
 
 WriterStage::WriterStage(VideoWriter& writer, size_t capacity, PacketQueue* audio, QualityMeter* meter,
-                         Progress* progress, VideoWriter* side_by_side)
+                         Progress* progress, int operator_threads, VideoWriter* side_by_side)
     : writer_(writer),
+      operator_threads_(operator_threads),
       frames_(capacity),
       audio_(audio),
       meter_(meter),
@@ -86,8 +86,7 @@ void WriterStage::drain_audio() {
 }
 
 void WriterStage::run() {
-  if (writer_.host_threads() > 0)
-    at::set_num_threads(writer_.host_threads());  // this thread's own parallel work
+  core::set_operator_threads(operator_threads_);
   try {
     while (std::optional<OutputFrame> frame = frames_.pop()) {
       auto start = Clock::now();

@@ -48,7 +48,9 @@ struct StageTimes {
 // Runs a VideoReader on a thread of its own.
 class ReaderStage {
  public:
-  ReaderStage(VideoReader& reader, size_t capacity, PacketQueue* audio);
+  // operator_threads: the thread's LibTorch CPU operators' threads (Note [Operator threads of a helper
+  // thread] in core/operator_threads.h); 0: LibTorch's choice.
+  ReaderStage(VideoReader& reader, size_t capacity, PacketQueue* audio, int operator_threads);
   ~ReaderStage();
   ReaderStage(const ReaderStage&) = delete;
   ReaderStage& operator=(const ReaderStage&) = delete;
@@ -61,6 +63,7 @@ class ReaderStage {
   void run();
   StageTimes times_;
   VideoReader& reader_;
+  int operator_threads_;
   BoundedQueue<VideoFrame> frames_;
   PacketQueue* audio_;
   std::exception_ptr error_;
@@ -91,8 +94,9 @@ torch::Tensor side_by_side_frame(const torch::Tensor& input, const torch::Tensor
 class WriterStage {
  public:
   // `side_by_side`: a second writer for Note [Side by side] (frames must carry their reference); null: none.
+  // operator_threads: as ReaderStage's.
   WriterStage(VideoWriter& writer, size_t capacity, PacketQueue* audio, QualityMeter* meter,
-              Progress* progress, VideoWriter* side_by_side = nullptr);
+              Progress* progress, int operator_threads, VideoWriter* side_by_side = nullptr);
   ~WriterStage();
   WriterStage(const WriterStage&) = delete;
   WriterStage& operator=(const WriterStage&) = delete;
@@ -115,6 +119,7 @@ class WriterStage {
   void drain_audio();
   void rethrow();
   VideoWriter& writer_;
+  int operator_threads_;
   BoundedQueue<OutputFrame> frames_;
   PacketQueue* audio_;
   QualityMeter* meter_;

@@ -73,8 +73,8 @@ struct ReaderOptions {
   // [Colour conversion of the input on the GPU] in io/colour.h); frame_rgb makes their RGB where it is
   // needed.
   bool yuv_planes = false;
-  // Decoder threads, and the threads of LibTorch's host work on the reading thread (its frame copies); 0:
-  // FFmpeg's and LibTorch's own choice (Note [Host threads of a batch over devices] in io/pipeline.h).
+  // Decoder threads; 0: FFmpeg's choice (Note [Host threads of a batch over devices] in io/pipeline.h; the
+  // reading thread's LibTorch operators are ReaderStage's).
   int threads = 0;
 };
 
@@ -103,7 +103,6 @@ struct DecodeDamage {
 class VideoReader {
  public:
   explicit VideoReader(const std::filesystem::path& path, ReaderOptions options = {});
-  int threads() const { return options_.threads; }  // ReaderOptions::threads
   VideoReader(const VideoReader&) = delete;
   VideoReader& operator=(const VideoReader&) = delete;
 

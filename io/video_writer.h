@@ -27,9 +27,6 @@ struct WriterOptions {
   // 10-bit), else the closest one it takes.
   AVPixelFormat pixel_format = AV_PIX_FMT_NONE;
   int threads = 0;  // encoder threads; 0: FFmpeg's choice
-  // Threads of LibTorch's host work on the writing thread; 0: LibTorch's own choice (Note [Host threads of a
-  // batch over devices] in io/pipeline.h).
-  int host_threads = 0;
   // The encoder's own options, as ffmpeg takes them after -c:v: "key=value:key=value" (e.g.
   // "rc-lookahead=10:x264-params=sliced-threads=1" for x264, "slices=4" for ffv1). Checked against the
   // encoder's option table when the writer is made; empty: none.
@@ -48,7 +45,6 @@ class VideoWriter {
               WriterOptions options, const std::vector<AudioStream>& audio = {});
   VideoWriter(const VideoWriter&) = delete;
   VideoWriter& operator=(const VideoWriter&) = delete;
-  int host_threads() const { return options_.host_threads; }  // WriterOptions::host_threads
 
   // rgb: [3, H, W] float on the CPU, [-1, 1] (Note [Colour] for values beyond); pts and duration in the
   // format's time base.

@@ -195,6 +195,28 @@ TEST_CASE("cli roundtrip: --json summary, --metrics and weights from VAECODEC_WE
   CHECK(std::count(text.begin(), text.end(), '\n') == 7);  // header and six frames
 }
 
+// Note [Colour conversion on the GPU] (io/pipeline.cpp): a CPU run converts its frames to the output's
+// Y'CbCr in the model's thread, a chunk at a time; with --metrics the writer converts each frame's RGB. Both
+// must write the same video.
+TEST_CASE("cli roundtrip: frames converted beside the model and by the writer make the same video", "[cli]") {
+  ScratchDir dir;
+  const auto in =
+      make_clip(dir / "in.mp4", kTestsrc + "70x42:rate=24 -frames:v 9 -c:v libx264 -pix_fmt yuv420p");
+  const CliResult chunks = roundtrip(in, dir / "chunks.mkv", "--codec ffv1 --device cpu");
+  REQUIRE(chunks.status == 0);
+  const CliResult frames =
+      roundtrip(in, dir / "frames.mkv", "--codec ffv1 --device cpu --metrics " + quote(dir / "q.json"));
+  REQUIRE(frames.status == 0);
+  // The coded values, plane by plane (the files differ in Matroska's random segment id).
+  const std::array<torch::Tensor, 3> a = read_planes(dir / "chunks.mkv"), b = read_planes(dir / "frames.mkv");
+  for (int p = 0; p < 3; ++p) {
+    INFO("plane " << p);
+    REQUIRE(a[p].size(0) == 9);
+    CHECK(torch::equal(a[p], b[p]));
+  }
+  CHECK(a[0].to(torch::kFloat).std().item<double>() > 10);  // a picture, not a flat field
+}
+
 TEST_CASE("cli encode/decode: latent files reproduce the round trip", "[cli]") {
   ScratchDir dir;
   const auto in = make_clip(dir / "vfr.mkv", kTestsrc +
