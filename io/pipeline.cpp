@@ -194,15 +194,14 @@ struct FinishingRun::State {
   void open(const fs::path& output, const VideoFormat& format, const std::vector<AudioStream>& audio_streams,
             const char* label, int64_t frames, size_t capacity, bool with_references) {
     temp.emplace(output);
-    const WriterOptions& writer_options = options.writer;
-    writer.emplace(temp->path(), output, format, writer_options, audio_streams);
+    writer.emplace(temp->path(), output, format, options.writer, audio_streams);
     references = with_references && wants_references(options);
     if (references && !options.metrics.empty()) meter.emplace();
     if (references && !options.side_by_side.empty()) {
       VideoFormat wide = format;
       wide.width *= 3;
       side_temp.emplace(options.side_by_side);
-      side_writer.emplace(side_temp->path(), options.side_by_side, wide, writer_options);
+      side_writer.emplace(side_temp->path(), options.side_by_side, wide, options.writer);
     }
     progress.emplace(label, frames, progress_options(options));
     writing.emplace(*writer, capacity, audio_streams.empty() ? nullptr : &audio, meter ? &*meter : nullptr,
