@@ -39,6 +39,10 @@ struct ChunkOptions {
   // memory goes back a few frames at a time); the run then returns nothing for them. Unset: they are
   // returned when the window is done.
   std::function<void(const torch::Tensor& frames)> emit;
+  // With `emit`: the caller keeps 8 bits of each colour at most (an 8-bit video), so a window of tiles
+  // through time in host memory may wait as 8-bit RGB, and `emit` gets the float32 values of its 8-bit frames
+  // (Note [A window held in 8 bits] in core/split/eight_bit_window.h).
+  bool emit_8bit = false;
   // Where the chunks run, as the plan names it (Plan::split); make_split refuses options that do not fit it
   // (tiles that cut the frame for kWhole, fewer than two bands for kBands, tiles not through time for
   // kExactTiles).
@@ -49,8 +53,8 @@ struct ChunkOptions {
 
   // A plan's chunks and tiles, split across `bands` when there are two or more.
   static ChunkOptions of(const Plan& plan, std::vector<BandPlace> bands = {}) {
-    return {plan.chunk,       plan.tiles, plan.offload, plan.window, plan.window_store,
-            std::move(bands), {},         {},           plan.split,  plan.resident_cache};
+    return {plan.chunk, plan.tiles, plan.offload, plan.window, plan.window_store,  std::move(bands),
+            {},         {},         false,        plan.split,  plan.resident_cache};
   }
 };
 

@@ -21,8 +21,10 @@ namespace {
 //   host:   kHostBase, what the caller holds there (PlannerOptions::host_reserved_bytes), the window's
 //           frames where they wait there (then the device holds a decode tile's frames of the window, or an
 //           encode chunk of whole frames, and host memory two decode tiles' frames on their way into the
-//           window) with their pinned blocks' rounding (Note [Pinned blocks] in core/plan_model.cpp), every
-//           tile's cache where windows are shorter than the clip
+//           window) with their pinned blocks' rounding (Note [Pinned blocks] in core/plan_model.cpp), or,
+//           for a decode to an 8-bit video (PlannerOptions::output_8bit), the window in 8 bits, one tile's
+//           8-bit frames and the overlap bands' sums (Note [A window held in 8 bits] in
+//           core/split/eight_bit_window.h), every tile's cache where windows are shorter than the clip
 //   time:   the model's FLOPs times the grid's work (VaeModel::tile_work: the margins' extra pixels, block by
 //           block) at the family's calibrated rate, the whole frame's attention (Note [Plan cost]: the
 //           whole-frame part runs it untiled), kCallSeconds per model call (every tile and the
@@ -246,13 +248,20 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
               gathers += static_cast<double>(g.count()) * std::ceil(frames_of_clip / static_cast<double>(n));
             }
             // A decode's window and two tiles' frames on their way into it (Note [Windows in host memory]).
-            host_frames += host_window ? frames + (encode ? 0.0 : 2.0 * staging) : 0.0;
-            // Their pinned blocks round up (Note [Pinned blocks] in core/plan_model.cpp): an encode window
-            // comes in pieces of one chunk, a decode window is one block, and so is each tile's frames.
-            if (host_window && encode) {
-              const double piece = 3.0 * static_cast<double>(tf * n) * pixels * size;
-              rounding += std::ceil(w_frames / static_cast<double>(n)) * (pinned_block(piece) - piece);
-            } else if (host_window) {
+            // Held in 8 bits (Note [A window held in 8 bits] in core/split/eight_bit_window.h): the window in
+            // paged memory, one tile's frames in a buffer of their size, and the sums of the overlap bands.
+            const bool eight = host_window && !encode && options.output_8bit;
+            const double bands =
+                g.exact ? 0.0 : static_cast<double>(((g.rows - 1) * lw + (g.cols - 1) * lh) * g.overlap) * f2;
+            if (eight)
+              host_frames +=
+                  (frames + staging) / size + 3.0 * static_cast<double>(tf) * w_frames * bands * size;
+            else
+              host_frames += host_window ? frames + (encode ? 0.0 : 2.0 * staging) : 0.0;
+            // A decode window's pinned block rounds up (Note [Pinned blocks] in core/plan_model.cpp), and so
+            // does each tile's frames; an encode window's chunks are locked at their own size, and so are an
+            // 8-bit window's buffers.
+            if (host_window && !encode && !eight) {
               rounding += pinned_block(frames) - frames + 2.0 * (pinned_block(staging) - staging);
             }
             uploads += host_window && encode ? frames * static_cast<double>(g.count() - 1) : 0.0;

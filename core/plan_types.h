@@ -55,6 +55,9 @@ struct PlannerOptions {
   // Host memory held outside the run: a file run's reader, writer and video encoder (Note [A file run's host
   // memory] in io/run_plan.cpp), counted in every plan's host estimate.
   int64_t host_reserved_bytes = 0;
+  // A decode's frames go to an 8-bit video: a window of tiles through time in host memory waits as 8-bit RGB
+  // (Note [A window held in 8 bits] in core/split/eight_bit_window.h).
+  bool output_8bit = false;
   // The share of the budget kept free for the allocator's fragmentation: plans are made for the rest.
   double margin = 0.15;
   // Where the budget comes from when it was not given (e.g. "free of 79.2 GiB"), for the plan line.

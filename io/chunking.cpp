@@ -97,6 +97,10 @@ void DecodedFrameSink::add_timing(int64_t pts, int64_t duration, torch::Tensor r
   timings_.push_back({pts, duration, std::move(reference)});
 }
 
+bool DecodedFrameSink::keeps_8_bits() const {
+  return converter_ && converter_->bits() <= 8;
+}
+
 void DecodedFrameSink::push(const torch::Tensor& video) {
   if (!has_frames(video)) return;
   const int64_t frames = video.size(2);

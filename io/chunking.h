@@ -79,6 +79,9 @@ class DecodedFrameSink {
   // padding's, Note [Padding]).
   int64_t frames_timed() const { return emitted_ + static_cast<int64_t>(timings_.size()); }
   int64_t dropped() const { return dropped_; }
+  // The frames go to a video of 8 bits of each colour at most, converted where the model ran
+  // (ChunkOptions::emit_8bit).
+  bool keeps_8_bits() const;
 
  private:
   struct Timing {

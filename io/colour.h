@@ -130,6 +130,8 @@ class TensorToFrame {
   std::array<torch::Tensor, 3> quantize(const torch::Tensor& rgb) const;
   // One frame's planes as quantize() makes them, on the CPU, into `out` (a writable frame as above).
   void write_planes(const std::array<torch::Tensor, 3>& planes, AVFrame* out);
+  // Bits of each sample quantize() writes.
+  int bits() const { return planar_bits(); }
 
  private:
   AVPixelFormat format_;

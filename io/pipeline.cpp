@@ -62,6 +62,7 @@ core::ChunkOptions decoding(core::ChunkOptions chunks, Progress& progress, Decod
     progress.update(std::min(frames, sink.frames_timed()));
   };
   chunks.emit = [&sink](const torch::Tensor& frames) { sink.push(frames); };
+  chunks.emit_8bit = sink.keeps_8_bits();  // Note [A window held in 8 bits] in core/split/eight_bit_window.h
   return chunks;
 }
 
@@ -118,9 +119,25 @@ int operator_threads(const core::VaeModel& model, const PipelineOptions& options
   return model.device().is_cuda() ? options.host_threads : 1;
 }
 
-// latent_frames: the clip's length where known (0 where not).
-RunPlanOptions run_plan_options(const PipelineOptions& o, int64_t latent_frames = 0) {
-  return {o.memory, o.bands, o.chunk, o.quiet, latent_frames, o.writer.threads, o.host_threads, o.planned};
+// Whether a video written from frames of `source`'s format keeps 8 bits of each colour at most, as far as it
+// is known before the writer is made (its encoder may take another format: the run goes by the writer's
+// converter, DecodedFrameSink::keeps_8_bits); no where frames go to a quality meter or a side-by-side video.
+bool eight_bit_output(const PipelineOptions& o, AVPixelFormat source) {
+  if (wants_references(o)) return false;
+  const AVPixelFormat format = o.writer.pixel_format != AV_PIX_FMT_NONE ? o.writer.pixel_format : source;
+  const AVPixFmtDescriptor* d = av_pix_fmt_desc_get(format);
+  return d && d->nb_components >= 3 && d->comp[0].depth <= 8;
+}
+
+// latent_frames: the clip's length where known (0 where not); output: the pixel format the output would
+// copy (AV_PIX_FMT_NONE: no video is written).
+RunPlanOptions run_plan_options(const PipelineOptions& o, int64_t latent_frames = 0,
+                                AVPixelFormat output = AV_PIX_FMT_NONE) {
+  return {o.memory,       o.bands,
+          o.chunk,        o.quiet,
+          latent_frames,  o.writer.threads,
+          o.host_threads, output != AV_PIX_FMT_NONE && eight_bit_output(o, output),
+          o.planned};
 }
 
 // The latent frames of a clip of `frames` frames (0: not known).
@@ -272,9 +289,10 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
                              options.host_threads});
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
-  const core::Plan memory_plan = plan_memory(
-      model, core::Op::kRoundtrip, geometry,
-      run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor)));
+  const core::Plan memory_plan =
+      plan_memory(model, core::Op::kRoundtrip, geometry,
+                  run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor),
+                                   format.pixel_format));
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
@@ -424,7 +442,8 @@ static FinishingRun start_decode_once(core::VaeModel& model, const fs::path& inp
   const DecodePlan plan = plan_decode(file, info, input, options.fps);
   const Geometry geometry = Geometry::of(info, plan.format.width, plan.format.height);
   const core::Plan memory_plan =
-      plan_memory(model, core::Op::kDecode, geometry, run_plan_options(options, file.latents.size(2)));
+      plan_memory(model, core::Op::kDecode, geometry,
+                  run_plan_options(options, file.latents.size(2), plan.format.pixel_format));
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   core::Device& device = core::Device::of(model.device());

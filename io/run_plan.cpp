@@ -13,6 +13,7 @@
 #include "core/plan_model.h"
 #include "core/sizes.h"
 #include "io/log.h"
+#include "io/video_reader.h"
 
 namespace vaecodec::io {
 namespace {
@@ -84,7 +85,7 @@ core::Plan plan_bands(core::VaeModel& model, core::Op op, const Geometry& geomet
 //     3 bytes per pixel (8-bit 4:4:4 at most).
 //   the reader's queue of float32 RGB frames in pinned blocks, rounded up to a power of two (Note [Pinned
 //     blocks] in core/plan_model.cpp), one chunk and one more, and the H.264 decoder's frames: one per thread
-//     (up to 16, as FFmpeg takes them) and 16 references, 1.5 bytes per pixel.
+//     (Note [The reader's decoder threads] in io/video_reader.cpp) and 16 references, 1.5 bytes per pixel.
 // At 4K these are 2.9 GB for a decode and 1.1 GB for an encode, which the H200's file rows held beyond the
 // estimate before it counted them (docs/benchmarks.md, "On one H200 at 051e5a3"). The planner adds them to
 // every plan's host estimate (PlannerOptions::host_reserved_bytes).
@@ -102,7 +103,8 @@ int64_t pipeline_host_bytes(core::Op op, const Geometry& geometry, const RunPlan
   }
   if (op != core::Op::kDecode) {
     const double frame = 3.0 * 4.0 * pixels;
-    const double threads = options.decoder_threads > 0 ? options.decoder_threads : std::min(16.0, cores + 1);
+    const double threads =
+        reader_threads(options.decoder_threads, geometry.padded_width, geometry.padded_height);
     bytes +=
         (queue + 1) * core::plan_model::pinned_block(frame) + (threads + kDecoderReferences) * 1.5 * pixels;
   }
@@ -123,6 +125,7 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
   if (!options.bands.empty()) return plan_bands(model, op, geometry, options);
   core::PlannerOptions planner = core::settle_budget(model, *options.memory);
   planner.host_reserved_bytes += pipeline_host_bytes(op, geometry, options);
+  planner.output_8bit = options.output_8bit && op != core::Op::kEncode;
   const core::PlanTarget target{op, geometry.padded_width, geometry.padded_height, options.latent_frames};
   if (options.planned) *options.planned = core::plan_request(model, target);
   const core::Plan plan = core::plan_for(model, target, planner);

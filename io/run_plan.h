@@ -25,6 +25,8 @@ struct RunPlanOptions {
   // choice. They size what the run's reader and writer hold in host memory (Note [A file run's host memory]).
   int encoder_threads = 0;
   int decoder_threads = 0;
+  // The output video keeps 8 bits of each colour at most (PlannerOptions::output_8bit).
+  bool output_8bit = false;
   // Where given, gets the request planned (one device's, or one band's): the caller's, for the message of a
   // run that keeps running out of memory once the failed attempt's state is gone.
   std::optional<core::PlanRequest>* planned = nullptr;

@@ -73,10 +73,15 @@ struct ReaderOptions {
   // [Colour conversion of the input on the GPU] in io/colour.h); frame_rgb makes their RGB where it is
   // needed.
   bool yuv_planes = false;
-  // Decoder threads; 0: FFmpeg's choice (Note [Host threads of a batch over devices] in io/pipeline.h; the
-  // reading thread's LibTorch operators are ReaderStage's).
+  // Decoder threads; 0: reader_threads' choice by the frame size (Note [The reader's decoder threads] in
+  // io/video_reader.cpp; Note [Host threads of a batch over devices] in io/pipeline.h; the reading thread's
+  // LibTorch operators are ReaderStage's).
   int threads = 0;
 };
+
+// The decoder threads a reader told `threads` (0: not told) takes on this host for frames of width x height
+// (Note [The reader's decoder threads] in io/video_reader.cpp).
+int reader_threads(int threads, int64_t width, int64_t height);
 
 // What the reader could not decode (Note [Damaged input]).
 struct DecodeDamage {

@@ -108,6 +108,8 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op
   if (crop_ && grid_.exact) throw Error("exact tiles are not crop tiles");
   if (chunk_ < 1) throw Error("chunk length must be at least 1 latent frame");
   if (places_.size() < 2) places_ = {{&model_, &device_}};
+  // Note [A window held in 8 bits]
+  eight_bit_ = op == Op::kDecode && hooks_.emit && hooks_.emit_8bit && places_.size() == 1 && host_window_;
   // Blended tiles add into the frames they share: one place, one tile at a time.
   if (places_.size() > 1 && !grid_.exact) throw Error("blended tiles through time run on one device");
   check_places(places_, "tile place");
@@ -229,14 +231,18 @@ torch::Tensor ExactTiles::finish() {
 // tile and chunk). A decode tile writes its frames for the whole window into one tensor on the device, which
 // comes down in one copy when the tile is done and is placed into the window's frames by a worker thread
 // while the next tile runs; a tile done before the one before it is placed waits for it, so that host
-// memory holds the window's frames and two tiles' frames at most (the planner counts them).
+// memory holds the window's frames and two tiles' frames at most (the planner counts them). A window held in
+// 8 bits takes one tile's 8-bit frames at a time, placed in the tiles' order (Note [A window held in 8
+// bits] in core/split/eight_bit_window.h).
 torch::Tensor ExactTiles::keep(const torch::Tensor& x) const {
   const torch::ScalarType dtype =
       op_ == Op::kEncode ? model_.dtype() : x.scalar_type();  // latents stay as they are
   if (host_window_ && op_ == Op::kEncode) {
     const torch::Tensor time_major = x.to(dtype).permute({0, 2, 1, 3, 4});
+    // Each chunk in page-locked memory of its own size: a 4K chunk of four frames in bf16 is 190 MiB, which
+    // LibTorch's pinned allocator would round up to 256 (1.1 GiB more over 81 frames).
     torch::Tensor host = device_.torch_device().is_cuda()
-                             ? device_.host_like(time_major.contiguous())
+                             ? device_.pinned_exact_like(time_major.contiguous())
                              : torch::empty(time_major.sizes(), time_major.options().device(torch::kCPU));
     host.copy_(time_major);
     return host.permute({0, 2, 1, 3, 4});
@@ -373,14 +379,24 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   const auto where =
       host_window_ ? options.device(torch::kCPU).pinned_memory(cuda) : options.device(device_.torch_device());
   // Blended tiles add into the frames (Note [Norms of tiles through time]).
-  torch::Tensor out = torch::empty(sizes, where);
-  if (!grid_.exact) out.zero_();
+  torch::Tensor out;
+  if (eight_bit_) {  // Note [A window held in 8 bits]
+    std::vector<Area> areas;
+    for (const Tile& t : tiles_)
+      areas.push_back({{t.interior.rows.begin * f, t.interior.rows.end * f},
+                       {t.interior.cols.begin * f, t.interior.cols.end * f}});
+    eight_ = std::make_unique<EightBitWindow>(sizes, model_.dtype(), std::move(areas), !grid_.exact);
+  } else {
+    out = torch::empty(sizes, where);
+    if (!grid_.exact) out.zero_();
+  }
   steps_ = static_cast<int64_t>(tiles_.size() * (chunks.size() + (ends ? 1 : 0)));
   if (places_.size() == 1) {
     std::vector<Tile*> all;
     for (Tile& tile : tiles_) all.push_back(&tile);
     decode_tiles(all, features, chunks, out, more, static_cast<bool>(hooks_.emit));
-    return hooks_.emit || out.size(2) == 0 ? torch::Tensor() : out;
+    eight_.reset();  // all of it emitted
+    return hooks_.emit || window_frames_ == 0 ? torch::Tensor() : out;
   }
   on_places([&](const std::vector<Tile*>& mine) {  // Note [Exact tiles across devices]
     if (mine.empty()) return;
@@ -388,21 +404,24 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
     const bool here = !features.defined() || where == features.device() || features.device().is_cpu();
     decode_tiles(mine, here ? features : features.to(where), chunks, out, more, false);
   });
-  if (!hooks_.emit) return out.size(2) == 0 ? torch::Tensor() : out;
+  if (!hooks_.emit) return window_frames_ == 0 ? torch::Tensor() : out;
   emit(out);
   return {};
 }
 
 void ExactTiles::emit(const torch::Tensor& frames) const {
   if (frames.size(2) == 0) return;  // a chunk that settled none (Note [Held-back frames of exact tiles])
+  const bool eight = frames.scalar_type() == torch::kUInt8;  // Note [A window held in 8 bits]
   if (!frames.device().is_cpu() || !device_.torch_device().is_cuda()) {
-    hooks_.emit(frames);
+    hooks_.emit(eight ? EightBitWindow::expand(frames) : frames);
     return;
   }
   constexpr int64_t kFramesPerUpload = 4;
   for (int64_t at = 0; at < frames.size(2); at += kFramesPerUpload) {
     const int64_t n = std::min(kFramesPerUpload, frames.size(2) - at);
-    hooks_.emit(frames.narrow(2, at, n).to(device_.torch_device(), /*non_blocking=*/frames.is_pinned()));
+    const torch::Tensor up =
+        frames.narrow(2, at, n).to(device_.torch_device(), /*non_blocking=*/frames.is_pinned());
+    hooks_.emit(eight ? EightBitWindow::expand(up) : up);
   }
 }
 
@@ -412,38 +431,50 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
   const int64_t f = model_.info().spatial_factor;
   const bool host = host_window_;
   const bool ends = !more && model_.info().decode_lag > 0;  // Note [Held-back frames of exact tiles]
+  EightBitWindow* eight = eight_.get();                     // Note [A window held in 8 bits]
+  const int64_t frames = window_frames_;
   std::vector<std::unique_ptr<Task>>
       placing;          // tiles' frames going into `out` (Note [Windows in host memory])
   std::mutex blending;  // blended tiles' placings add into frames they share
+  auto placed = [&] {   // waits for every placing
+    for (auto& p : placing) p->get();
+    placing.clear();
+  };
   for (Tile* tile : mine) {
     unpark(*tile);
     Device& device = *tile->place.device;
+    const size_t index = static_cast<size_t>(tile - tiles_.data());
     const Area pixels{{tile->interior.rows.begin * f, tile->interior.rows.end * f},
                       {tile->interior.cols.begin * f, tile->interior.cols.end * f}};
     // The last tile hands each chunk's frames over as it finishes them (Note [A window's edges stream]);
     // in host memory, once the other tiles' frames are in place.
     const bool emitting = emit_last && tile == mine.back();
-    if (emitting) {
-      for (auto& p : placing) p->get();
-      placing.clear();
-    }
+    if (emitting) placed();
     // The tile's frames of the window wait on its device (none: nothing to stage).
-    const bool stage = host && !emitting && out.size(2) > 0;
+    const bool stage = host && !emitting && frames > 0;
+    const torch::ScalarType dtype = eight ? model_.dtype() : out.scalar_type();
     torch::Tensor tile_frames;
     int64_t frame = 0;
     auto take = [&](const torch::Tensor& model_out) {  // a chunk's frames (or the end's), where they go
       const torch::Tensor y = written(*tile, model_out, f);
-      if (frame + y.size(2) > out.size(2))
+      if (frame + y.size(2) > frames)
         throw Error(model_.info().family + ": a tile made more frames than its window's " +
-                    std::to_string(out.size(2)));
+                    std::to_string(frames));
       if (stage && !tile_frames.defined())
-        tile_frames = torch::empty({y.size(0), y.size(1), out.size(2), y.size(3), y.size(4)},
-                                   y.options().dtype(out.scalar_type()));
+        tile_frames =
+            torch::empty({y.size(0), y.size(1), frames, y.size(3), y.size(4)}, y.options().dtype(dtype));
       if (stage)
         tile_frames.narrow(2, frame, y.size(2)).copy_(y);
+      else if (eight)
+        eight->place(eight->bring_down(index, frame, y, device));
       else
         put(crop(out, frame, y.size(2), pixels), y);
-      if (emitting) emit(out.narrow(2, frame, y.size(2)));
+      if (emitting && eight) {
+        emit(eight->frames(frame, y.size(2)));
+        eight->release(frame + y.size(2));  // on the device now (Note [A window held in 8 bits])
+      } else if (emitting) {
+        emit(out.narrow(2, frame, y.size(2)));
+      }
       frame += y.size(2);
       count_step();
     };
@@ -467,10 +498,20 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
       else
         count_step();
     }
-    if (frame != out.size(2))
+    if (frame != frames)
       throw Error(model_.info().family + ": a tile made " + std::to_string(frame) +
-                  " frames of its window's " + std::to_string(out.size(2)));
-    if (stage) {
+                  " frames of its window's " + std::to_string(frames));
+    if (stage && eight) {
+      // In the tiles' order, one tile's 8-bit frames in host memory at a time: the one before was placed
+      // while this one ran.
+      placed();
+      auto down = std::make_shared<EightBitWindow::Down>(eight->bring_down(index, 0, tile_frames, device));
+      tile_frames = torch::Tensor();
+      placing.push_back(std::make_unique<Task>(torch::kCPU, [eight, down] {
+        torch::InferenceMode guard;
+        eight->place(*down);
+      }));
+    } else if (stage) {
       const torch::Tensor down = to_host_now(tile_frames, device);
       placing.push_back(std::make_unique<Task>(torch::kCPU, [this, &out, &blending, down, pixels] {
         torch::InferenceMode guard;  // `out` was made under it
@@ -491,7 +532,7 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
     else
       tile->cache.clear();
   }
-  for (auto& p : placing) p->get();
+  placed();
 }
 
 }  // namespace vaecodec::core

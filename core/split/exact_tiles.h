@@ -13,6 +13,7 @@
 #include "core/op.h"
 #include "core/place.h"
 #include "core/plan_types.h"
+#include "core/split/eight_bit_window.h"
 #include "core/split/parking.h"
 #include "core/split/places.h"
 #include "core/split/split.h"
@@ -138,6 +139,10 @@ class ExactTiles : public Split {
   struct Hooks {
     std::function<void(int64_t)> progress;           // frames done so far, as each tile finishes a chunk
     std::function<void(const torch::Tensor&)> emit;  // decode: frames as they become final, in order
+    // Decode with `emit`: the caller keeps 8 bits of each colour at most, so a window in host memory waits
+    // as 8-bit RGB (Note [A window held in 8 bits] in core/split/eight_bit_window.h). (No initialiser: the
+    // constructor's default argument needs Hooks complete; `{}` makes it false.)
+    bool emit_8bit;
   };
   // grid: its rows and cols are the partition; chunk: latent frames per trunk call; window: latent frames
   // per window, 0 for the whole clip; store: where the window waits (Plan::window_store): its frames (decode
@@ -203,7 +208,8 @@ class ExactTiles : public Split {
   int64_t first_chunk_frames() const;
   int64_t later_chunk_frames() const;
   // Hands decoded frames to Hooks::emit on the run's device: a window kept in host memory goes back a few
-  // frames at a time (to be converted where the model ran, as every other split's frames are).
+  // frames at a time (to be converted where the model ran, as every other split's frames are); 8-bit ones
+  // as the float32 values they stand for.
   void emit(const torch::Tensor& frames) const;
   // Counts a tile chunk of the window done and, with `report`, tells Hooks::progress (from any place's
   // thread; the lead's chunks were told when they ran).
@@ -218,8 +224,11 @@ class ExactTiles : public Split {
   int64_t window_;  // latent frames per window; 0: the whole clip
   bool host_window_;
   bool host_features_;
-  std::vector<BandPlace> places_;    // one, or those sharing the tiles out
-  std::unique_ptr<Places> workers_;  // with several places: one worker each
+  // A decode window waits as 8-bit RGB (Note [A window held in 8 bits]): in host memory, emitted, one place.
+  bool eight_bit_ = false;
+  std::unique_ptr<EightBitWindow> eight_;  // the window in hand, when 8-bit
+  std::vector<BandPlace> places_;          // one, or those sharing the tiles out
+  std::unique_ptr<Places> workers_;        // with several places: one worker each
   std::vector<Tile> tiles_;
   std::unique_ptr<WholeFrameBands> whole_;  // the whole-frame part, with its caches; null for crop tiles
   Pieces pending_;                          // the frames of the window being filled

@@ -48,7 +48,7 @@ std::unique_ptr<Split> make_split(VaeModel& model, Device& device, Op op, const 
     case SplitKind::kExactTiles:  // reports its own progress, inside its windows
       return std::make_unique<ExactTiles>(model, device, grid, op, chunks.latent_frames, chunks.window,
                                           chunks.window_store,
-                                          ExactTiles::Hooks{chunks.progress, chunks.emit},
+                                          ExactTiles::Hooks{chunks.progress, chunks.emit, chunks.emit_8bit},
                                           chunks.bands);  // a split whose bands do not fit
     case SplitKind::kBands:
       if (grid.tiled() && chunks.offload)
