@@ -250,7 +250,7 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             // A decode's window and two tiles' frames on their way into it (Note [Windows in host memory]).
             // Held in 8 bits (Note [A window held in 8 bits] in core/split/eight_bit_window.h): the window in
             // paged memory, one tile's frames in a buffer of their size, and the sums of the overlap bands.
-            const bool eight = host_window && !encode && options.output_8bit;
+            const bool eight = host_window && !encode && options.output_8bit && !g.exact;
             const double bands =
                 g.exact ? 0.0 : static_cast<double>(((g.rows - 1) * lw + (g.cols - 1) * lh) * g.overlap) * f2;
             if (eight)

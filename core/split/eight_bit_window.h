@@ -15,7 +15,7 @@ namespace vaecodec::core {
 // frames wait in host memory until then (Note [Tiles through time] in core/split/exact_tiles.h): at 4K x81
 // in bf16 that is 3.75 GiB, in one pinned block rounded up to 4 GiB, and two tiles' frames on their way in
 // beside it - the largest part of a file decode's host memory. Where the caller keeps 8 bits of each colour
-// at most (an 8-bit video: ChunkOptions::output_8bit), the window waits as 8-bit RGB in paged memory
+// at most (an 8-bit video: ChunkOptions::emit_8bit), the window waits as 8-bit RGB in paged memory
 // instead (1.9 GiB at 4K x81), and one tile's 8-bit frames at a time come down to it in a buffer of their
 // exact size.
 // A value is quantised as an 8-bit RGB writer quantises (io/colour.cpp): round(255 clamp((x + 1) / 2, 0, 1))
@@ -23,7 +23,11 @@ namespace vaecodec::core {
 // that window's, rounded to 8 bits, and go on as the float32 values 2 q / 255 - 1 they stand for: an 8-bit
 // RGB output is bit for bit what it was; an 8-bit Y'CbCr one is converted from the 8-bit RGB, one rounding
 // more (at most a code value), and RGB beyond the cube is clipped there (Note [Colour] in io/colour.h).
-// Where tiles blend (Note [Norms of tiles through time]) a pixel is final only once every tile covering it
+// Only tiles that blend (SeedVR2's: Note [Norms of tiles through time]) hold their window so: their frames
+// differ from the untiled run's by far more than one rounding (relative L2 0.09-0.12 on the trained SeedVR2,
+// docs/benchmarks.md, "SeedVR2's crop tiles"), while exact tiles keep the model's dtype, so that a tiled
+// file is the untiled file.
+// Where tiles blend a pixel is final only once every tile covering it
 // has added to it. The frame is cut into cells by every tile's edges: a cell of one tile is quantised on the
 // device before it comes down; a cell two or more tiles share is summed in the model's dtype in host memory,
 // each tile adding its weighted frames in the order the tiles run, as the window of that dtype adds them,

@@ -108,8 +108,9 @@ ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op
   if (crop_ && grid_.exact) throw Error("exact tiles are not crop tiles");
   if (chunk_ < 1) throw Error("chunk length must be at least 1 latent frame");
   if (places_.size() < 2) places_ = {{&model_, &device_}};
-  // Note [A window held in 8 bits]
-  eight_bit_ = op == Op::kDecode && hooks_.emit && hooks_.emit_8bit && places_.size() == 1 && host_window_;
+  // Note [A window held in 8 bits]: tiles that blend only; exact tiles keep the model's dtype.
+  eight_bit_ = op == Op::kDecode && hooks_.emit && hooks_.emit_8bit && places_.size() == 1 && host_window_ &&
+               !grid_.exact;
   // Blended tiles add into the frames they share: one place, one tile at a time.
   if (places_.size() > 1 && !grid_.exact) throw Error("blended tiles through time run on one device");
   check_places(places_, "tile place");
@@ -231,9 +232,10 @@ torch::Tensor ExactTiles::finish() {
 // tile and chunk). A decode tile writes its frames for the whole window into one tensor on the device, which
 // comes down in one copy when the tile is done and is placed into the window's frames by a worker thread
 // while the next tile runs; a tile done before the one before it is placed waits for it, so that host
-// memory holds the window's frames and two tiles' frames at most (the planner counts them). A window held in
-// 8 bits takes one tile's 8-bit frames at a time, placed in the tiles' order (Note [A window held in 8
-// bits] in core/split/eight_bit_window.h).
+// memory holds the window's frames and two tiles' frames at most (the planner counts them). Blended tiles,
+// which add where they overlap, and a window held in 8 bits (one tile's 8-bit frames at a time: Note [A
+// window held in 8 bits] in core/split/eight_bit_window.h) come down only once the tile before is placed, so
+// that they are placed in the tiles' order.
 torch::Tensor ExactTiles::keep(const torch::Tensor& x) const {
   const torch::ScalarType dtype =
       op_ == Op::kEncode ? model_.dtype() : x.scalar_type();  // latents stay as they are
@@ -512,6 +514,9 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
         eight->place(*down);
       }));
     } else if (stage) {
+      // Blended tiles add into the pixels they share: in the tiles' order, so that a pixel three or more
+      // tiles cover sums the same way every run (the one before was placed while this one ran).
+      if (!grid_.exact) placed();
       const torch::Tensor down = to_host_now(tile_frames, device);
       placing.push_back(std::make_unique<Task>(torch::kCPU, [this, &out, &blending, down, pixels] {
         torch::InferenceMode guard;  // `out` was made under it
