@@ -251,13 +251,14 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             // Held in 8 bits (Note [A window held in 8 bits] in core/split/eight_bit_window.h): the window in
             // paged memory, one tile's frames in a buffer of their size, and the sums of the overlap bands.
             const bool eight = host_window && !encode && options.output_8bit && !g.exact;
-            const double bands =
-                g.exact ? 0.0 : static_cast<double>(((g.rows - 1) * lw + (g.cols - 1) * lh) * g.overlap) * f2;
-            if (eight)
+            if (eight) {
+              const double bands =
+                  static_cast<double>(((g.rows - 1) * lw + (g.cols - 1) * lh) * g.overlap) * f2;
               host_frames +=
                   (frames + staging) / size + 3.0 * static_cast<double>(tf) * w_frames * bands * size;
-            else
+            } else {
               host_frames += host_window ? frames + (encode ? 0.0 : 2.0 * staging) : 0.0;
+            }
             // A decode window's pinned block rounds up (Note [Pinned blocks] in core/plan_model.cpp), and so
             // does each tile's frames; an encode window's chunks are locked at their own size, and so are an
             // 8-bit window's buffers.

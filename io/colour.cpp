@@ -8,6 +8,7 @@ extern "C" {
 }
 
 #include "core/error.h"
+#include "core/rgb_codes.h"
 #include "io/chroma.h"
 
 namespace vaecodec::io {
@@ -380,12 +381,11 @@ std::array<torch::Tensor, 3> TensorToFrame::quantize(const torch::Tensor& rgb) c
   const int bits = planar_bits();
   // Code values fit uint8 at 8 bits, int16 up to 15, int32 beyond (uint16 has few kernels on the GPU).
   const auto type = bits <= 8 ? torch::kUInt8 : bits <= 15 ? torch::kInt16 : torch::kInt32;
-  const torch::Tensor x = rgb.to(torch::kFloat).add(1.0).mul_(0.5);  // [0, 1] inside the gamut
+  const torch::Tensor x = core::unit_rgb(rgb);  // [0, 1] inside the gamut
   std::array<torch::Tensor, 3> planes;
   if (carries_rgb(format_)) {
     const double max = std::ldexp(1.0, bits) - 1.0;
-    for (int c = 0; c < 3; ++c)
-      planes[kGbrPlane[c]] = x.select(-3, c).clamp(0.0, 1.0).mul_(max).round_().to(type);
+    for (int c = 0; c < 3; ++c) planes[kGbrPlane[c]] = core::rgb_codes(x.select(-3, c), max, type);
     return planes;
   }
   const auto [kr, kb] = *luma_weights(colour_.matrix);

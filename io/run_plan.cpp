@@ -125,7 +125,7 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
   if (!options.bands.empty()) return plan_bands(model, op, geometry, options);
   core::PlannerOptions planner = core::settle_budget(model, *options.memory);
   planner.host_reserved_bytes += pipeline_host_bytes(op, geometry, options);
-  planner.output_8bit = options.output_8bit && op != core::Op::kEncode;
+  planner.output_8bit = options.output_8bit;
   const core::PlanTarget target{op, geometry.padded_width, geometry.padded_height, options.latent_frames};
   if (options.planned) *options.planned = core::plan_request(model, target);
   const core::Plan plan = core::plan_for(model, target, planner);

@@ -114,7 +114,8 @@ bool audio_is_readable(const AVCodecParameters* parameters) {
 // SeedVR2's 4K x81 encode in 24 GB on an H200 held 5971 MiB with 16 threads and 5685 MiB with 4. Small
 // frames cost little, and fast models want them read fast. So unless told, a reader keeps its threads'
 // frames within kFramesBudget: 16 threads up to about 1080p, 4 at 4K (where that encode's model waited 2.5
-// s of its 24 s for the reader, against 0.02 s with 16), never fewer than 4.
+// s of its 24 s for the reader, against 0.02 s with 16), never fewer than 4 - nor more than one per core and
+// one, as FFmpeg would take.
 int reader_threads(int threads, int64_t width, int64_t height) {
   if (threads > 0) return threads;
   constexpr double kFramesBudget = 48.0 * (1 << 20);
@@ -360,9 +361,10 @@ bool VideoReader::produce(AVFrame* out) {
 // Note [Cutting the input]: the audio of the span taken. `limited`: --frames stopped the video.
 void VideoReader::finish(bool limited) {
   finished_ = true;
-  // Nothing is decoded any more: the decoder's frames (about 33 at 4K with 16 threads, 0.4 GiB) go now, not
-  // when the reader does - a run that holds its window of frames until the clip has been read peaks after
-  // this point.
+  // Nothing is decoded any more: the decoder's frames go now, not when the reader does, so the rest of the
+  // run (a window's tiles after the clip has been read) goes without them. It saved little at the peak
+  // (42 MiB of a 4K encode in 24 GB: the run peaks while the last frames are read; Note [The reader's decoder
+  // threads] is what bounds that).
   decoder_.reset();
   filter_.reset();
   av_frame_unref(decoded_.get());

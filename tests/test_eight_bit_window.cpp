@@ -76,7 +76,7 @@ TEST_CASE("a window held in 8 bits hands on the model's window rounded to 8 bits
   }
 }
 
-TEST_CASE("an 8-bit window's Y'CbCr is within one code value of the wide window's inside the RGB cube",
+TEST_CASE("an 8-bit window's RGB video is the wide window's, its Y'CbCr within one code value in the cube",
           "[eight-bit]") {
   auto model = tiny_seedvr2();
   const auto video = halves_video(kRows, kCols, kFrames);
@@ -97,6 +97,11 @@ TEST_CASE("an 8-bit window's Y'CbCr is within one code value of the wide window'
     differ += d.gt(0).sum().item<int64_t>();
     samples += d.numel();
   }
+  // An 8-bit RGB video (planar GBR) is written bit for bit as from the wide window.
+  const io::TensorToFrame to_rgb(AV_PIX_FMT_GBRP, static_cast<int>(wide.size(3)),
+                                 static_cast<int>(wide.size(2)), io::ColourDetails{});
+  const auto c = to_rgb.quantize(wide), d = to_rgb.quantize(eight);
+  for (int p = 0; p < 3; ++p) CHECK(torch::equal(c[p], d[p]));
   const double share = static_cast<double>(differ) / static_cast<double>(samples);
   std::cout << "8-bit window: " << differ << " of " << samples << " Y'CbCr samples differ by one code value ("
             << share * 100 << "%)\n";

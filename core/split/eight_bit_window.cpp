@@ -10,6 +10,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "core/error.h"
+#include "core/rgb_codes.h"
 
 namespace vaecodec::core {
 
@@ -60,15 +61,8 @@ EightBitWindow::EightBitWindow(std::vector<int64_t> sizes, torch::ScalarType dty
 }
 
 torch::Tensor EightBitWindow::quantise(const torch::Tensor& x, torch::ScalarType dtype) {
-  // The window's value in its dtype, then io/colour.cpp's 8-bit RGB quantisation, operation for operation.
-  return x.to(dtype)
-      .to(torch::kFloat)
-      .add(1.0)
-      .mul_(0.5)
-      .clamp_(0.0, 1.0)
-      .mul_(255.0)
-      .round_()
-      .to(torch::kUInt8);
+  return rgb_codes(unit_rgb(x.to(dtype)), 255.0,
+                   torch::kUInt8);  // the window's value in its dtype, as written
 }
 
 torch::Tensor EightBitWindow::expand(const torch::Tensor& q) {

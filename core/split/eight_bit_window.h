@@ -18,22 +18,22 @@ namespace vaecodec::core {
 // at most (an 8-bit video: ChunkOptions::emit_8bit), the window waits as 8-bit RGB in paged memory
 // instead (1.9 GiB at 4K x81), and one tile's 8-bit frames at a time come down to it in a buffer of their
 // exact size.
-// A value is quantised as an 8-bit RGB writer quantises (io/colour.cpp): round(255 clamp((x + 1) / 2, 0, 1))
-// in float32, from the value the window in the model's dtype would have held. So the frames handed on are
-// that window's, rounded to 8 bits, and go on as the float32 values 2 q / 255 - 1 they stand for: an 8-bit
-// RGB output is bit for bit what it was; an 8-bit Y'CbCr one is converted from the 8-bit RGB, one rounding
-// more (at most a code value), and RGB beyond the cube is clipped there (Note [Colour] in io/colour.h).
-// Only tiles that blend (SeedVR2's: Note [Norms of tiles through time]) hold their window so: their frames
-// differ from the untiled run's by far more than one rounding (relative L2 0.09-0.12 on the trained SeedVR2,
-// docs/benchmarks.md, "SeedVR2's crop tiles"), while exact tiles keep the model's dtype, so that a tiled
-// file is the untiled file.
-// Where tiles blend a pixel is final only once every tile covering it
-// has added to it. The frame is cut into cells by every tile's edges: a cell of one tile is quantised on the
-// device before it comes down; a cell two or more tiles share is summed in the model's dtype in host memory,
-// each tile adding its weighted frames in the order the tiles run, as the window of that dtype adds them,
-// and quantised as its last tile adds its frames, then dropped. Only the overlap bands wait wide, each for
-// as long as its tiles run. During the last tile, the frames it hands on give their memory back as they go,
-// while the video encoder's own frames grow (x264 fills its pool of frames over the first few dozen).
+// A value is quantised as an 8-bit RGB writer quantises (core/rgb_codes.h, which io/colour.cpp writes with):
+// round(255 clamp((x + 1) / 2, 0, 1)) in float32, from the value the window in the model's dtype would have
+// held. So the frames handed on are that window's, rounded to 8 bits, and go on as the float32 values 2 q /
+// 255 - 1 they stand for: an 8-bit RGB output is bit for bit what it was; an 8-bit Y'CbCr one is converted
+// from the 8-bit RGB, one rounding more (at most a code value), and RGB beyond the cube is clipped there
+// (Note [Colour] in io/colour.h). Only tiles that blend (SeedVR2's: Note [Norms of tiles through time]) hold
+// their window so: their frames differ from the untiled run's by far more than one rounding (relative L2
+// 0.09-0.12 on the trained SeedVR2, docs/benchmarks.md, "SeedVR2's crop tiles"), while exact tiles keep the
+// model's dtype, so that a tiled file is the untiled file. Where tiles blend a pixel is final only once every
+// tile covering it has added to it. The frame is cut into cells by every tile's edges: a cell of one tile is
+// quantised on the device before it comes down; a cell two or more tiles share is summed in the model's dtype
+// in host memory, each tile adding its weighted frames in the order the tiles run, as the window of that
+// dtype adds them, and quantised as its last tile adds its frames, then dropped. Only the overlap bands wait
+// wide, each for as long as its tiles run. During the last tile, the frames it hands on give their memory
+// back as they go, while the video encoder's own frames grow (x264 fills its pool of frames over the first
+// few dozen).
 class EightBitWindow {
  public:
   // sizes: the window's frames [B, 3, T, H, W]; dtype: the model's (the dtype the window would have);
@@ -46,7 +46,7 @@ class EightBitWindow {
     size_t tile = 0;
     int64_t at = 0, frames = 0;
     torch::Tensor own;                  // its area quantised [B, 3, n, h, w]
-    std::vector<torch::Tensor> shared;  // its values in each cell it shares, in shared_cells(tile)'s order
+    std::vector<torch::Tensor> shared;  // its values in each cell it shares, in cells_of(tile)'s order
   };
   // Tile `tile`'s frames [at, at + n) of its area, `values` [B, 3, n, h, w] as a window of the model's dtype
   // would take them (weighted where tiles blend), on `device`: quantised there where the tile is alone,
@@ -75,7 +75,7 @@ class EightBitWindow {
     std::vector<size_t> tiles;  // the tiles covering it, in the order they run
     torch::Tensor sum;          // shared cells: the tiles' values so far [B, 3, T, h, w]
   };
-  // The cells `tile` covers, and of those the ones it shares.
+  // The cells `tile` covers, in cells_'s order.
   std::vector<size_t> cells_of(size_t tile) const;
   // `cell`'s part of a tensor over tile `tile`'s area.
   torch::Tensor in_tile(const torch::Tensor& x, size_t tile, const Cell& cell) const;

@@ -180,6 +180,12 @@ torch::Tensor ExactTiles::written(const Tile& tile, const torch::Tensor& y, int6
   return inside.to(tile.weight.scalar_type()) * tile.weight;  // in float32 (float64 models: float64)
 }
 
+Area ExactTiles::pixels_of(const Tile& tile) const {
+  const int64_t f = model_.info().spatial_factor;
+  return {{tile.interior.rows.begin * f, tile.interior.rows.end * f},
+          {tile.interior.cols.begin * f, tile.interior.cols.end * f}};
+}
+
 void ExactTiles::put(const torch::Tensor& region, const torch::Tensor& values) const {
   if (grid_.exact)
     region.copy_(values);
@@ -384,10 +390,8 @@ torch::Tensor ExactTiles::decode_window(const Pieces& z, bool more) {
   torch::Tensor out;
   if (eight_bit_) {  // Note [A window held in 8 bits]
     std::vector<Area> areas;
-    for (const Tile& t : tiles_)
-      areas.push_back({{t.interior.rows.begin * f, t.interior.rows.end * f},
-                       {t.interior.cols.begin * f, t.interior.cols.end * f}});
-    eight_ = std::make_unique<EightBitWindow>(sizes, model_.dtype(), std::move(areas), !grid_.exact);
+    for (const Tile& t : tiles_) areas.push_back(pixels_of(t));
+    eight_ = std::make_unique<EightBitWindow>(sizes, model_.dtype(), std::move(areas), /*blended=*/true);
   } else {
     out = torch::empty(sizes, where);
     if (!grid_.exact) out.zero_();
@@ -435,10 +439,9 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
   const bool ends = !more && model_.info().decode_lag > 0;  // Note [Held-back frames of exact tiles]
   EightBitWindow* eight = eight_.get();                     // Note [A window held in 8 bits]
   const int64_t frames = window_frames_;
-  std::vector<std::unique_ptr<Task>>
-      placing;          // tiles' frames going into `out` (Note [Windows in host memory])
-  std::mutex blending;  // blended tiles' placings add into frames they share
-  auto placed = [&] {   // waits for every placing
+  // Tiles' frames going into the window (Note [Windows in host memory]); blended ones one at a time.
+  std::vector<std::unique_ptr<Task>> placing;
+  auto placed = [&] {  // waits for every placing
     for (auto& p : placing) p->get();
     placing.clear();
   };
@@ -446,8 +449,7 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
     unpark(*tile);
     Device& device = *tile->place.device;
     const size_t index = static_cast<size_t>(tile - tiles_.data());
-    const Area pixels{{tile->interior.rows.begin * f, tile->interior.rows.end * f},
-                      {tile->interior.cols.begin * f, tile->interior.cols.end * f}};
+    const Area pixels = pixels_of(*tile);
     // The last tile hands each chunk's frames over as it finishes them (Note [A window's edges stream]);
     // in host memory, once the other tiles' frames are in place.
     const bool emitting = emit_last && tile == mine.back();
@@ -503,27 +505,23 @@ void ExactTiles::decode_tiles(const std::vector<Tile*>& mine, const torch::Tenso
     if (frame != frames)
       throw Error(model_.info().family + ": a tile made " + std::to_string(frame) +
                   " frames of its window's " + std::to_string(frames));
-    if (stage && eight) {
-      // In the tiles' order, one tile's 8-bit frames in host memory at a time: the one before was placed
-      // while this one ran.
-      placed();
-      auto down = std::make_shared<EightBitWindow::Down>(eight->bring_down(index, 0, tile_frames, device));
-      tile_frames = torch::Tensor();
-      placing.push_back(std::make_unique<Task>(torch::kCPU, [eight, down] {
-        torch::InferenceMode guard;
-        eight->place(*down);
-      }));
-    } else if (stage) {
+    if (stage) {
       // Blended tiles add into the pixels they share: in the tiles' order, so that a pixel three or more
-      // tiles cover sums the same way every run (the one before was placed while this one ran).
+      // tiles cover sums the same way every run (the one before was placed while this one ran); an 8-bit
+      // window blends, and holds one tile's frames in host memory at a time so.
       if (!grid_.exact) placed();
-      const torch::Tensor down = to_host_now(tile_frames, device);
-      placing.push_back(std::make_unique<Task>(torch::kCPU, [this, &out, &blending, down, pixels] {
-        torch::InferenceMode guard;  // `out` was made under it
-        // Exact tiles write disjoint pixels and go in at once; blended ones add into pixels they share.
-        std::unique_lock<std::mutex> lock(blending, std::defer_lock);
-        if (!grid_.exact) lock.lock();
-        put(crop(out, 0, out.size(2), pixels), down);
+      std::function<void()> place;
+      if (eight) {
+        auto down = std::make_shared<EightBitWindow::Down>(eight->bring_down(index, 0, tile_frames, device));
+        place = [eight, down] { eight->place(*down); };
+      } else {
+        const torch::Tensor down = to_host_now(tile_frames, device);
+        place = [this, &out, down, pixels] { put(crop(out, 0, out.size(2), pixels), down); };
+      }
+      tile_frames = torch::Tensor();
+      placing.push_back(std::make_unique<Task>(torch::kCPU, [place = std::move(place)] {
+        torch::InferenceMode guard;  // the window was made under it
+        place();
       }));
       // One tile's frames wait to be placed while the next tile runs, no more: host memory holds the window
       // and two tiles' frames, however slowly the CPU places them (Note [Windows in host memory]).

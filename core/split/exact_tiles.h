@@ -200,6 +200,8 @@ class ExactTiles : public Split {
   // A trunk's output over tile.computed cut to its interior (`scale` output pixels per latent pixel) and,
   // blended, weighted.
   torch::Tensor written(const Tile& tile, const torch::Tensor& y, int64_t scale) const;
+  // The output pixels `tile` writes (a decode's).
+  Area pixels_of(const Tile& tile) const;
   // Puts `values` (from written()) into `region`: copied, or added where the tiles blend.
   void put(const torch::Tensor& region, const torch::Tensor& values) const;
   // Encode: `tile`'s trunk over frames [at, at + len) of the window `x`.
