@@ -66,6 +66,22 @@ torch::Tensor Run::push(const torch::Tensor& x) {
   return split_->push(x);
 }
 
+bool Run::keeps_packed() const {
+  return keeps_packed_frames(op_, chunks_);
+}
+
+torch::Tensor Run::push_packed(std::shared_ptr<const PackedFrames> x) {
+  if (!keeps_packed()) return push(x->unpack(0, x->frames(), device_.torch_device(), model_.dtype()));
+  const torch::Tensor shape = x->shape();
+  check_input(model_, op_, shape);
+  if (!split_) {
+    const int64_t f = model_.info().spatial_factor;
+    split_ = make_split(model_, device_, op_, chunks_, shape.size(3) / f, shape.size(4) / f);
+  }
+  frames_in_ += x->frames();
+  return split_->push_packed(std::move(x));
+}
+
 torch::Tensor Run::finish() {
   if (op_ == Op::kDecode) {
     if (frames_in_ == 0) throw Error("nothing to decode: no latent frames");

@@ -9,6 +9,7 @@
 #include "core/chunk_options.h"
 #include "core/device/device.h"
 #include "core/op.h"
+#include "core/packed_frames.h"
 #include "core/planner.h"
 #include "core/vae_model.h"
 
@@ -30,7 +31,11 @@ class Run {
   ~Run();
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
-  torch::Tensor push(const torch::Tensor& x);       // the output completed by this call
+  torch::Tensor push(const torch::Tensor& x);  // the output completed by this call
+  // Encode: frames packed by the caller (Note [Frames kept packed] in core/packed_frames.h), kept so where
+  // keeps_packed() says so, else unpacked on the model's device and pushed.
+  torch::Tensor push_packed(std::shared_ptr<const PackedFrames> x);
+  bool keeps_packed() const;
   torch::Tensor finish();                           // what is left; encode throws if the count was not 1 + 4k
   int64_t frames_in() const { return frames_in_; }  // frames (encode) or latent frames (decode) pushed
 

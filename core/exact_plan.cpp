@@ -21,9 +21,10 @@ namespace {
 //   host:   kHostBase, what the caller holds there (PlannerOptions::host_reserved_bytes), the window's
 //           frames where they wait there (then the device holds a decode tile's frames of the window, or an
 //           encode chunk of whole frames, and host memory two decode tiles' frames on their way into the
-//           window) with their pinned blocks' rounding (Note [Pinned blocks] in core/plan_model.cpp), or,
-//           for a decode to an 8-bit video (PlannerOptions::output_8bit), the window in 8 bits, one tile's
-//           8-bit frames and the overlap bands' sums (Note [A window held in 8 bits] in
+//           window) with their pinned blocks' rounding (Note [Pinned blocks] in core/plan_model.cpp), an
+//           encode's frames packed where they come so (PlannerOptions::input_packed_bytes), or, for a
+//           decode to an 8-bit video (PlannerOptions::output_8bit), the window in 8 bits, one tile's 8-bit
+//           frames and the overlap bands' sums (Note [A window held in 8 bits] in
 //           core/split/eight_bit_window.h), every tile's cache where windows are shorter than the clip
 //   time:   the model's FLOPs times the grid's work (VaeModel::tile_work: the margins' extra pixels, block by
 //           block) at the family's calibrated rate, the whole frame's attention (Note [Plan cost]: the
@@ -62,6 +63,9 @@ constexpr double kWholeCachePerPixel = 1.95e-5 * (1 << 30) / 2;  // bytes per la
 // now goes up from page-locked memory without stopping the host, and kGatherSeconds is what a gather still
 // costs; the planner keeps the features on the device wherever they fit, as the estimate's time then says.
 constexpr double kGatherSeconds = 4e-3;
+// The device's bytes a pixel while a tile unpacks a frame kept packed: the float32 planes, the upsampled
+// chroma and the RGB frame (Note [An encode window as its planes] in io/chunking.cpp).
+constexpr double kUnpackBytes = 36;
 constexpr int64_t kMinPart = 8;    // latent pixels: a smaller part is nearly all margin
 constexpr int64_t kMaxParts = 12;  // per side
 
@@ -217,16 +221,24 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             // (Note [A window's features in host memory] in core/split/exact_tiles.cpp).
             const double features = channels * latent_pixels * w_frames * size;
             const bool host_features = features_off;
-            // An encode's features in host memory: each tile's gather on the device in the dtype it writes
-            // them (float32 where tiles blend) and come down when it is done (Note [An encode window's
-            // features in host memory] in core/split/exact_tiles_encode.cpp).
+            // An encode's features in host memory: each chunk of a tile comes down as it is made, in the
+            // dtype the tile writes it (float32 where tiles blend), and waits for a worker to put it in place
+            // (Note [An encode window's features in host memory] in core/split/exact_tiles_encode.cpp).
             const double staged_size = std::max(size, 4.0);  // written(): float32 (float64 models: float64)
             const double tile_features =
-                host_features && encode ? channels * work[i].largest * w_frames * staged_size : 0.0;
+                host_features && encode ? channels * work[i].largest * static_cast<double>(n) * staged_size
+                                        : 0.0;
             // A host window's encode: the chunk as the caller handed it over, and the file pipeline's last
             // frame (kept to pad the clip's end), wait on the device while the window's first tile runs ahead
             // on it (Note [A window's edges stream] in core/split/exact_tiles.h); a device window holds them.
             const double handed = host_window && encode ? staging + 3.0 * pixels * size : 0.0;
+            // A host window's encode frames kept packed (Note [Frames kept packed] in core/packed_frames.h):
+            // in host memory at their packed bytes; a tile unpacks its chunk frame by frame, through
+            // float32 planes and RGB (kUnpackBytes a pixel on the device).
+            const bool packed = host_window && encode && options.input_packed_bytes > 0;
+            const double packed_frames =
+                packed ? options.input_packed_bytes * static_cast<double>(tf) * w_frames * pixels : 0.0;
+            io += (packed ? kUnpackBytes * pixels : 0.0);
             io += handed + (host_features ? tile_features : features) + (host_window ? staging : frames) +
                   2.0 * 3.0 * static_cast<double>(tf * n) * tile_pixels * size +
                   channels * work[i].largest * static_cast<double>(n) * size;
@@ -238,7 +250,7 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
                             (host_features ? 0.0 : features);
               if (parks) parked += whole_cache;
             }
-            if (host_features && encode) {  // the window's and two tiles', down tile by tile, up once
+            if (host_features && encode) {  // the window's and two chunks', down chunk by chunk, up once
               host_frames += features + 2.0 * tile_features;
               uploads += features * work[i].work * staged_size / size;
               rounding += 2.0 * (pinned_block(tile_features) - tile_features);
@@ -256,6 +268,8 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
                   static_cast<double>(((g.rows - 1) * lw + (g.cols - 1) * lh) * g.overlap) * f2;
               host_frames +=
                   (frames + staging) / size + 3.0 * static_cast<double>(tf) * w_frames * bands * size;
+            } else if (packed) {
+              host_frames += packed_frames;
             } else {
               host_frames += host_window ? frames + (encode ? 0.0 : 2.0 * staging) : 0.0;
             }
@@ -265,7 +279,9 @@ std::vector<Plan> exact_plans(const PlanRequest& request, const PlannerOptions& 
             if (host_window && !encode && !eight) {
               rounding += pinned_block(frames) - frames + 2.0 * (pinned_block(staging) - staging);
             }
-            uploads += host_window && encode ? frames * static_cast<double>(g.count() - 1) : 0.0;
+            uploads += !host_window || !encode ? 0.0
+                       : packed                ? packed_frames * static_cast<double>(g.count())
+                                               : frames * static_cast<double>(g.count() - 1);
             if (parks) parked += k.cache_elements * size * pixels * work[i].work;
             compute += k.flops / k.rate * pixels * static_cast<double>(tf) * frames_of_clip * work[i].work;
             compute += work[i].attention * frames_of_clip;  // the whole frame's, or every crop's

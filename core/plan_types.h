@@ -58,6 +58,10 @@ struct PlannerOptions {
   // A decode's frames go to an 8-bit video: a window of tiles through time in host memory waits as 8-bit RGB
   // (Note [A window held in 8 bits] in core/split/eight_bit_window.h).
   bool output_8bit = false;
+  // An encode's frames may come packed, at these bytes a pixel (the reader's 8-bit Y'CbCr planes: 1.5 for
+  // 4:2:0), and a window of tiles through time in host memory keeps them so (Note [Frames kept packed] in
+  // core/packed_frames.h); 0: they come as RGB.
+  double input_packed_bytes = 0;
   // The share of the budget kept free for the allocator's fragmentation: plans are made for the rest.
   double margin = 0.15;
   // Where the budget comes from when it was not given (e.g. "free of 79.2 GiB"), for the plan line.

@@ -37,7 +37,10 @@ int64_t padded_frame_count(int64_t frames, int64_t temporal_factor);
 bool has_frames(const torch::Tensor& t);
 
 // Feeds host frames to an encode run (core::Run) in whole chunks: uploads each frame as it comes
-// (Note [Overlapping copies]), pads the size, and pads the frame count at the end (Note [Padding]).
+// (Note [Overlapping copies]), pads the size, and pads the frame count at the end (Note [Padding]). Where the
+// run keeps frames packed (Note [Frames kept packed] in core/packed_frames.h), a chunk of frames that came as
+// their 8-bit Y'CbCr planes goes to it as those planes, in one page-locked block of their size, and is
+// converted where each tile runs by the same operations (Note [An encode window as its planes]).
 class EncodeFeeder {
  public:
   EncodeFeeder(core::VaeModel& model, core::ChunkOptions chunks, Geometry geometry, core::Device& device);
@@ -47,6 +50,8 @@ class EncodeFeeder {
   // Pads to 1 + 4k frames and returns the remaining latents.
   torch::Tensor finish();
   int64_t frames() const { return frames_in_; }
+  // Frames handed to the run packed so far (Note [An encode window as its planes]), padding included.
+  int64_t packed_frames() const { return packed_frames_; }
 
  private:
   torch::Tensor flush();
@@ -58,9 +63,15 @@ class EncodeFeeder {
       dtype_;      // the model's: frames wait in it (Note [The encode's input in the model's dtype])
   int64_t group_;  // frames per push to the run: 1 + f * (L - 1) for the first chunk, f * L after
   int64_t later_group_;
+  // Frames held as planes join pending_ as RGB (a chunk is packed only while all its frames are).
+  void unpack_held();
+
   std::vector<torch::Tensor> pending_;  // device frames [3, H, W]
   torch::Tensor last_;
+  bool packs_;                  // the run keeps frames packed
+  std::vector<YuvFrame> held_;  // the chunk's frames as their planes (pending_ then empty)
   int64_t frames_in_ = 0;
+  int64_t packed_frames_ = 0;
 };
 
 // Takes decoded chunks [1, 3, t, Hp, Wp] on the device, crops the padding, downloads them and hands every

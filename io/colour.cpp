@@ -227,6 +227,12 @@ AVPixelFormat without_jpeg_range(AVPixelFormat format) {
   }
 }
 
+double plane_bytes_per_pixel(AVPixelFormat format) {
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(format);
+  if (!desc || carries_rgb(format) || desc->comp[0].depth != 8 || !in_place_yuv(desc)) return 0;
+  return 1.0 + 2.0 / static_cast<double>(1 << (desc->log2_chroma_w + desc->log2_chroma_h));
+}
+
 bool is_rgb_format(AVPixelFormat format) {
   return carries_rgb(format);
 }
@@ -345,6 +351,16 @@ void yuv_to_rgb(const YuvFrame& yuv, torch::Tensor& out) {
   torch::add_out(b, y, pb, 2.0 * (1.0 - kb));
   g.copy_((y - kr * r - kb * b) / (1.0 - kr - kb));
   out.mul_(2.0).sub_(1.0);  // not clamped (Note [Colour])
+}
+
+torch::Tensor yuv_to_rgb(const YuvFrame& yuv, torch::Device device,
+                         const std::function<torch::Tensor(const torch::Tensor&)>& upload) {
+  YuvFrame there = yuv;
+  for (torch::Tensor& plane : there.planes) plane = upload(plane);
+  torch::Tensor rgb =
+      torch::empty({3, there.height, there.width}, torch::TensorOptions(torch::kFloat).device(device));
+  yuv_to_rgb(there, rgb);
+  return rgb;
 }
 
 TensorToFrame::TensorToFrame(AVPixelFormat format, int width, int height, ColourDetails colour,

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <optional>
 
 #include <string>
@@ -68,6 +69,9 @@ ColourDetails resolve_colour(AVPixelFormat format, const ColourTags& tags, int w
 // For yuvj* the yuv* twin (swscale wants those plus an explicit range), the format itself otherwise.
 AVPixelFormat without_jpeg_range(AVPixelFormat format);
 bool is_rgb_format(AVPixelFormat format);
+// Bytes a pixel of a frame of `format` that the reader hands on as its 8-bit planes (FrameToTensor::planes:
+// 1.5 for yuv420p), 0 for a format it converts to RGB.
+double plane_bytes_per_pixel(AVPixelFormat format);
 
 // Note [Colour conversion of the input on the GPU]
 // Converting a decoded frame to RGB costs the reader's thread more than decoding it (about 20 ms for an
@@ -93,6 +97,9 @@ struct YuvFrame {
 // Writes the RGB frame of `yuv` into `out` ([3, H, W] float32 where the planes are): [-1, 1], not clamped
 // (Note [Colour]).
 void yuv_to_rgb(const YuvFrame& yuv, torch::Tensor& out);
+// The RGB frame of `yuv` on `device` ([3, H, W] float32), its planes taken there by `upload`.
+torch::Tensor yuv_to_rgb(const YuvFrame& yuv, torch::Device device,
+                         const std::function<torch::Tensor(const torch::Tensor&)>& upload);
 
 // Decoded frames -> RGB tensors [3, H, W], float32, [-1, 1] (beyond it where Y'CbCr is out of gamut:
 // Note [Colour]), at a fixed output size (a frame of another size, as in a stream that changes resolution, is

@@ -130,13 +130,20 @@ bool eight_bit_output(const PipelineOptions& o, AVPixelFormat source) {
 }
 
 // latent_frames: the clip's length where known (0 where not); output: the pixel format the output would
-// copy (AV_PIX_FMT_NONE: no video is written).
+// copy (AV_PIX_FMT_NONE: no video is written); planes: the format of frames the reader hands on as their
+// planes (ReaderOptions::yuv_planes; AV_PIX_FMT_NONE: none).
 RunPlanOptions run_plan_options(const PipelineOptions& o, int64_t latent_frames = 0,
-                                AVPixelFormat output = AV_PIX_FMT_NONE) {
-  return {o.memory,       o.bands,
-          o.chunk,        o.quiet,
-          latent_frames,  o.writer.threads,
-          o.host_threads, output != AV_PIX_FMT_NONE && eight_bit_output(o, output),
+                                AVPixelFormat output = AV_PIX_FMT_NONE,
+                                AVPixelFormat planes = AV_PIX_FMT_NONE) {
+  return {o.memory,
+          o.bands,
+          o.chunk,
+          o.quiet,
+          latent_frames,
+          o.writer.threads,
+          o.host_threads,
+          output != AV_PIX_FMT_NONE && eight_bit_output(o, output),
+          planes != AV_PIX_FMT_NONE ? plane_bytes_per_pixel(planes) : 0.0,
           o.planned};
 }
 
@@ -284,15 +291,15 @@ static FinishingRun start_roundtrip_once(core::VaeModel& model, const fs::path& 
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
+  const bool planes = device.torch_device().is_cuda() && !wants_references(options);
   VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/true, options.source,
-                             /*yuv_planes=*/device.torch_device().is_cuda() && !wants_references(options),
-                             options.host_threads});
+                             /*yuv_planes=*/planes, options.host_threads});
   const VideoFormat& format = reader.format();
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan =
       plan_memory(model, core::Op::kRoundtrip, geometry,
                   run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor),
-                                   format.pixel_format));
+                                   format.pixel_format, planes ? format.pixel_format : AV_PIX_FMT_NONE));
   const core::ChunkOptions chunking = core::ChunkOptions::of(memory_plan, options.bands);
 
   auto state = std::make_unique<FinishingRun::State>(model, memory_plan, options, start);
@@ -354,9 +361,11 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   const VideoFormat format = reader.format();
   if (sink) sink->check_frames(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);
-  const core::Plan memory_plan = plan_memory(
-      model, core::Op::kEncode, geometry,
-      run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor)));
+  const core::Plan memory_plan =
+      plan_memory(model, core::Op::kEncode, geometry,
+                  run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor),
+                                   AV_PIX_FMT_NONE,
+                                   device.torch_device().is_cuda() ? format.pixel_format : AV_PIX_FMT_NONE));
   Progress progress("encode", reader.frame_count_hint(), progress_options(options));
   const core::ChunkOptions chunking = reporting(core::ChunkOptions::of(memory_plan, options.bands), progress);
   EncodeFeeder feeder(model, chunking, geometry, device);

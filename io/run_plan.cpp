@@ -126,6 +126,7 @@ core::Plan plan_memory(core::VaeModel& model, core::Op op, const Geometry& geome
   core::PlannerOptions planner = core::settle_budget(model, *options.memory);
   planner.host_reserved_bytes += pipeline_host_bytes(op, geometry, options);
   planner.output_8bit = options.output_8bit;
+  planner.input_packed_bytes = options.input_packed_bytes;
   const core::PlanTarget target{op, geometry.padded_width, geometry.padded_height, options.latent_frames};
   if (options.planned) *options.planned = core::plan_request(model, target);
   const core::Plan plan = core::plan_for(model, target, planner);

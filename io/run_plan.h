@@ -27,6 +27,8 @@ struct RunPlanOptions {
   int decoder_threads = 0;
   // The output video keeps 8 bits of each colour at most (PlannerOptions::output_8bit).
   bool output_8bit = false;
+  // The input's frames come as planes of these bytes a pixel (PlannerOptions::input_packed_bytes); 0: none.
+  double input_packed_bytes = 0;
   // Where given, gets the request planned (one device's, or one band's): the caller's, for the message of a
   // run that keeps running out of memory once the failed attempt's state is gone.
   std::optional<core::PlanRequest>* planned = nullptr;

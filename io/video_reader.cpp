@@ -111,14 +111,15 @@ bool audio_is_readable(const AVCodecParameters* parameters) {
 // FFmpeg's frame threads decode a frame each at once, every one a frame of its own in memory beside the
 // references, and FFmpeg takes one more thread than the cores, up to 16. A run whose window of frames waits
 // in host memory (tiles through time) peaks as the clip's last frame is read, the decoder's frames included:
-// SeedVR2's 4K x81 encode in 24 GB on an H200 held 5971 MiB with 16 threads and 5685 MiB with 4. Small
-// frames cost little, and fast models want them read fast. So unless told, a reader keeps its threads'
-// frames within kFramesBudget: 16 threads up to about 1080p, 4 at 4K (where that encode's model waited 2.5
-// s of its 24 s for the reader, against 0.02 s with 16), never fewer than 4 - nor more than one per core and
-// one, as FFmpeg would take.
+// SeedVR2's 4K x81 encode in 24 GB on an H200 held 5971 MiB with 16 threads and 5685 MiB with 4. But such a
+// run's lead tile waits for the reader, which then costs the run its time: with 4 threads the 4K encodes in
+// 8-24 GB waited 3.5-4.2 s for it (0.02 s with 16), a seventh of their time. Small frames cost little, and
+// fast models want them read fast. So unless told, a reader keeps its threads' frames within kFramesBudget:
+// 16 threads up to about 1440p, 8 at 4K, never fewer than 4 - nor more than one per core and one, as FFmpeg
+// would take.
 int reader_threads(int threads, int64_t width, int64_t height) {
   if (threads > 0) return threads;
-  constexpr double kFramesBudget = 48.0 * (1 << 20);
+  constexpr double kFramesBudget = 96.0 * (1 << 20);
   const double frame = 1.5 * static_cast<double>(std::max<int64_t>(width * height, 1));  // 8-bit 4:2:0
   const int by_size = static_cast<int>(std::clamp(kFramesBudget / frame, 4.0, 16.0));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -537,12 +538,8 @@ void VideoReader::fill(const AVFrame* frame, VideoFrame& out) {
 
 torch::Tensor frame_rgb(const VideoFrame& frame, core::Device& device) {
   if (!frame.yuv) return device.upload(frame.rgb);
-  YuvFrame on_device = *frame.yuv;
-  for (torch::Tensor& plane : on_device.planes) plane = device.upload(plane);
-  torch::Tensor rgb = torch::empty({3, on_device.height, on_device.width},
-                                   torch::TensorOptions(torch::kFloat).device(device.torch_device()));
-  yuv_to_rgb(on_device, rgb);
-  return rgb;
+  return yuv_to_rgb(*frame.yuv, device.torch_device(),
+                    [&](const torch::Tensor& p) { return device.upload(p); });
 }
 
 }  // namespace vaecodec::io

@@ -51,44 +51,6 @@ int64_t settled_frames(const ModelInfo& info, int64_t latents, bool ended) {
 
 }  // namespace
 
-void Pieces::push(torch::Tensor t) {
-  if (t.size(2) == 0) return;
-  size_ += t.size(2);
-  pieces_.push_back(std::move(t));
-}
-
-torch::Tensor Pieces::slice(int64_t at, int64_t len) const {
-  if (at < 0 || len < 0 || at + len > size_) throw Error("a slice past the frames at hand");
-  std::vector<torch::Tensor> parts;
-  for (const torch::Tensor& p : pieces_) {
-    const int64_t n = p.size(2);
-    if (at >= n) {
-      at -= n;
-      continue;
-    }
-    const int64_t take = std::min(len, n - at);
-    parts.push_back(p.narrow(2, at, take));
-    len -= take;
-    at = 0;
-    if (len == 0) break;
-  }
-  return parts.size() == 1 ? parts.front() : torch::cat(parts, 2);
-}
-
-Pieces Pieces::take(int64_t n) {
-  Pieces head;
-  std::vector<torch::Tensor> rest;
-  for (torch::Tensor& p : pieces_) {
-    const int64_t k = std::min(n, p.size(2));
-    if (k > 0) head.push(p.narrow(2, 0, k));
-    if (k < p.size(2)) rest.push_back(p.narrow(2, k, p.size(2) - k));
-    n -= k;
-  }
-  pieces_ = std::move(rest);
-  size_ -= head.size();
-  return head;
-}
-
 ExactTiles::ExactTiles(VaeModel& model, Device& device, const TileGrid& grid, Op op, int64_t chunk,
                        int64_t window, WindowStore store, Hooks hooks, std::vector<BandPlace> places)
     : model_(model),
@@ -212,6 +174,18 @@ torch::Tensor ExactTiles::push(const torch::Tensor& x) {
     }
     return join_frames(out);
   }
+  return run_encode_windows();
+}
+
+torch::Tensor ExactTiles::push_packed(std::shared_ptr<const PackedFrames> x) {
+  if (op_ != Op::kEncode || !host_window_) throw Error("packed frames for a split that does not keep them");
+  torch::InferenceMode guard;
+  pending_.push(std::move(x));
+  return run_encode_windows();
+}
+
+torch::Tensor ExactTiles::run_encode_windows() {
+  std::vector<torch::Tensor> out;
   const int64_t tf = model_.info().temporal_factor;
   while (true) {
     // The window's frames; 0: the rest of the clip.
@@ -235,7 +209,8 @@ torch::Tensor ExactTiles::finish() {
 // A window kept in host memory is stored time-major, [B, T, C, H, W] (returned as a [B, C, T, H, W] view), so
 // that a chunk of it is one dense block: an encode chunk goes up in one copy from pinned memory and each tile
 // crops it on the device (a crop of host memory would be gathered by the CPU, with the GPU waiting, once per
-// tile and chunk). A decode tile writes its frames for the whole window into one tensor on the device, which
+// tile and chunk). An encode's frames that came packed stay so, and each tile unpacks its chunk on the
+// device (Note [Frames kept packed] in core/packed_frames.h). A decode tile writes its frames for the whole window into one tensor on the device, which
 // comes down in one copy when the tile is done and is placed into the window's frames by a worker thread
 // while the next tile runs; a tile done before the one before it is placed waits for it, so that host
 // memory holds the window's frames and two tiles' frames at most (the planner counts them). Blended tiles,

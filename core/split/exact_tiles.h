@@ -15,6 +15,7 @@
 #include "core/plan_types.h"
 #include "core/split/eight_bit_window.h"
 #include "core/split/parking.h"
+#include "core/split/pieces.h"
 #include "core/split/places.h"
 #include "core/split/split.h"
 #include "core/split/whole_frame_bands.h"
@@ -89,24 +90,6 @@ namespace vaecodec::core {
 // the full length, so a chunk that is complete when it runs is the chunk the window would have cut), and an
 // emitted frame is the one the window would have returned.
 
-// Frames or latents along time, in the pieces they came in: a window's input without one copy of it all.
-class Pieces {
- public:
-  void push(torch::Tensor t);
-  int64_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  // [at, at + len) along time as one tensor: a view where it lies in one piece, else a new tensor joined
-  // at every call (an encode's tiles slice each chunk once apiece, so its callers push whole chunks,
-  // encode_chunk_frames in core/chunk_options.h: the file pipeline's feeder and bench do).
-  torch::Tensor slice(int64_t at, int64_t len) const;
-  // Removes the first n and returns them.
-  Pieces take(int64_t n);
-
- private:
-  std::vector<torch::Tensor> pieces_;
-  int64_t size_ = 0;
-};
-
 // Note [Exact tiles across devices]
 // A clip split across devices whose bands do not fit whole (Note [Planning bands] in io/run_plan.cpp) runs
 // the one-device plan's exact tiles instead of blended columns, shared out among the devices by their work
@@ -157,6 +140,8 @@ class ExactTiles : public Split {
   // complete (a window runs once a frame past it has come); with Hooks::emit, a decode window's frames go
   // there instead and nothing is returned.
   torch::Tensor push(const torch::Tensor& x) override;
+  // Encode with the window in host memory: frames kept as they came (Note [Frames kept packed]).
+  torch::Tensor push_packed(std::shared_ptr<const PackedFrames> x) override;
   torch::Tensor finish() override;  // the last window
   int64_t cache_bytes() const override;
 
@@ -166,6 +151,8 @@ class ExactTiles : public Split {
   // kept (in host memory) until then. Returns the window's frames or latents; with Hooks::emit, a decode
   // window's frames go there instead and nothing is returned.
   torch::Tensor run_window(const Pieces& x, bool more);
+  // Encode: runs the windows the frames pending complete, and the lead over the rest.
+  torch::Tensor run_encode_windows();
   // Encode: runs the window's first tile over the chunks of `x` (the window's frames so far) that are
   // complete, up to `limit` frames (the window's length; 0: open-ended), before the window is run
   // (Note [A window's edges stream]).

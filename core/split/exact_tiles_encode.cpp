@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "core/chunk_options.h"
@@ -43,11 +44,8 @@ void ExactTiles::advance(const Pieces& x, int64_t limit) {
 torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, int64_t len) {
   before_model_call();
   const torch::Device where = tile.place.device->torch_device();
-  torch::Tensor frames = x.slice(at, len);
-  if (frames.device() != where) {  // Note [Windows in host memory]
-    const torch::Tensor time_major = frames.permute({0, 2, 1, 3, 4}).contiguous();
-    frames = time_major.to(where, /*non_blocking=*/time_major.is_pinned()).permute({0, 2, 1, 3, 4});
-  }
+  // Note [Windows in host memory]; packed frames unpacked here (Note [Frames kept packed]).
+  const torch::Tensor frames = x.frames_on(at, len, where, model_.dtype());
   const torch::Tensor input = to_place(crop(frames, 0, len, tile.input), tile.place, true);
   VaeModel& model = *tile.place.model;
   return written(
@@ -61,12 +59,15 @@ torch::Tensor ExactTiles::encode_chunk(Tile& tile, const Pieces& x, int64_t at, 
 // An encode window's features (the tiles' output, the whole-frame part's input: 512 channels at latent
 // resolution for SeedVR2, 2.6 GiB for 4K x81 in bf16, most of an 8 GB plan) wait on the device unless the
 // plan keeps them in host memory (Plan::host_features: tiles through time that are not exact, SeedVR2's,
-// where nothing else fits). Then each tile's features for the window gather on the device as it runs, in the
-// dtype the tile writes them (so that blending adds the same numbers it adds on the device), go down in one
-// copy when the tile is done, and are put into the window's features by a worker thread while the next tile
-// runs (one at a time: blended tiles add into what they share). The window's features are stored time-major,
-// so that each chunk of the whole-frame part goes up in one dense copy. The device holds one tile's features;
-// host memory the window's and two tiles' (the planner counts both). The result is the device run's.
+// where nothing else fits). Then each chunk a tile writes goes down as soon as it is made, in the dtype the
+// tile writes it (so that blending adds the same numbers it adds on the device), and a worker thread puts it
+// into the window's features once its copy is done, while the device runs the next chunk; one chunk is put
+// at a time, in the order the chunks were made (blended tiles add into what they share, always in the tiles'
+// order). The window's features are stored time-major, so that each chunk of the whole-frame part goes up
+// in one dense copy. The device holds no more than the chunk; host memory the window's features and two
+// chunks on their way (the planner counts them). The result is the device run's. (A tile's features used to
+// gather on the device for the whole window and come down at its end: at 4K in 16 GB two such tiles in
+// float32 took 2.7 GB of host memory and one of them 1.35 GB of the device's.)
 torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
   const int64_t tf = model_.info().temporal_factor;
   const int64_t t = x.size();
@@ -89,8 +90,7 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
     }
     if (!grid_.exact) features.zero_();
   };
-  torch::Tensor staged;           // host features: the running tile's, on the device
-  std::unique_ptr<Task> putting;  // host features: the last tile's, going into place
+  std::unique_ptr<Task> putting;  // host features: the last chunk, going into place
   auto place = [&](const Tile& tile, const torch::Tensor& y, int64_t at) {
     std::lock_guard<std::mutex> lock(placing);
     if (!features.defined()) make(y);
@@ -98,15 +98,19 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
       put(crop(features, at, y.size(2), tile.interior), y);
       return;
     }
-    if (at == 0) staged = torch::empty({y.size(0), y.size(1), latent, y.size(3), y.size(4)}, y.options());
-    staged.narrow(2, at, y.size(2)).copy_(y);
-    if (at + y.size(2) < latent) return;
-    const torch::Tensor down = to_host_now(staged, device_);
-    staged = torch::Tensor();
-    if (putting) putting->get();  // one tile's features placed at a time
-    putting = std::make_unique<Task>(torch::kCPU, [this, &features, down, area = tile.interior] {
+    torch::Tensor down = y;  // on the CPU: the chunk itself
+    std::shared_ptr<at::cuda::CUDAEvent> copied;
+    if (y.is_cuda()) {
+      down = torch::empty(y.sizes(), y.options().device(torch::kCPU).pinned_memory(true));
+      down.copy_(y, /*non_blocking=*/true);
+      copied = std::make_shared<at::cuda::CUDAEvent>();
+      copied->record(c10::cuda::getCurrentCUDAStream(y.device().index()));
+    }
+    if (putting) putting->get();  // one chunk placed at a time, in order
+    putting = std::make_unique<Task>(torch::kCPU, [this, &features, down, copied, at, area = tile.interior] {
       torch::InferenceMode guard;  // `features` was made under it
-      put(crop(features, 0, down.size(2), area), down);
+      if (copied) copied->synchronize();
+      put(crop(features, at, down.size(2), area), down);
     });
   };
   steps_ = static_cast<int64_t>(tiles_.size() * chunks.size());
@@ -118,12 +122,13 @@ torch::Tensor ExactTiles::encode_window(const Pieces& x, bool more) {
     on_places([&](const std::vector<Tile*>& mine) { encode_tiles(mine, x, chunks, more, place); });
   }
   if (putting) putting->get();
-  if (crop_) return features;  // crop tiles wrote latents (Note [Crop tiles])
-  // The whole-frame part over the window's features, in bands across the places.
-  torch::Tensor latents = whole_->encode(features, chunk_, device_);
-  // Its uploads read the features' pinned buffer, which goes back to the process's pool for any later use
-  // when the features die (Note [Pinned buffers kept for the next run] in core/device/device.cpp).
-  if (host_features_ && cuda) c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();
+  // Crop tiles wrote latents (Note [Crop tiles]); else the whole-frame part over the window's features, in
+  // bands across the places.
+  torch::Tensor latents = crop_ ? features : whole_->encode(features, chunk_, device_);
+  // Its uploads read the features' pinned buffer, and the tiles' the window's frames, which go back to the
+  // process's pool for any later use when they die (Note [Pinned buffers kept for the next run] in
+  // core/device/device.cpp).
+  if (host_window_ && cuda) c10::cuda::getCurrentCUDAStream(device_.torch_device().index()).synchronize();
   return latents;
 }
 

@@ -35,6 +35,15 @@ void check_kind(const ChunkOptions& chunks, const TileGrid& grid) {
 
 }  // namespace
 
+torch::Tensor Split::push_packed(std::shared_ptr<const PackedFrames>) {
+  throw Error("this split does not keep packed frames");
+}
+
+bool keeps_packed_frames(Op op, const ChunkOptions& chunks) {
+  return op == Op::kEncode && chunks.kind == SplitKind::kExactTiles &&
+         chunks.window_store != WindowStore::kDevice;
+}
+
 std::unique_ptr<Split> make_split(VaeModel& model, Device& device, Op op, const ChunkOptions& chunks,
                                   int64_t latent_height, int64_t latent_width) {
   if (op != Op::kEncode && op != Op::kDecode) throw Error("a run encodes or decodes: " + op_name(op));

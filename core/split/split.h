@@ -9,6 +9,7 @@
 #include "core/chunk_options.h"
 #include "core/device/device.h"
 #include "core/op.h"
+#include "core/packed_frames.h"
 #include "core/vae_model.h"
 
 namespace vaecodec::core {
@@ -40,6 +41,9 @@ class Split {
   // time, on any device; returns the output they complete (undefined or no frames: none yet). With
   // ChunkOptions::emit, exact tiles' decode frames may go there instead.
   virtual torch::Tensor push(const torch::Tensor& x) = 0;
+  // Encode: frames kept packed (Note [Frames kept packed] in core/packed_frames.h), where
+  // keeps_packed_frames() says this split keeps them; none else takes them.
+  virtual torch::Tensor push_packed(std::shared_ptr<const PackedFrames> x);
   // What is left at the end of the clip.
   virtual torch::Tensor finish() = 0;
   // The bytes of the causal caches it holds, wherever they are.
@@ -73,6 +77,10 @@ class ChunkedSplit : public Split {
   std::function<void(int64_t)> progress_;
   int64_t frames_done_ = 0;  // encode: frames in; decode: frames out
 };
+
+// Whether the split `chunks` names keeps an encode's frames packed as they came (Note [Frames kept packed]):
+// exact tiles whose window waits in host memory.
+bool keeps_packed_frames(Op op, const ChunkOptions& chunks);
 
 // The split that runs `op` on `model` (on `device`) as `chunks` plans it - its kind, its places
 // (ChunkOptions::bands) and its hooks (ChunkOptions::progress, ChunkOptions::emit) - for frames of
