@@ -210,13 +210,13 @@ torch::Tensor ExactTiles::finish() {
 // that a chunk of it is one dense block: an encode chunk goes up in one copy from pinned memory and each tile
 // crops it on the device (a crop of host memory would be gathered by the CPU, with the GPU waiting, once per
 // tile and chunk). An encode's frames that came packed stay so, and each tile unpacks its chunk on the
-// device (Note [Frames kept packed] in core/packed_frames.h). A decode tile writes its frames for the whole window into one tensor on the device, which
-// comes down in one copy when the tile is done and is placed into the window's frames by a worker thread
-// while the next tile runs; a tile done before the one before it is placed waits for it, so that host
-// memory holds the window's frames and two tiles' frames at most (the planner counts them). Blended tiles,
-// which add where they overlap, and a window held in 8 bits (one tile's 8-bit frames at a time: Note [A
-// window held in 8 bits] in core/split/eight_bit_window.h) come down only once the tile before is placed, so
-// that they are placed in the tiles' order.
+// device (Note [Frames kept packed] in core/packed_frames.h). A decode tile writes its frames for the whole
+// window into one tensor on the device, which comes down in one copy when the tile is done and is placed into
+// the window's frames by a worker thread while the next tile runs; a tile done before the one before it is
+// placed waits for it, so that host memory holds the window's frames and two tiles' frames at most (the
+// planner counts them). Blended tiles, which add where they overlap, and a window held in 8 bits (one tile's
+// 8-bit frames at a time: Note [A window held in 8 bits] in core/split/eight_bit_window.h) come down only
+// once the tile before is placed, so that they are placed in the tiles' order.
 torch::Tensor ExactTiles::keep(const torch::Tensor& x) const {
   const torch::ScalarType dtype =
       op_ == Op::kEncode ? model_.dtype() : x.scalar_type();  // latents stay as they are
