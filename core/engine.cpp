@@ -71,7 +71,7 @@ bool Run::keeps_packed() const {
 }
 
 torch::Tensor Run::push_packed(std::shared_ptr<const PackedFrames> x) {
-  if (!keeps_packed()) return push(x->unpack(0, x->frames(), device_.torch_device(), model_.dtype()));
+  if (!keeps_packed()) throw Error("packed frames for a run that does not keep them (Run::keeps_packed)");
   const torch::Tensor shape = x->shape();
   check_input(model_, op_, shape);
   if (!split_) {

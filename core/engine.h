@@ -32,8 +32,8 @@ class Run {
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
   torch::Tensor push(const torch::Tensor& x);  // the output completed by this call
-  // Encode: frames packed by the caller (Note [Frames kept packed] in core/packed_frames.h), kept so where
-  // keeps_packed() says so, else unpacked on the model's device and pushed.
+  // Encode: frames packed by the caller (Note [Frames kept packed] in core/packed_frames.h), where
+  // keeps_packed() says the run keeps them so.
   torch::Tensor push_packed(std::shared_ptr<const PackedFrames> x);
   bool keeps_packed() const;
   torch::Tensor finish();                           // what is left; encode throws if the count was not 1 + 4k

@@ -15,7 +15,7 @@ namespace vaecodec::core {
 // (a PackedFrames), where keeps_packed_frames() says the run would keep them: the run holds the packed
 // frames, and each tile unpacks the chunk it reads on its own device, by the operations the caller would
 // have run once per frame, so the model sees the same numbers (the conversion runs once per tile instead
-// of once, and a chunk goes up in its packed bytes). Any other run unpacks them as they come.
+// of once, and a chunk goes up in its packed bytes). Any other run takes the frames unpacked.
 class PackedFrames {
  public:
   virtual ~PackedFrames() = default;

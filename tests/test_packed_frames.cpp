@@ -20,10 +20,12 @@ namespace {
 
 using tile_case::kCols, tile_case::kRows;
 
-// SeedVR2's 1x2 tiles through time (tests/norm_tile_case.h), the window waiting in host memory or not.
-core::ChunkOptions tiles_through_time(bool host) {
+// SeedVR2's 1x2 tiles through time (tests/norm_tile_case.h), the window waiting in host memory or not, in
+// chunks of `chunk` latent frames and windows of `window` (0: the clip).
+core::ChunkOptions tiles_through_time(bool host, int64_t chunk = 1, int64_t window = 0) {
   core::ChunkOptions o;
-  o.latent_frames = 1;
+  o.latent_frames = chunk;
+  o.window = window;
   o.tiles =
       core::TileGrid::cover_through_time(kRows, kCols, tile_case::kTile, tile_case::kOverlap, /*context=*/4);
   o.window_store = host ? core::WindowStore::kHostFeatures : core::WindowStore::kDevice;
@@ -78,6 +80,14 @@ void check_planes_give_rgb_latents(core::VaeModel& model, bool pinned) {
   REQUIRE(packed.latents.sizes() == as_rgb.latents.sizes());
   CHECK(packed.latents.size(2) == 3);
   CHECK(torch::equal(packed.latents, as_rgb.latents));
+  // Windows of one latent frame over chunks of two: the pushed chunks (5 frames, then 4) are cut between
+  // windows (1 frame, then 4 from the middle of the first chunk on), the caches parked between them.
+  const Encoded rgb_windows = encode(model, frames, tiles_through_time(false, 2, 1));
+  const Encoded packed_windows = encode(model, frames, tiles_through_time(true, 2, 1));
+  CHECK(packed_windows.packed == 9);
+  CHECK(torch::equal(packed_windows.latents, rgb_windows.latents));
+  CHECK(torch::allclose(packed_windows.latents, as_rgb.latents, 1e-4,
+                        1e-4));  // windows change no frame's norms
 
   // A frame that comes as RGB (as another layout would) turns its chunk into RGB frames: frames 1-4 are the
   // second chunk (the first is frame 0 alone).
