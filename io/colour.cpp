@@ -227,9 +227,19 @@ AVPixelFormat without_jpeg_range(AVPixelFormat format) {
   }
 }
 
-double plane_bytes_per_pixel(AVPixelFormat format) {
+namespace {
+// The 8-bit Y'CbCr layouts read in place, whose frames the reader hands on as their planes (FrameToTensor::
+// planes); null for any other.
+const AVPixFmtDescriptor* eight_bit_planes(AVPixelFormat format) {
   const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(format);
-  if (!desc || carries_rgb(format) || desc->comp[0].depth != 8 || !in_place_yuv(desc)) return 0;
+  if (!desc || carries_rgb(format) || desc->comp[0].depth != 8 || !in_place_yuv(desc)) return nullptr;
+  return desc;
+}
+}  // namespace
+
+double plane_bytes_per_pixel(AVPixelFormat format) {
+  const AVPixFmtDescriptor* desc = eight_bit_planes(format);
+  if (!desc) return 0;
   return 1.0 + 2.0 / static_cast<double>(1 << (desc->log2_chroma_w + desc->log2_chroma_h));
 }
 
@@ -322,9 +332,8 @@ void FrameToTensor::convert(const AVFrame* frame, torch::Tensor& out) {
 }
 
 std::optional<YuvFrame> FrameToTensor::planes(const AVFrame* frame, bool pinned) const {
-  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(frame->format));
-  if (!desc || carries_rgb(static_cast<AVPixelFormat>(frame->format)) || desc->comp[0].depth != 8 ||
-      frame->width != width_ || frame->height != height_ || !in_place_yuv(desc))
+  if (!eight_bit_planes(static_cast<AVPixelFormat>(frame->format)) || frame->width != width_ ||
+      frame->height != height_)
     return std::nullopt;
   YuvFrame yuv = describe_yuv(frame, frame, 1.0, height_, width_);
   for (int p = 0; p < 3; ++p) {

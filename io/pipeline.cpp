@@ -356,16 +356,16 @@ static EncodedVideo encode_video_once(core::VaeModel& model, const fs::path& inp
   torch::NoGradGuard no_grad;
   const core::ModelInfo& info = model.info();
   core::Device& device = core::Device::of(model.device());
+  const bool planes = device.torch_device().is_cuda();
   VideoReader reader(input, {device.wants_pinned(), options.strict, /*keep_audio=*/false, options.source,
-                             /*yuv_planes=*/device.torch_device().is_cuda(), options.host_threads});
+                             /*yuv_planes=*/planes, options.host_threads});
   const VideoFormat format = reader.format();
   if (sink) sink->check_frames(format.width, format.height, input);
   const Geometry geometry = Geometry::of(info, format.width, format.height);
   const core::Plan memory_plan =
       plan_memory(model, core::Op::kEncode, geometry,
                   run_plan_options(options, latent_frames_of(reader.frame_count_hint(), info.temporal_factor),
-                                   AV_PIX_FMT_NONE,
-                                   device.torch_device().is_cuda() ? format.pixel_format : AV_PIX_FMT_NONE));
+                                   AV_PIX_FMT_NONE, planes ? format.pixel_format : AV_PIX_FMT_NONE));
   Progress progress("encode", reader.frame_count_hint(), progress_options(options));
   const core::ChunkOptions chunking = reporting(core::ChunkOptions::of(memory_plan, options.bands), progress);
   EncodeFeeder feeder(model, chunking, geometry, device);
